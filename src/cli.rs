@@ -1,0 +1,404 @@
+//! The command line: one subcommand per verb, each a thin call into the library.
+//!
+//! Data commands take `--json` and then print exactly one JSON document on stdout; logs
+//! go to stderr. Exit codes: 0 success, 1 a check failed (`verify`), 2 an error.
+
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use chrono::{NaiveDate, Utc};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use crate::config::{Config, Overrides};
+use crate::consolidate::decide::Decider;
+use crate::consolidate::gate::{self, GateInput};
+use crate::consolidate::pass::{Pass, PassError, PassOptions};
+use crate::corpus;
+use crate::files::Root;
+use crate::files::archive::{self, NewFact};
+use crate::index::{Index, Scope, SearchOpts};
+use crate::ledger::Ledger;
+use crate::llm::{ChatClient, Prompts};
+use crate::lock;
+use crate::recall;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "memfold",
+    version,
+    about = "Long-term memory for AI agents, kept as markdown and consolidated in the background"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// The memory root [default: ~/.local/share/memfold; env: MEMFOLD_ROOT]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Config file [default: <root>/memfold.toml]
+    #[arg(long, global = true, value_name = "FILE", env = "MEMFOLD_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the folders and files of a memory root.
+    Init {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Append facts to today's archive (or --date's).
+    Add(AddArgs),
+    /// Show the gate, pending facts, entries and the last run.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check that every archived fact is accounted for (and the index matches the files); exit 1 if not.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search entries and pending facts (hybrid: vectors + full text).
+    Search(SearchArgs),
+    /// Bring the index up to date with the files, or rebuild it from scratch with --clear.
+    Reindex {
+        #[arg(long)]
+        clear: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a consolidation pass if the gate is open (or --force).
+    Consolidate {
+        /// Skip min_hours and min_facts (never the lock).
+        #[arg(long)]
+        force: bool,
+        /// Print the clusters and the ops it would apply; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    pub query: String,
+    /// Number of hits [default: search.default_k].
+    #[arg(short)]
+    pub k: Option<usize>,
+    /// What was current on this day (YYYY-MM-DD).
+    #[arg(long)]
+    pub as_of: Option<NaiveDate>,
+    /// Include superseded versions.
+    #[arg(long)]
+    pub history: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Facts, one per argument.
+    pub facts: Vec<String>,
+    /// Read facts from stdin, one per line.
+    #[arg(long)]
+    pub stdin: bool,
+    /// The day the facts belong to (YYYY-MM-DD) [default: today].
+    #[arg(long)]
+    pub date: Option<NaiveDate>,
+    /// Where the facts came from (stored as `src`).
+    #[arg(long)]
+    pub source: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run a parsed command; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32> {
+    let overrides = Overrides { root: cli.global.root.clone(), config: cli.global.config.clone() };
+    let config = Config::load(&overrides).context("loading configuration")?;
+    let root = Root::new(&config.root);
+    match cli.command {
+        Command::Init { json } => init(&root, json),
+        command => {
+            if !root.is_initialized() {
+                bail!(
+                    "{} is not a memfold root; run `memfold init --root {}` first",
+                    root.dir().display(),
+                    root.dir().display()
+                );
+            }
+            match command {
+                Command::Init { .. } => unreachable!("handled above"),
+                Command::Add(args) => add(&root, args),
+                Command::Status { json } => status(&root, &config, json),
+                Command::Verify { json } => verify(&root, &config, json),
+                Command::Search(args) => runtime()?.block_on(search(&root, &config, args)),
+                Command::Reindex { clear, json } => runtime()?.block_on(reindex(&root, &config, clear, json)),
+                Command::Consolidate { force, dry_run, json } => {
+                    runtime()?.block_on(consolidate(&root, &config, PassOptions { force, dry_run }, json))
+                }
+            }
+        }
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn init(root: &Root, json: bool) -> Result<i32> {
+    root.init().with_context(|| format!("creating memory root {}", root.dir().display()))?;
+    if json {
+        print_json(&json!({"root": root.dir()}))?;
+    } else {
+        println!("memory root ready at {}", root.dir().display());
+    }
+    Ok(0)
+}
+
+fn add(root: &Root, args: AddArgs) -> Result<i32> {
+    let mut texts = args.facts;
+    if args.stdin {
+        for line in std::io::stdin().lock().lines() {
+            let line = line.context("reading facts from stdin")?;
+            if !line.trim().is_empty() {
+                texts.push(line);
+            }
+        }
+    }
+    if texts.is_empty() {
+        bail!("no facts given (pass them as arguments or with --stdin)");
+    }
+    let facts: Vec<NewFact> =
+        texts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
+    let added = archive::append(root, &facts, chrono::Local::now().naive_local())?;
+    if args.json {
+        let facts: Vec<_> = added.iter().map(|f| json!({"id": f.id, "date": f.date, "text": f.text})).collect();
+        print_json(&json!({ "facts": facts }))?;
+    } else {
+        for fact in &added {
+            println!("{} {} {}", fact.id, fact.date, fact.text);
+        }
+    }
+    Ok(0)
+}
+
+fn status(root: &Root, config: &Config, json: bool) -> Result<i32> {
+    let ledger = Ledger::load(root)?;
+    let pending = ledger.pending().len();
+    let holder = lock::holder(&root.consolidate_lock());
+    let gate = gate::evaluate(
+        &config.consolidation,
+        &GateInput {
+            lock_holder: holder.as_deref(),
+            last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
+            now: Utc::now(),
+            pending,
+            force: false,
+        },
+    );
+    let entries = ledger.memory.entries().count();
+    if json {
+        print_json(&json!({
+            "gate": gate,
+            "pending_facts": pending,
+            "entries": entries,
+            "last_run": ledger.state.last_run,
+            "watermark": ledger.state.watermark,
+            "problems": ledger.problems.len(),
+        }))?;
+    } else {
+        println!("root:          {}", root.dir().display());
+        println!("gate:          {} ({})", if gate.open { "open" } else { "shut" }, gate.reason);
+        println!("pending facts: {pending}");
+        println!("entries:       {entries}");
+        match &ledger.state.last_run {
+            Some(run) => println!("last run:      {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops),
+            None => println!("last run:      none"),
+        }
+        if !ledger.problems.is_empty() {
+            println!("problems:      {} (see `memfold verify`)", ledger.problems.len());
+        }
+    }
+    Ok(0)
+}
+
+fn verify(root: &Root, config: &Config, json: bool) -> Result<i32> {
+    let ledger = Ledger::load(root)?;
+    let index_problems =
+        if root.index_dir().exists() { runtime()?.block_on(index_check(root, config))? } else { Vec::new() };
+    let report = crate::verify::verify(&ledger, index_problems);
+    if json {
+        print_json(&report)?;
+    } else {
+        for problem in &report.problems {
+            println!("{problem}");
+        }
+        println!(
+            "{}: {} facts ({} pending, {} consolidated, {} tombstoned), {} problems",
+            if report.ok { "ok" } else { "NOT OK" },
+            report.facts,
+            report.pending,
+            report.consolidated,
+            report.tombstoned,
+            report.problems.len()
+        );
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+/// Bring the index up to date, then check that it holds exactly what the files say.
+async fn index_check(root: &Root, config: &Config) -> Result<Vec<crate::files::Problem>> {
+    let index = corpus::open_index(root, config).await?;
+    let (ledger, _) = corpus::refresh(root, &index).await?;
+    let want: std::collections::BTreeMap<String, String> =
+        corpus::docs(&ledger).iter().map(|d| (d.key.clone(), Index::content_hash(d))).collect();
+    let have = index.digest().await?;
+    let mut problems = Vec::new();
+    let rows = index.len().await?;
+    if rows != have.len() {
+        problems.push(crate::files::Problem::new(
+            ".memfold/index",
+            0,
+            format!("{rows} rows for {} keys: a key is duplicated", have.len()),
+        ));
+    }
+    for (key, hash) in &want {
+        if have.get(key) != Some(hash) {
+            problems.push(crate::files::Problem::new(
+                ".memfold/index",
+                0,
+                format!("row {key} does not match the files"),
+            ));
+        }
+    }
+    for key in have.keys().filter(|k| !want.contains_key(*k)) {
+        problems.push(crate::files::Problem::new(".memfold/index", 0, format!("row {key} has no source in the files")));
+    }
+    Ok(problems)
+}
+
+async fn search(root: &Root, config: &Config, args: SearchArgs) -> Result<i32> {
+    let index = corpus::open_index(root, config).await?;
+    corpus::refresh(root, &index).await?;
+    let mut opts = SearchOpts::new(&config.search, chrono::Local::now().date_naive());
+    opts.k = args.k.unwrap_or(config.search.default_k);
+    opts.as_of = args.as_of;
+    opts.history = args.history;
+    let hits = index.search(&args.query, &opts).await?;
+    let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+    recall::record(root, &args.query, &ids, config.recall.window_days)?;
+    if args.json {
+        print_json(&json!({ "hits": hits }))?;
+    } else {
+        for hit in &hits {
+            println!("{:.3}  {:<8} {:<14} {}", hit.score, hit.kind.as_str(), hit.id, hit.text.replace('\n', " "));
+        }
+    }
+    Ok(0)
+}
+
+async fn reindex(root: &Root, config: &Config, clear: bool, json: bool) -> Result<i32> {
+    let index = corpus::open_index(root, config).await?;
+    if clear {
+        index.clear().await?;
+    }
+    let ledger = Ledger::load(root)?;
+    let docs = corpus::docs(&ledger);
+    let bar = interactive().then(|| {
+        let bar = indicatif::ProgressBar::new(docs.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} docs ({per_sec}, {eta} left)")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let progress = |done: usize, total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let started = std::time::Instant::now();
+    let stats = index.sync(&docs, Scope::All, Some(&progress)).await?;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if json {
+        print_json(&json!({"docs": docs.len(), "stats": stats, "seconds": secs}))?;
+    } else {
+        println!(
+            "{} docs: {} embedded, {} written, {} deleted, {} unchanged in {secs:.2}s",
+            docs.len(),
+            stats.embedded,
+            stats.upserted,
+            stats.deleted,
+            stats.unchanged
+        );
+    }
+    Ok(0)
+}
+
+/// The configured decider: the LLM when `[llm] base_url` is set, else the offline rules.
+pub fn decider(config: &Config) -> Result<Decider> {
+    Ok(match ChatClient::from_config(&config.llm)? {
+        Some(client) => Decider::Llm { client, prompt: Prompts::load(&config.llm.prompts_dir)?.consolidate },
+        None => Decider::Offline,
+    })
+}
+
+async fn consolidate(root: &Root, config: &Config, opts: PassOptions, json: bool) -> Result<i32> {
+    let index = corpus::open_index(root, config).await?;
+    let decider = decider(config)?;
+    let pass = Pass { root, config, embedder: index.embedder(), decider: &decider, index: Some(&index) };
+    let report = match pass.run(opts).await {
+        Ok(report) => report,
+        Err(PassError::Busy(err)) => {
+            eprintln!("{err}");
+            return Ok(0);
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if json {
+        print_json(&report)?;
+    } else if !report.gate.open {
+        println!("not consolidating: {}", report.gate.reason);
+    } else {
+        for op in &report.ops {
+            let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
+            println!("{:<9} {:<14} {}", op.op, op.target.as_deref().unwrap_or("(new)"), what.replace('\n', " "));
+        }
+        let verb = if opts.dry_run { "would apply" } else { "applied" };
+        println!(
+            "{} {verb}: {} ops from {} decision calls ({} decider, {} LLM calls, {} prompt tokens); {} facts left pending",
+            report.run.as_deref().unwrap_or("-"),
+            report.ops.len(),
+            report.clusters.len(),
+            report.decider,
+            report.llm.calls,
+            report.llm.prompt_tokens,
+            report.failed_facts.len()
+        );
+    }
+    Ok(0)
+}
+
+/// Whether progress bars make sense (stderr is a terminal).
+pub fn interactive() -> bool {
+    std::io::stderr().is_terminal()
+}

@@ -1,0 +1,521 @@
+//! Configuration: every key with its default, read as defaults < file < environment < flags.
+//!
+//! The file is `<root>/memfold.toml` or the path given with `--config`. Environment
+//! variables `MEMFOLD_SECTION__KEY` (e.g. `MEMFOLD_LLM__BASE_URL`) override single keys and
+//! `MEMFOLD_ROOT` overrides `root`. Unknown keys, in the file or the environment, are an
+//! error that names the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Errors while loading configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("reading config {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config {origin}: {message}")]
+    Invalid { origin: String, message: String },
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The memory root (also `--root` / `MEMFOLD_ROOT`).
+    pub root: PathBuf,
+    pub llm: LlmConfig,
+    pub embedding: EmbeddingConfig,
+    pub consolidation: ConsolidationConfig,
+    pub promotion: PromotionConfig,
+    pub recall: RecallConfig,
+    pub search: SearchConfig,
+    pub server: ServerConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("~/.local/share/memfold"),
+            llm: LlmConfig::default(),
+            embedding: EmbeddingConfig::default(),
+            consolidation: ConsolidationConfig::default(),
+            promotion: PromotionConfig::default(),
+            recall: RecallConfig::default(),
+            search: SearchConfig::default(),
+            server: ServerConfig::default(),
+        }
+    }
+}
+
+/// The chat model used to decide clusters, extract facts and promote lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// OpenAI-compatible base URL ending in `/v1`; empty means the offline decider.
+    pub base_url: String,
+    pub model: String,
+    /// Name of the environment variable holding the API key (never the key itself).
+    pub api_key_env: String,
+    pub timeout_secs: u64,
+    /// Retries on connection errors, 429 and 5xx, with exponential backoff.
+    pub max_retries: u32,
+    pub temperature: f32,
+    /// Upper bound on reply tokens per call.
+    pub max_tokens: u32,
+    /// Directory whose `consolidate.md`, `extract.md`, `promote.md` replace the built-in prompts.
+    pub prompts_dir: String,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            base_url: String::new(),
+            model: "qwen2.5:7b-instruct".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            timeout_secs: 120,
+            max_retries: 3,
+            temperature: 0.0,
+            max_tokens: 2048,
+            prompts_dir: String::new(),
+        }
+    }
+}
+
+impl LlmConfig {
+    /// Whether a chat endpoint is configured.
+    pub fn enabled(&self) -> bool {
+        !self.base_url.trim().is_empty()
+    }
+}
+
+/// Which embedder makes the vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    /// Hashed word and character n-grams, built in, no weights.
+    Local,
+    /// all-MiniLM-L6-v2 in process (candle), from `model_dir`.
+    Minilm,
+    /// Any OpenAI-compatible `/v1/embeddings` endpoint.
+    Openai,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbeddingConfig {
+    pub provider: EmbeddingProvider,
+    /// For `minilm`: directory holding `model.safetensors` and `tokenizer.json`.
+    pub model_dir: String,
+    /// For `openai`.
+    pub base_url: String,
+    pub model: String,
+    pub api_key_env: String,
+    pub timeout_secs: u64,
+    pub max_retries: u32,
+    /// Texts per request / forward pass.
+    pub batch_size: usize,
+    /// Vector length of the `local` embedder.
+    pub local_dim: usize,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            provider: EmbeddingProvider::Local,
+            model_dir: String::new(),
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            timeout_secs: 60,
+            max_retries: 3,
+            batch_size: 64,
+            local_dim: 384,
+        }
+    }
+}
+
+/// Consolidation mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Passes apply their plan.
+    Auto,
+    /// Passes store their plan under `.memfold/plans/` for `memfold apply`.
+    Review,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsolidationConfig {
+    pub mode: Mode,
+    /// Hours since the last pass before the gate opens.
+    pub min_hours: f64,
+    /// Unconsolidated facts before the gate opens.
+    pub min_facts: usize,
+    /// How often the daemon checks the gate.
+    pub interval_seconds: u64,
+    /// Neighbours per new fact, among entries and among other new facts.
+    pub neighbor_k: usize,
+    /// Full-text candidates per new fact, added to the vector neighbours.
+    pub lexical_k: usize,
+    /// Cosine below which a vector neighbour is not shown to the decider (limits candidates, never merges).
+    pub min_similarity: f32,
+    /// Largest cluster decided in one call; larger components are split into sequential calls.
+    pub cluster_max: usize,
+    /// Longest accepted entry content, in characters.
+    pub max_content_chars: usize,
+    /// Attempts before a fact whose cluster keeps failing is left for a person.
+    pub max_attempts: u32,
+    /// Ops with a confidence below this go to review even in `auto` mode.
+    pub review_below_confidence: f64,
+}
+
+impl Default for ConsolidationConfig {
+    fn default() -> Self {
+        ConsolidationConfig {
+            mode: Mode::Auto,
+            min_hours: 24.0,
+            min_facts: 20,
+            interval_seconds: 1800,
+            neighbor_k: 8,
+            lexical_k: 4,
+            min_similarity: 0.25,
+            cluster_max: 25,
+            max_content_chars: 2000,
+            max_attempts: 5,
+            review_below_confidence: 0.5,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromotionConfig {
+    /// Cap on lines in `MEMORY.md`.
+    pub memory_max_lines: usize,
+}
+
+impl Default for PromotionConfig {
+    fn default() -> Self {
+        PromotionConfig { memory_max_lines: 200 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecallConfig {
+    /// Days of search hits kept in `.memfold/recall.jsonl`.
+    pub window_days: u32,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        RecallConfig { window_days: 30 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// Hits returned when `-k` / `k` is not given.
+    pub default_k: usize,
+    /// Weight of the recency term added to the fused score (0 disables it).
+    pub recency_weight: f64,
+    /// Half-life of the recency term, in days.
+    pub recency_half_life_days: f64,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig { default_k: 10, recency_weight: 0.1, recency_half_life_days: 90.0 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub bind: String,
+    /// Name of a variable holding a bearer token; empty means no auth.
+    pub token_env: String,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+    /// `POST /consolidate` answers 202 with the run id when a pass takes longer than this.
+    pub request_timeout_secs: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: "127.0.0.1:7878".into(),
+            token_env: String::new(),
+            max_body_bytes: 1 << 20,
+            request_timeout_secs: 60,
+        }
+    }
+}
+
+/// Values from the command line, the top of the precedence order.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub root: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+impl Config {
+    /// Load from defaults, the config file, the process environment and `flags`.
+    pub fn load(flags: &Overrides) -> Result<Config, ConfigError> {
+        let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("MEMFOLD_")).collect();
+        Config::load_with_env(flags, &env)
+    }
+
+    /// As [`Config::load`], with the environment given explicitly (for tests).
+    pub fn load_with_env(flags: &Overrides, env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+        // Root decides where the default config file is, so resolve it first.
+        let explicit_file = flags.config.clone();
+        let mut table = match &explicit_file {
+            Some(path) => read_table(path)?,
+            None => toml::Table::new(),
+        };
+        let root_from_env = env.get("MEMFOLD_ROOT").map(PathBuf::from);
+        let root = flags
+            .root
+            .clone()
+            .or(root_from_env.clone())
+            .or_else(|| table.get("root").and_then(|v| v.as_str()).map(PathBuf::from))
+            .unwrap_or_else(|| Config::default().root);
+        let root = expand_tilde(&root);
+        if explicit_file.is_none() {
+            let path = root.join("memfold.toml");
+            if path.exists() {
+                table = read_table(&path)?;
+            }
+        }
+        apply_env(&mut table, env)?;
+        table.insert("root".into(), toml::Value::String(root.to_string_lossy().into_owned()));
+        let origin = explicit_file
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| root.join("memfold.toml").display().to_string());
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid { origin, message: e.message().to_string() })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: &str| {
+            Err(ConfigError::Invalid { origin: key.to_string(), message: message.to_string() })
+        };
+        if self.consolidation.cluster_max == 0 {
+            return bad("consolidation.cluster_max", "must be at least 1");
+        }
+        if self.consolidation.neighbor_k == 0 {
+            return bad("consolidation.neighbor_k", "must be at least 1");
+        }
+        if self.promotion.memory_max_lines == 0 {
+            return bad("promotion.memory_max_lines", "must be at least 1");
+        }
+        if self.embedding.batch_size == 0 {
+            return bad("embedding.batch_size", "must be at least 1");
+        }
+        if self.embedding.local_dim < 16 {
+            return bad("embedding.local_dim", "must be at least 16");
+        }
+        if self.embedding.provider == EmbeddingProvider::Openai && self.embedding.base_url.trim().is_empty() {
+            return bad("embedding.base_url", "is required when embedding.provider = \"openai\"");
+        }
+        if self.embedding.provider == EmbeddingProvider::Minilm && self.embedding.model_dir.trim().is_empty() {
+            return bad("embedding.model_dir", "is required when embedding.provider = \"minilm\"");
+        }
+        Ok(())
+    }
+
+    /// The bearer token the server requires, if `server.token_env` names a set variable.
+    pub fn server_token(&self) -> Option<String> {
+        if self.server.token_env.is_empty() {
+            return None;
+        }
+        std::env::var(&self.server.token_env).ok().filter(|t| !t.is_empty())
+    }
+}
+
+fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    text.parse::<toml::Table>()
+        .map_err(|e| ConfigError::Invalid { origin: path.display().to_string(), message: e.to_string() })
+}
+
+/// Variables read elsewhere that are not configuration keys.
+const NON_KEY_VARS: &[&str] = &["MEMFOLD_ROOT", "MEMFOLD_LOG", "MEMFOLD_CONFIG"];
+
+fn apply_env(table: &mut toml::Table, env: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    let defaults = toml::Table::try_from(Config::default()).expect("defaults serialise");
+    for (var, raw) in env {
+        if NON_KEY_VARS.contains(&var.as_str()) {
+            continue;
+        }
+        let Some(rest) = var.strip_prefix("MEMFOLD_") else { continue };
+        let unknown = || ConfigError::Env { var: var.clone(), message: "is not a configuration key".into() };
+        let (section, key) = rest.split_once("__").ok_or_else(unknown)?;
+        let (section, key) = (section.to_ascii_lowercase(), key.to_ascii_lowercase());
+        let default =
+            defaults.get(&section).and_then(|s| s.as_table()).and_then(|s| s.get(&key)).ok_or_else(unknown)?;
+        let value = env_value(raw, default).map_err(|message| ConfigError::Env { var: var.clone(), message })?;
+        let entry = table.entry(section).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let toml::Value::Table(section) = entry else {
+            return Err(ConfigError::Env {
+                var: var.clone(),
+                message: "its section is not a table in the file".into(),
+            });
+        };
+        section.insert(key, value);
+    }
+    Ok(())
+}
+
+/// Parse an environment value as the type of the key's default.
+fn env_value(raw: &str, default: &toml::Value) -> Result<toml::Value, String> {
+    let raw = raw.trim();
+    Ok(match default {
+        toml::Value::String(_) => toml::Value::String(raw.to_string()),
+        toml::Value::Integer(_) => {
+            toml::Value::Integer(raw.parse().map_err(|_| format!("expected an integer, got {raw:?}"))?)
+        }
+        toml::Value::Float(_) => {
+            toml::Value::Float(raw.parse().map_err(|_| format!("expected a number, got {raw:?}"))?)
+        }
+        toml::Value::Boolean(_) => {
+            toml::Value::Boolean(raw.parse().map_err(|_| format!("expected true or false, got {raw:?}"))?)
+        }
+        _ => return Err("cannot be set from the environment".into()),
+    })
+}
+
+/// Expand a leading `~` to `$HOME`.
+pub fn expand_tilde(path: &Path) -> PathBuf {
+    let Ok(rest) = path.strip_prefix("~") else { return path.to_path_buf() };
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(rest),
+        None => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let path = dir.join("memfold.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn defaults_match_the_design() {
+        let c = Config::default();
+        assert_eq!(c.consolidation.min_hours, 24.0);
+        assert_eq!(c.consolidation.min_facts, 20);
+        assert_eq!(c.consolidation.interval_seconds, 1800);
+        assert_eq!(c.consolidation.neighbor_k, 8);
+        assert_eq!(c.consolidation.cluster_max, 25);
+        assert_eq!(c.promotion.memory_max_lines, 200);
+        assert_eq!(c.server.bind, "127.0.0.1:7878");
+        assert_eq!(c.embedding.provider, EmbeddingProvider::Local);
+        assert!(!c.llm.enabled());
+    }
+
+    #[test]
+    fn file_then_env_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "[consolidation]\nmin_facts = 5\nmin_hours = 2.5\n[llm]\nmodel = \"file-model\"\n");
+        let flags = Overrides { root: Some(dir.path().to_path_buf()), config: None };
+        let c = Config::load_with_env(&flags, &env(&[("MEMFOLD_CONSOLIDATION__MIN_FACTS", "7")])).unwrap();
+        assert_eq!(c.consolidation.min_facts, 7, "env beats file");
+        assert_eq!(c.consolidation.min_hours, 2.5, "file beats default");
+        assert_eq!(c.llm.model, "file-model");
+        assert_eq!(c.root, dir.path());
+    }
+
+    #[test]
+    fn root_flag_beats_env_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), "root = \"/from/file\"\n");
+        let flags = Overrides { root: None, config: Some(file.clone()) };
+        let c = Config::load_with_env(&flags, &env(&[])).unwrap();
+        assert_eq!(c.root, PathBuf::from("/from/file"));
+        let c = Config::load_with_env(&flags, &env(&[("MEMFOLD_ROOT", "/from/env")])).unwrap();
+        assert_eq!(c.root, PathBuf::from("/from/env"));
+        let flags = Overrides { root: Some("/from/flag".into()), config: Some(file) };
+        let c = Config::load_with_env(&flags, &env(&[("MEMFOLD_ROOT", "/from/env")])).unwrap();
+        assert_eq!(c.root, PathBuf::from("/from/flag"));
+    }
+
+    #[test]
+    fn unknown_file_key_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), "[consolidation]\nmin_factz = 5\n");
+        let err = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("min_factz"), "{msg}");
+        assert!(msg.contains("memfold.toml"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_section_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), "[llmm]\nmodel = \"x\"\n");
+        let err = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap_err();
+        assert!(err.to_string().contains("llmm"), "{err}");
+    }
+
+    #[test]
+    fn unknown_env_key_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let err = Config::load_with_env(&flags, &env(&[("MEMFOLD_LLM__MODLE", "x")])).unwrap_err();
+        assert!(err.to_string().contains("MEMFOLD_LLM__MODLE"), "{err}");
+        let err = Config::load_with_env(&flags, &env(&[("MEMFOLD_CONSOLIDATION__MIN_FACTS", "many")])).unwrap_err();
+        assert!(err.to_string().contains("expected an integer"), "{err}");
+    }
+
+    #[test]
+    fn env_sets_enums_and_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let c = Config::load_with_env(
+            &flags,
+            &env(&[("MEMFOLD_LLM__BASE_URL", "http://127.0.0.1:1/v1"), ("MEMFOLD_CONSOLIDATION__MODE", "review")]),
+        )
+        .unwrap();
+        assert!(c.llm.enabled());
+        assert_eq!(c.consolidation.mode, Mode::Review);
+    }
+
+    #[test]
+    fn example_file_lists_every_key_with_its_default() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.toml")).unwrap();
+        let example: Config = toml::from_str(&text).expect("config.example.toml parses with deny_unknown_fields");
+        let defaults = Config { root: example.root.clone(), ..Config::default() };
+        assert_eq!(example, defaults, "config.example.toml shows the defaults");
+        let every = toml::Table::try_from(Config::default()).unwrap();
+        let listed: toml::Table = text.parse().unwrap();
+        for (section, keys) in every.iter().filter_map(|(s, v)| v.as_table().map(|t| (s, t))) {
+            for key in keys.keys() {
+                assert!(
+                    listed.get(section).and_then(|s| s.get(key)).is_some(),
+                    "config.example.toml does not document {section}.{key}"
+                );
+            }
+        }
+    }
+}

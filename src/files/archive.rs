@@ -1,0 +1,457 @@
+//! The append-only daily logs `archive/YYYY-MM-DD.md`: one fact per list item.
+//!
+//! A line memfold writes looks like
+//! `- 14:03 Moved to Lisbon in October. <!--f {"id":"f-…","src":"chat"}-->`.
+//! A list item appended by hand without the comment is a fact too; its id is derived from
+//! (date, text, occurrence of that text earlier in the day), the same rule memfold uses
+//! when it writes one, so ids are stable across reads. Headings, blank lines and HTML
+//! comments are ignored; any other line is reported with file and line and skipped.
+//!
+//! Appends take an exclusive lock on the day file (std `flock`), count earlier copies of
+//! each text to derive ids, and write all new lines in one `write` followed by an fsync,
+//! so concurrent appenders never interleave partial lines or lose a fact.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+
+use super::{Problem, Root, comment_json, content_hash};
+
+/// One archived fact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fact {
+    pub id: String,
+    pub date: NaiveDate,
+    /// `HH:MM` when the line carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// 1-based line in the day file.
+    #[serde(skip)]
+    pub line: usize,
+}
+
+/// A fact to be appended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewFact {
+    pub text: String,
+    #[serde(default)]
+    pub date: Option<NaiveDate>,
+    #[serde(default, alias = "src")]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArchiveError {
+    #[error("fact {index} is empty")]
+    EmptyFact { index: usize },
+    #[error("appending to {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("reading {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+}
+
+/// Everything read from the archive folder.
+#[derive(Debug, Default, Clone)]
+pub struct Archive {
+    /// All facts, by date then line.
+    pub facts: Vec<Fact>,
+    pub problems: Vec<Problem>,
+}
+
+/// Comment prefix of a fact line.
+const FACT_COMMENT: &str = "<!--f ";
+
+#[derive(Serialize, Deserialize)]
+struct FactMeta {
+    id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    src: Option<String>,
+}
+
+/// A fact's text as stored: one line, trimmed, inner whitespace collapsed.
+pub fn clean_text(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The id of the `occurrence`-th (0-based) copy of `text` on `date`.
+pub fn fact_id(date: NaiveDate, text: &str, occurrence: usize) -> String {
+    let hash = content_hash(format!("{date}\n{}\n{occurrence}", clean_text(text)));
+    format!("f-{}", &hash[..12])
+}
+
+/// A list item's text without its marker, or None for lines that are not list items.
+fn list_item(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    if line.len() - t.len() > 3 {
+        return None; // indented: a continuation or code, not a new item
+    }
+    ["- ", "* ", "+ "]
+        .iter()
+        .find_map(|m| t.strip_prefix(m))
+        .or_else(|| (["-", "*", "+"].contains(&t.trim_end())).then_some(""))
+}
+
+/// Split a leading `HH:MM ` off an item.
+fn split_time(item: &str) -> (Option<String>, &str) {
+    let b = item.as_bytes();
+    let is_time = b.len() >= 5
+        && b[0].is_ascii_digit()
+        && b[1].is_ascii_digit()
+        && b[2] == b':'
+        && b[3].is_ascii_digit()
+        && b[4].is_ascii_digit()
+        && (b.len() == 5 || b[5] == b' ');
+    if is_time { (Some(item[..5].to_string()), item[5..].trim_start()) } else { (None, item) }
+}
+
+/// Counts texts already in a day file, so new ids continue the occurrence sequence.
+#[derive(Debug, Default)]
+struct Occurrences {
+    by_text: HashMap<String, usize>,
+    ids: HashSet<String>,
+}
+
+impl Occurrences {
+    /// The id for the next copy of `text`, unique in this day.
+    fn next_id(&mut self, date: NaiveDate, text: &str) -> String {
+        let n = self.by_text.entry(clean_text(text)).or_insert(0);
+        loop {
+            let id = fact_id(date, text, *n);
+            *n += 1;
+            if self.ids.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
+
+    /// Record a line that carries its own id.
+    fn record(&mut self, text: &str, id: &str) {
+        *self.by_text.entry(clean_text(text)).or_insert(0) += 1;
+        self.ids.insert(id.to_string());
+    }
+}
+
+/// Parse one day file. `file` names it in problems.
+pub fn parse_day(date: NaiveDate, text: &str, file: &str) -> (Vec<Fact>, Vec<Problem>) {
+    let mut occ = Occurrences::default();
+    parse_into(date, text, file, &mut occ)
+}
+
+fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) -> (Vec<Fact>, Vec<Problem>) {
+    let mut facts = Vec::new();
+    let mut problems = Vec::new();
+    let mut in_comment = false;
+    for (i, line) in text.lines().enumerate() {
+        let lineno = i + 1;
+        let trimmed = line.trim();
+        if in_comment {
+            in_comment = !trimmed.contains("-->");
+            continue;
+        }
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if trimmed.starts_with("<!--") {
+            in_comment = !trimmed.contains("-->");
+            continue;
+        }
+        let Some(item) = list_item(line) else {
+            problems.push(Problem::new(file, lineno, "not a list item; skipped (facts are `- text` lines)"));
+            continue;
+        };
+        let (body, meta) = match item.rfind(FACT_COMMENT) {
+            Some(at) if item.trim_end().ends_with("-->") => {
+                let json = item[at + FACT_COMMENT.len()..].trim_end().trim_end_matches("-->");
+                match serde_json::from_str::<FactMeta>(json) {
+                    Ok(meta) if meta.id.starts_with("f-") => (&item[..at], Some(meta)),
+                    Ok(meta) => {
+                        problems.push(Problem::new(
+                            file,
+                            lineno,
+                            format!("fact id {:?} does not start with f-; skipped", meta.id),
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        problems.push(Problem::new(file, lineno, format!("broken fact comment ({e}); skipped")));
+                        continue;
+                    }
+                }
+            }
+            _ => (item, None),
+        };
+        let (time, body) = split_time(body.trim());
+        let text = clean_text(body);
+        if text.is_empty() {
+            problems.push(Problem::new(file, lineno, "empty fact; skipped"));
+            continue;
+        }
+        let (id, src) = match meta {
+            Some(meta) if !occ.ids.contains(&meta.id) => {
+                occ.record(&text, &meta.id);
+                (meta.id, meta.src)
+            }
+            Some(meta) => {
+                problems.push(Problem::new(
+                    file,
+                    lineno,
+                    format!("fact id {} appears twice; this copy gets a derived id", meta.id),
+                ));
+                (occ.next_id(date, &text), meta.src)
+            }
+            None => (occ.next_id(date, &text), None),
+        };
+        facts.push(Fact { id, date, time, text, src, line: lineno });
+    }
+    (facts, problems)
+}
+
+/// The date a day file is named for, if it is one.
+pub fn day_of(path: &Path) -> Option<NaiveDate> {
+    let name = path.file_name()?.to_str()?;
+    NaiveDate::parse_from_str(name.strip_suffix(".md")?, "%Y-%m-%d").ok()
+}
+
+/// Read every day file under `archive/`, in date order.
+pub fn read_all(root: &Root) -> Result<Archive, ArchiveError> {
+    let dir = root.archive_dir();
+    let read_err = |source| ArchiveError::Read { path: root.relative(&dir), source };
+    let mut days = Vec::new();
+    let mut archive = Archive::default();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(archive),
+        Err(e) => return Err(read_err(e)),
+    };
+    for entry in entries {
+        let path = entry.map_err(read_err)?.path();
+        match day_of(&path) {
+            Some(date) => days.push((date, path)),
+            None if path.extension().is_some_and(|e| e == "md") => archive.problems.push(Problem::new(
+                root.relative(&path),
+                0,
+                "not named YYYY-MM-DD.md; its facts are not read",
+            )),
+            None => {}
+        }
+    }
+    days.sort();
+    for (date, path) in days {
+        let rel = root.relative(&path);
+        let text = std::fs::read_to_string(&path).map_err(|source| ArchiveError::Read { path: rel.clone(), source })?;
+        let (facts, problems) = parse_day(date, &text, &rel);
+        archive.facts.extend(facts);
+        archive.problems.extend(problems);
+    }
+    Ok(archive)
+}
+
+/// Read one day file; a missing file has no facts.
+pub fn read_day(root: &Root, date: NaiveDate) -> Result<(Vec<Fact>, Vec<Problem>), ArchiveError> {
+    let path = root.archive_file(date);
+    let rel = root.relative(&path);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(parse_day(date, &text, &rel)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Vec::new(), Vec::new())),
+        Err(source) => Err(ArchiveError::Read { path: rel, source }),
+    }
+}
+
+/// Render one fact line (with its newline).
+pub fn render_line(fact: &Fact) -> String {
+    let meta = comment_json(&FactMeta { id: fact.id.clone(), src: fact.src.clone() });
+    match &fact.time {
+        Some(time) => format!("- {time} {} {FACT_COMMENT}{meta}-->\n", fact.text),
+        None => format!("- {} {FACT_COMMENT}{meta}-->\n", fact.text),
+    }
+}
+
+/// Append facts to their day files. `now` gives the default date and the `HH:MM` stamp.
+pub fn append(root: &Root, facts: &[NewFact], now: chrono::NaiveDateTime) -> Result<Vec<Fact>, ArchiveError> {
+    for (index, fact) in facts.iter().enumerate() {
+        if clean_text(&fact.text).is_empty() {
+            return Err(ArchiveError::EmptyFact { index });
+        }
+    }
+    // Group by day, remembering each fact's place so callers see them in the order given.
+    let mut by_day: Vec<(NaiveDate, Vec<usize>)> = Vec::new();
+    for (i, fact) in facts.iter().enumerate() {
+        let date = fact.date.unwrap_or(now.date());
+        match by_day.iter_mut().find(|(d, _)| *d == date) {
+            Some((_, group)) => group.push(i),
+            None => by_day.push((date, vec![i])),
+        }
+    }
+    let time = now.format("%H:%M").to_string();
+    let mut placed: Vec<Option<Fact>> = vec![None; facts.len()];
+    for (date, group) in by_day {
+        let new: Vec<&NewFact> = group.iter().map(|&i| &facts[i]).collect();
+        for (i, fact) in group.into_iter().zip(append_day(root, date, &new, &time)?) {
+            placed[i] = Some(fact);
+        }
+    }
+    Ok(placed.into_iter().flatten().collect())
+}
+
+fn append_day(root: &Root, date: NaiveDate, group: &[&NewFact], time: &str) -> Result<Vec<Fact>, ArchiveError> {
+    let path = root.archive_file(date);
+    let rel = root.relative(&path);
+    let io = |source| ArchiveError::Io { path: rel.clone(), source };
+    std::fs::create_dir_all(root.archive_dir()).map_err(io)?;
+    let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&path).map_err(io)?;
+    file.lock().map_err(io)?;
+    let mut existing = String::new();
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    file.read_to_string(&mut existing).map_err(io)?;
+    let mut occ = Occurrences::default();
+    let (_, _) = parse_into(date, &existing, &rel, &mut occ);
+    let mut out = String::new();
+    if existing.is_empty() {
+        out.push_str(&format!("# {date}\n\n"));
+    } else if !existing.ends_with('\n') {
+        out.push('\n');
+    }
+    let first_line = existing.matches('\n').count() + out.matches('\n').count() + 1;
+    let mut facts = Vec::with_capacity(group.len());
+    for (i, new) in group.iter().enumerate() {
+        let text = clean_text(&new.text);
+        let src = new.source.as_ref().map(|s| clean_text(s)).filter(|s| !s.is_empty());
+        let fact =
+            Fact { id: occ.next_id(date, &text), date, time: Some(time.to_string()), text, src, line: first_line + i };
+        out.push_str(&render_line(&fact));
+        facts.push(fact);
+    }
+    file.write_all(out.as_bytes()).map_err(io)?;
+    file.sync_data().map_err(io)?;
+    file.unlock().map_err(io)?;
+    Ok(facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    fn now() -> chrono::NaiveDateTime {
+        d("2026-11-22").and_hms_opt(14, 3, 0).unwrap()
+    }
+
+    fn new(text: &str) -> NewFact {
+        NewFact { text: text.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn appended_lines_parse_back_identically() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let facts = vec![
+            new("Moved to Lisbon in October."),
+            NewFact { text: "Likes  \n green tea".into(), source: Some("chat --> 7".into()), date: None },
+        ];
+        let written = append(&root, &facts, now()).unwrap();
+        assert_eq!(written[1].text, "Likes green tea");
+        let (read, problems) = read_day(&root, d("2026-11-22")).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(read, written);
+        let text = std::fs::read_to_string(root.archive_file(d("2026-11-22"))).unwrap();
+        assert!(text.starts_with("# 2026-11-22\n\n- 14:03 Moved to Lisbon in October. <!--f {\"id\":\"f-"), "{text}");
+    }
+
+    #[test]
+    fn same_text_twice_gets_two_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let a = append(&root, &[new("Likes tea")], now()).unwrap();
+        let b = append(&root, &[new("Likes tea")], now()).unwrap();
+        assert_ne!(a[0].id, b[0].id);
+        assert_eq!(read_day(&root, d("2026-11-22")).unwrap().0.len(), 2);
+    }
+
+    #[test]
+    fn hand_appended_lines_get_stable_ids() {
+        let text = "# 2026-11-22\n\n- 09:00 Has a dog named Rex\n* Likes tea\n- Likes tea\n";
+        let (a, problems) = parse_day(d("2026-11-22"), text, "archive/2026-11-22.md");
+        assert!(problems.is_empty());
+        let (b, _) = parse_day(d("2026-11-22"), text, "archive/2026-11-22.md");
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 3);
+        assert_eq!(a[0].time.as_deref(), Some("09:00"));
+        assert_eq!(a[0].id, fact_id(d("2026-11-22"), "Has a dog named Rex", 0));
+        assert_ne!(a[1].id, a[2].id);
+    }
+
+    #[test]
+    fn hand_line_then_memfold_append_continue_the_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::fs::create_dir_all(root.archive_dir()).unwrap();
+        std::fs::write(root.archive_file(d("2026-11-22")), "- Likes tea").unwrap();
+        let added = append(&root, &[new("Likes tea")], now()).unwrap();
+        let (facts, problems) = read_day(&root, d("2026-11-22")).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(facts.len(), 2);
+        assert_eq!(facts[1], added[0]);
+        assert_ne!(facts[0].id, facts[1].id);
+    }
+
+    #[test]
+    fn malformed_lines_are_reported_and_skipped() {
+        let text = "- Fine fact\nstray paragraph\n- Broken <!--f {\"id\":-->\n-  \n<!-- a\nnote -->\n- Also fine\n";
+        let (facts, problems) = parse_day(d("2026-11-22"), text, "archive/2026-11-22.md");
+        assert_eq!(facts.iter().map(|f| f.text.as_str()).collect::<Vec<_>>(), ["Fine fact", "Also fine"]);
+        let places: Vec<_> = problems.iter().map(|p| p.line).collect();
+        assert_eq!(places, [2, 3, 4]);
+        assert!(problems[0].to_string().starts_with("archive/2026-11-22.md:2: "));
+    }
+
+    #[test]
+    fn facts_with_dates_go_to_their_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let facts = [NewFact { date: Some(d("2026-05-27")), ..new("Works at Google") }, new("Today")];
+        let written = append(&root, &facts, now()).unwrap();
+        assert_eq!(written[0].date, d("2026-05-27"));
+        assert_eq!(written[1].date, d("2026-11-22"));
+        let all = read_all(&root).unwrap();
+        assert_eq!(all.facts.len(), 2);
+        assert_eq!(all.facts[0].text, "Works at Google");
+    }
+
+    #[test]
+    fn empty_fact_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = append(&Root::new(dir.path()), &[new("ok"), new("  ")], now()).unwrap_err();
+        assert_eq!(err.to_string(), "fact 1 is empty");
+    }
+
+    #[test]
+    fn concurrent_appenders_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let root = &root;
+                s.spawn(move || {
+                    for i in 0..100 {
+                        append(root, &[new(&format!("thread {t} fact {i}")), new("shared text")], now()).unwrap();
+                    }
+                });
+            }
+        });
+        let all = read_all(&root).unwrap();
+        assert!(all.problems.is_empty(), "{:?}", all.problems);
+        assert_eq!(all.facts.len(), 800);
+        let ids: HashSet<_> = all.facts.iter().map(|f| &f.id).collect();
+        assert_eq!(ids.len(), 800);
+    }
+}

@@ -1,0 +1,134 @@
+//! Whole-file writes that either happen completely or not at all, refused when the file changed since it was read.
+//!
+//! A write goes to a temp file in the same folder, is fsynced, renamed over the target, and
+//! the folder is fsynced. With an expected hash, the current content is hashed first (and
+//! again just before the rename) and the write is refused if it differs: the daemon never
+//! overwrites a change it has not read.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::content_hash;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    #[error("{path} changed since it was read; not overwriting it")]
+    Stale { path: PathBuf },
+    #[error("writing {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// The hash of a file's current content; a missing file hashes as empty.
+pub fn current_hash(path: &Path) -> std::io::Result<String> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(content_hash(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(content_hash(b"")),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replace `path` with `content`. With `expected`, refuse unless the file still hashes to it.
+pub fn write_atomic(path: &Path, content: &[u8], expected: Option<&str>) -> Result<(), WriteError> {
+    let io = |source| WriteError::Io { path: path.to_path_buf(), source };
+    let check = || -> Result<(), WriteError> {
+        if let Some(expected) = expected
+            && current_hash(path).map_err(io)? != expected
+        {
+            return Err(WriteError::Stale { path: path.to_path_buf() });
+        }
+        Ok(())
+    };
+    check()?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".memfold-").suffix(".tmp").tempfile_in(dir).map_err(io)?;
+    tmp.write_all(content).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    // Narrow the window between the check and the rename as far as a rename allows.
+    check()?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    sync_dir(dir).map_err(io)?;
+    Ok(())
+}
+
+/// fsync a folder so a rename inside it is durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// Append `content` to `path` and fsync it, starting on a fresh line if the file ends mid-line.
+pub fn append_durable(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+    let len = file.metadata()?.len();
+    let mut buf = Vec::with_capacity(content.len() + 1);
+    if len > 0 && !ends_with_newline(&mut file, len)? {
+        buf.push(b'\n');
+    }
+    buf.extend_from_slice(content);
+    file.write_all(&buf)?;
+    file.sync_data()
+}
+
+pub(crate) fn ends_with_newline(file: &mut std::fs::File, len: u64) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if len == 0 {
+        return Ok(true);
+    }
+    file.seek(SeekFrom::Start(len - 1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_replaces_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.md");
+        std::fs::write(&path, "old\n").unwrap();
+        let hash = current_hash(&path).unwrap();
+        write_atomic(&path, b"new\n", Some(&hash)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["memory.md"]);
+    }
+
+    #[test]
+    fn edited_between_read_and_write_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.md");
+        std::fs::write(&path, "as read\n").unwrap();
+        let hash = current_hash(&path).unwrap();
+        std::fs::write(&path, "as read\nand a hand edit\n").unwrap();
+        let err = write_atomic(&path, b"daemon's version\n", Some(&hash)).unwrap_err();
+        assert!(matches!(err, WriteError::Stale { .. }), "{err}");
+        assert!(err.to_string().contains("memory.md"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "as read\nand a hand edit\n");
+    }
+
+    #[test]
+    fn missing_file_counts_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.md");
+        write_atomic(&path, b"x", Some(&content_hash(b""))).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x");
+    }
+
+    #[test]
+    fn append_after_torn_line_starts_a_new_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n{\"b\":").unwrap();
+        append_durable(&path, b"{\"c\":3}\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":\n{\"c\":3}\n");
+    }
+}

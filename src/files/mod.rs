@@ -1,0 +1,182 @@
+//! The markdown truth: where each file of a memory root lives, and how it is read and written.
+//!
+//! [`archive`] holds the append-only daily logs, [`entries`] parses and renders
+//! `consolidated/memory.md` and `history.md`, and [`atomic`] writes whole files safely.
+//! Everything else in memfold is derived from these files.
+
+pub mod archive;
+pub mod atomic;
+pub mod entries;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The paths of one memory root (DESIGN §2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    dir: PathBuf,
+}
+
+impl Root {
+    pub fn new(dir: impl Into<PathBuf>) -> Root {
+        Root { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn archive_dir(&self) -> PathBuf {
+        self.dir.join("archive")
+    }
+    pub fn archive_file(&self, date: NaiveDate) -> PathBuf {
+        self.archive_dir().join(format!("{date}.md"))
+    }
+    pub fn consolidated_dir(&self) -> PathBuf {
+        self.dir.join("consolidated")
+    }
+    pub fn memory(&self) -> PathBuf {
+        self.consolidated_dir().join("memory.md")
+    }
+    pub fn history(&self) -> PathBuf {
+        self.consolidated_dir().join("history.md")
+    }
+    pub fn memory_md(&self) -> PathBuf {
+        self.dir.join("MEMORY.md")
+    }
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join(".memfold")
+    }
+    pub fn state_json(&self) -> PathBuf {
+        self.state_dir().join("state.json")
+    }
+    pub fn journal(&self) -> PathBuf {
+        self.state_dir().join("journal.jsonl")
+    }
+    pub fn tombstones(&self) -> PathBuf {
+        self.state_dir().join("tombstones.jsonl")
+    }
+    pub fn recall(&self) -> PathBuf {
+        self.state_dir().join("recall.jsonl")
+    }
+    pub fn plans_dir(&self) -> PathBuf {
+        self.state_dir().join("plans")
+    }
+    pub fn consolidate_lock(&self) -> PathBuf {
+        self.state_dir().join("consolidate.lock")
+    }
+    pub fn serve_lock(&self) -> PathBuf {
+        self.state_dir().join("serve.lock")
+    }
+    pub fn index_dir(&self) -> PathBuf {
+        self.state_dir().join("index")
+    }
+    pub fn index_lock(&self) -> PathBuf {
+        self.state_dir().join("index.lock")
+    }
+    pub fn embed_cache_dir(&self) -> PathBuf {
+        self.state_dir().join("embed-cache")
+    }
+
+    /// The path relative to the root with `/` separators, as stored in the index and in messages.
+    pub fn relative(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(&self.dir).unwrap_or(path);
+        rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+    }
+
+    /// Whether `init` has run here.
+    pub fn is_initialized(&self) -> bool {
+        self.state_dir().is_dir() && self.archive_dir().is_dir()
+    }
+
+    /// Create the folders and empty files of a root; existing files are left alone.
+    pub fn init(&self) -> std::io::Result<()> {
+        for dir in [self.archive_dir(), self.consolidated_dir(), self.state_dir(), self.plans_dir()] {
+            std::fs::create_dir_all(dir)?;
+        }
+        for file in [self.memory(), self.history()] {
+            if !file.exists() {
+                std::fs::write(&file, "")?;
+            }
+        }
+        if !self.memory_md().exists() {
+            std::fs::write(self.memory_md(), "")?;
+        }
+        Ok(())
+    }
+}
+
+/// Hex sha256 of some bytes: the content hash used for optimistic writes and the index.
+pub fn content_hash(bytes: impl AsRef<[u8]>) -> String {
+    hex(&Sha256::digest(bytes.as_ref()))
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Serialise metadata for an HTML comment: JSON with `-->` made impossible.
+pub(crate) fn comment_json<T: Serialize>(value: &T) -> String {
+    let json = serde_json::to_string(value).unwrap_or_else(|_| "{}".into());
+    // `>` only occurs inside JSON strings; \u003e keeps the text identical after parsing.
+    json.replace('>', "\\u003e")
+}
+
+/// A recoverable problem in a file: reported with its place, never fatal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(file: impl Into<String>, line: usize, message: impl Into<String>) -> Problem {
+        Problem { file: file.into(), line, message: message.into() }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        } else {
+            write!(f, "{}: {}", self.file, self.message)
+        }
+    }
+}
+
+/// 1-based line number of a byte offset.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comment_json_cannot_close_the_comment() {
+        let json = comment_json(&serde_json::json!({"src": "a --> b"}));
+        assert!(!json.contains("-->"));
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["src"], "a --> b");
+    }
+
+    #[test]
+    fn relative_paths_use_slashes() {
+        let root = Root::new("/tmp/r");
+        assert_eq!(
+            root.relative(&root.archive_file(NaiveDate::from_ymd_opt(2026, 11, 22).unwrap())),
+            "archive/2026-11-22.md"
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! The `memfold` binary: parse the command line, set up logging, run the command.
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let cli = memfold::cli::Cli::parse();
+    let filter = EnvFilter::try_from_env("MEMFOLD_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,lance=warn,lancedb=warn,datafusion=warn,lance_index=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    match memfold::cli::run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::exit(2);
+        }
+    }
+}

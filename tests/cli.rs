@@ -1,0 +1,145 @@
+//! The `memfold` binary driven as a user would: init, add, status, verify.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn memfold(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memfold"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .env_remove("MEMFOLD_ROOT")
+        .env("MEMFOLD_LOG", "warn")
+        .output()
+        .expect("memfold runs")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn init() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(memfold(dir.path(), &["init"]).status.success());
+    dir
+}
+
+#[test]
+fn init_add_verify_as_the_readme_shows() {
+    let dir = init();
+    let root = dir.path();
+    for path in ["archive", "consolidated/memory.md", "consolidated/history.md", "MEMORY.md", ".memfold"] {
+        assert!(root.join(path).exists(), "{path} missing after init");
+    }
+    let added = json(&memfold(
+        root,
+        &["add", "--json", "--source", "chat", "Moved to Lisbon in October.", "Has a dog named Rex."],
+    ));
+    let facts = added["facts"].as_array().unwrap();
+    assert_eq!(facts.len(), 2);
+    assert!(facts[0]["id"].as_str().unwrap().starts_with("f-"));
+    assert_eq!(facts[0]["text"], "Moved to Lisbon in October.");
+    let verify = json(&memfold(root, &["verify", "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+    assert_eq!(verify["facts"], 2);
+    assert_eq!(verify["pending"], 2);
+    assert_eq!(verify["consolidated"], 0);
+    assert_eq!(verify["tombstoned"], 0);
+    let status = json(&memfold(root, &["status", "--json"]));
+    assert_eq!(status["pending_facts"], 2);
+    assert_eq!(status["gate"]["open"], false);
+    assert!(status["gate"]["reason"].as_str().unwrap().contains("min_facts"), "{status}");
+}
+
+#[test]
+fn add_with_date_and_stdin() {
+    let dir = init();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memfold"))
+        .args(["add", "--stdin", "--json", "--date", "2026-05-27", "--root"])
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"Works at Google\n\nLikes green tea\n").unwrap();
+    let out = json(&child.wait_with_output().unwrap());
+    assert_eq!(out["facts"].as_array().unwrap().len(), 2);
+    assert_eq!(out["facts"][1]["date"], "2026-05-27");
+    assert!(dir.path().join("archive/2026-05-27.md").exists());
+}
+
+#[test]
+fn concurrent_add_from_four_processes_loses_nothing() {
+    let dir = init();
+    let root = dir.path();
+    // 4 concurrent writers, each running 50 `memfold add` processes of 10 facts: 2000 facts.
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            s.spawn(move || {
+                for batch in 0..50 {
+                    let texts: Vec<String> = (0..10).map(|i| format!("writer {w} batch {batch} fact {i}")).collect();
+                    let mut args = vec!["add"];
+                    args.extend(texts.iter().map(String::as_str));
+                    let out = memfold(root, &args);
+                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                }
+            });
+        }
+    });
+    let verify = json(&memfold(root, &["verify", "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+    assert_eq!(verify["facts"], 2000);
+    let text: String = std::fs::read_dir(root.join("archive"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let lines: Vec<_> = text.lines().filter(|l| l.starts_with("- ")).collect();
+    assert_eq!(lines.len(), 2000);
+    assert!(lines.iter().all(|l| l.ends_with("\"}-->")), "every line whole");
+    let distinct: HashSet<_> = lines.iter().map(|l| l.split(" <!--f ").next().unwrap()[8..].to_string()).collect();
+    assert_eq!(distinct.len(), 2000);
+}
+
+#[test]
+fn malformed_archive_line_is_reported_and_the_rest_loads() {
+    let dir = init();
+    let root = dir.path();
+    std::fs::write(
+        root.join("archive/2026-11-20.md"),
+        "# 2026-11-20\n\n- Likes tea\nthis is not a fact line\n- Likes coffee\n",
+    )
+    .unwrap();
+    let out = memfold(root, &["verify", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "verify fails while a line is malformed");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["facts"], 2, "the good lines still load");
+    assert_eq!(report["problems"][0]["file"], "archive/2026-11-20.md");
+    assert_eq!(report["problems"][0]["line"], 4);
+}
+
+#[test]
+fn hand_appended_lines_get_ids_and_are_pending() {
+    let dir = init();
+    let root = dir.path();
+    std::fs::write(root.join("archive/2026-11-21.md"), "- Written by hand\n- 08:30 Also by hand\n").unwrap();
+    let verify = json(&memfold(root, &["verify", "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+    assert_eq!(verify["pending"], 2);
+}
+
+#[test]
+fn uninitialised_root_and_unknown_config_key_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = memfold(dir.path(), &["status"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("memfold init"));
+    let dir = init();
+    std::fs::write(dir.path().join("memfold.toml"), "[consolidation]\nmin_fact = 3\n").unwrap();
+    let out = memfold(dir.path(), &["status"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("min_fact"), "{}", String::from_utf8_lossy(&out.stderr));
+}
