@@ -1,0 +1,444 @@
+//! A fake OpenAI-compatible server for tests: a real HTTP server on 127.0.0.1 with scripted replies and counters.
+//!
+//! [`FakeOpenAi`] serves `POST /v1/chat/completions`, `POST /v1/embeddings` and `GET /v1/models`.
+//! Chat replies come from a queue ([`FakeOpenAi::push_chat`]) and, when it is empty, from a
+//! handler that sees the request body ([`FakeOpenAi::set_chat_handler`]; the default answers 500
+//! "no scripted reply"). Embeddings are deterministic hashed character trigrams
+//! ([`fake_embedding`]), returned in reverse order with their `index` so clients must sort.
+//! Use [`FakeOpenAi::start`] inside a tokio test and [`FakeOpenAi::start_in_thread`] from sync
+//! tests that run the `memfold` binary. Dropping the value (or [`FakeOpenAi::shutdown`]) stops it.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::config::{EmbeddingConfig, EmbeddingProvider, LlmConfig};
+use crate::llm::estimate_tokens;
+
+/// Model name the fake reports and the config helpers use for chat.
+pub const FAKE_CHAT_MODEL: &str = "fake-chat";
+/// Model name the fake reports and the config helpers use for embeddings.
+pub const FAKE_EMBEDDING_MODEL: &str = "fake-embed";
+/// Default vector length of [`fake_embedding`] replies.
+pub const DEFAULT_EMBEDDING_DIM: usize = 256;
+
+/// One scripted answer to a chat request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FakeReply {
+    /// 200 with this assistant message and a `usage` object (tokens = chars / 4, rounded up).
+    Content(String),
+    /// 200 with this assistant message and no `usage` object.
+    NoUsage(String),
+    /// This status with an OpenAI-style error body.
+    Status(u16),
+    /// This status with an error body carrying this message.
+    StatusMessage(u16, String),
+    /// 429 with `Retry-After: <seconds>`.
+    RetryAfter(u64),
+    /// Sleep this long, then answer as the chat handler would (the queue is not consumed, so a
+    /// client that timed out and retried gets the next queued reply).
+    Stall(Duration),
+}
+
+type ChatHandler = Arc<dyn Fn(&Value) -> FakeReply + Send + Sync>;
+
+struct Shared {
+    queue: Mutex<VecDeque<FakeReply>>,
+    handler: Mutex<ChatHandler>,
+    requests: Mutex<Vec<Value>>,
+    embedding_dim: AtomicUsize,
+    /// Embedding calls still to fail, and with which status.
+    embedding_failures: Mutex<(u32, u16)>,
+    chat_calls: AtomicU64,
+    embedding_calls: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+    stopping: watch::Receiver<bool>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A running fake server. Stops on drop.
+pub struct FakeOpenAi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeOpenAi {
+    /// Start on the current tokio runtime.
+    pub async fn start() -> FakeOpenAi {
+        let listener = bind();
+        let (stop, stopping) = watch::channel(false);
+        let shared = Shared::new(stopping.clone());
+        let addr = local_addr(&listener);
+        let listener = tokio::net::TcpListener::from_std(listener).expect("fake server: adopt listener");
+        tokio::spawn(serve(listener, shared.clone(), stopping));
+        FakeOpenAi { addr, shared, stop, thread: None }
+    }
+
+    /// Start on a runtime of its own in a background thread (for sync tests).
+    pub fn start_in_thread() -> FakeOpenAi {
+        let listener = bind();
+        let (stop, stopping) = watch::channel(false);
+        let shared = Shared::new(stopping.clone());
+        let addr = local_addr(&listener);
+        let state = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("fake-openai".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("fake server: build runtime");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).expect("fake server: adopt listener");
+                    serve(listener, state, stopping).await;
+                });
+            })
+            .expect("fake server: spawn thread");
+        FakeOpenAi { addr, shared, stop, thread: Some(thread) }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// An enabled chat config pointing here, with a short timeout and one retry.
+    pub fn llm_config(&self) -> LlmConfig {
+        LlmConfig {
+            base_url: self.base_url(),
+            model: FAKE_CHAT_MODEL.into(),
+            api_key_env: String::new(),
+            timeout_secs: 5,
+            max_retries: 1,
+            ..LlmConfig::default()
+        }
+    }
+
+    /// An `openai` embedding config pointing here, with a short timeout and one retry.
+    pub fn embedding_config(&self) -> EmbeddingConfig {
+        EmbeddingConfig {
+            provider: EmbeddingProvider::Openai,
+            base_url: self.base_url(),
+            model: FAKE_EMBEDDING_MODEL.into(),
+            api_key_env: String::new(),
+            timeout_secs: 5,
+            max_retries: 1,
+            ..EmbeddingConfig::default()
+        }
+    }
+
+    /// Queue a reply for the next chat request.
+    pub fn push_chat(&self, reply: FakeReply) {
+        lock(&self.shared.queue).push_back(reply);
+    }
+
+    /// Answer chat requests with `handler(request body)` whenever the queue is empty.
+    pub fn set_chat_handler(&self, handler: impl Fn(&Value) -> FakeReply + Send + Sync + 'static) {
+        *lock(&self.shared.handler) = Arc::new(handler);
+    }
+
+    /// Vector length of embedding replies (default [`DEFAULT_EMBEDDING_DIM`]).
+    pub fn with_embedding_dim(self, dim: usize) -> FakeOpenAi {
+        self.shared.embedding_dim.store(dim.max(1), Ordering::SeqCst);
+        self
+    }
+
+    /// Make the next `n` embedding calls answer `status`.
+    pub fn fail_embeddings_next(&self, n: u32, status: u16) {
+        *lock(&self.shared.embedding_failures) = (n, status);
+    }
+
+    /// Chat requests received (including those answered with an error).
+    pub fn chat_calls(&self) -> u64 {
+        self.shared.chat_calls.load(Ordering::SeqCst)
+    }
+
+    /// Embedding requests received (including those answered with an error).
+    pub fn embedding_calls(&self) -> u64 {
+        self.shared.embedding_calls.load(Ordering::SeqCst)
+    }
+
+    /// Prompt tokens of all successful chat replies (chars / 4 per message, rounded up).
+    pub fn prompt_tokens(&self) -> u64 {
+        self.shared.prompt_tokens.load(Ordering::SeqCst)
+    }
+
+    /// Completion tokens of all successful chat replies (chars / 4, rounded up).
+    pub fn completion_tokens(&self) -> u64 {
+        self.shared.completion_tokens.load(Ordering::SeqCst)
+    }
+
+    /// Every chat request body received, in order.
+    pub fn chat_requests(&self) -> Vec<Value> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// Stop accepting connections and end open ones; with [`FakeOpenAi::start_in_thread`] also
+    /// wait for the thread. Idempotent.
+    pub fn shutdown(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for FakeOpenAi {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Shared {
+    fn new(stopping: watch::Receiver<bool>) -> Arc<Shared> {
+        let default: ChatHandler = Arc::new(|_| FakeReply::StatusMessage(500, "no scripted reply".into()));
+        Arc::new(Shared {
+            queue: Mutex::new(VecDeque::new()),
+            handler: Mutex::new(default),
+            requests: Mutex::new(Vec::new()),
+            embedding_dim: AtomicUsize::new(DEFAULT_EMBEDDING_DIM),
+            embedding_failures: Mutex::new((0, 500)),
+            chat_calls: AtomicU64::new(0),
+            embedding_calls: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            completion_tokens: AtomicU64::new(0),
+            stopping,
+        })
+    }
+
+    fn handler_reply(&self, body: &Value) -> FakeReply {
+        let handler = lock(&self.handler).clone();
+        handler(body)
+    }
+}
+
+fn bind() -> std::net::TcpListener {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("fake server: bind 127.0.0.1:0");
+    listener.set_nonblocking(true).expect("fake server: set non-blocking");
+    listener
+}
+
+fn local_addr(listener: &std::net::TcpListener) -> SocketAddr {
+    listener.local_addr().expect("fake server: local address")
+}
+
+async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, mut stopping: watch::Receiver<bool>) {
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/models", get(models))
+        .with_state(shared);
+    let stopped = async move {
+        let _ = stopping.wait_for(|stop| *stop).await;
+    };
+    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+        tracing::warn!(error = %e, "fake openai server failed");
+    }
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    shared.chat_calls.fetch_add(1, Ordering::SeqCst);
+    lock(&shared.requests).push(body.clone());
+    let queued = lock(&shared.queue).pop_front();
+    let mut reply = queued.unwrap_or_else(|| shared.handler_reply(&body));
+    if let FakeReply::Stall(duration) = reply {
+        let mut stopping = shared.stopping.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(duration) => {}
+            _ = stopping.wait_for(|stop| *stop) => return error(503, "shutting down"),
+        }
+        reply = match shared.handler_reply(&body) {
+            FakeReply::Stall(_) => FakeReply::StatusMessage(504, "stalled twice".into()),
+            other => other,
+        };
+    }
+    let (content, with_usage) = match reply {
+        FakeReply::Content(content) => (content, true),
+        FakeReply::NoUsage(content) => (content, false),
+        FakeReply::Status(status) => return error(status, &format!("scripted status {status}")),
+        FakeReply::StatusMessage(status, message) => return error(status, &message),
+        FakeReply::RetryAfter(secs) => {
+            let mut response = error(429, "rate limited");
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            return response;
+        }
+        FakeReply::Stall(_) => unreachable!("replaced above"),
+    };
+    let prompt_tokens: u64 = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| estimate_tokens(m["content"].as_str().unwrap_or_default()))
+        .sum();
+    let completion_tokens = estimate_tokens(&content);
+    shared.prompt_tokens.fetch_add(prompt_tokens, Ordering::SeqCst);
+    shared.completion_tokens.fetch_add(completion_tokens, Ordering::SeqCst);
+    let mut reply = json!({
+        "id": format!("chatcmpl-fake-{}", shared.chat_calls.load(Ordering::SeqCst)),
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"].as_str().unwrap_or(FAKE_CHAT_MODEL),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+    });
+    if with_usage {
+        reply["usage"] = json!({
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        });
+    }
+    Json(reply).into_response()
+}
+
+async fn embeddings(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    shared.embedding_calls.fetch_add(1, Ordering::SeqCst);
+    {
+        let mut failures = lock(&shared.embedding_failures);
+        if failures.0 > 0 {
+            failures.0 -= 1;
+            let status = failures.1;
+            return error(status, &format!("scripted embedding failure {status}"));
+        }
+    }
+    let inputs: Vec<String> = match &body["input"] {
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
+        }
+        _ => return error(400, "input must be a string or an array of strings"),
+    };
+    let dim = shared.embedding_dim.load(Ordering::SeqCst);
+    // Reverse order on purpose: the spec only promises `index`, and clients must use it.
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": fake_embedding(text, dim)}))
+        .collect();
+    let tokens: u64 = inputs.iter().map(|t| estimate_tokens(t)).sum();
+    Json(json!({
+        "object": "list",
+        "data": data,
+        "model": body["model"].as_str().unwrap_or(FAKE_EMBEDDING_MODEL),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }))
+    .into_response()
+}
+
+async fn models() -> Json<Value> {
+    let model = |id: &str| json!({"id": id, "object": "model", "created": 0, "owned_by": "memfold-testkit"});
+    Json(json!({"object": "list", "data": [model(FAKE_CHAT_MODEL), model(FAKE_EMBEDDING_MODEL)]}))
+}
+
+fn error(status: u16, message: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({"error": {"message": message, "type": "fake_error", "code": status}});
+    (code, Json(body)).into_response()
+}
+
+/// The vector the fake returns for `text`: lowercased character trigrams (space-padded) hashed
+/// with FNV-1a into `dim` signed buckets, L2-normalised. Texts sharing trigrams are close.
+pub fn fake_embedding(text: &str, dim: usize) -> Vec<f32> {
+    let dim = dim.max(1);
+    let mut vector = vec![0f32; dim];
+    let chars: Vec<char> = format!(" {} ", text.to_lowercase()).chars().collect();
+    for gram in chars.windows(3) {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in gram.iter().collect::<String>().bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        let sign = if hash >> 63 == 1 { -1.0 } else { 1.0 };
+        vector[(hash % dim as u64) as usize] += sign;
+    }
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        vector.iter_mut().for_each(|x| *x /= norm);
+    }
+    vector
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn post(url: String, body: Value) -> (u16, Value) {
+        let response = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn queue_then_handler_then_default() {
+        let fake = FakeOpenAi::start().await;
+        let url = format!("{}/chat/completions", fake.base_url());
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "12345678"}]});
+        fake.push_chat(FakeReply::Content("abcde".into()));
+        let (status, reply) = post(url.clone(), body.clone()).await;
+        assert_eq!(status, 200);
+        assert_eq!(reply["choices"][0]["message"]["content"], "abcde");
+        assert_eq!(reply["usage"]["prompt_tokens"], 2);
+        assert_eq!(reply["usage"]["completion_tokens"], 2);
+        let (status, reply) = post(url.clone(), body.clone()).await;
+        assert_eq!(status, 500);
+        assert_eq!(reply["error"]["message"], "no scripted reply");
+        fake.set_chat_handler(|body| FakeReply::NoUsage(body["model"].as_str().unwrap().to_uppercase()));
+        let (_, reply) = post(url, body.clone()).await;
+        assert_eq!(reply["choices"][0]["message"]["content"], "M");
+        assert!(reply.get("usage").is_none());
+        assert_eq!(fake.chat_calls(), 3);
+        assert_eq!((fake.prompt_tokens(), fake.completion_tokens()), (4, 3));
+        assert_eq!(fake.chat_requests(), vec![body.clone(), body.clone(), body]);
+    }
+
+    #[tokio::test]
+    async fn embeddings_are_deterministic_and_indexed() {
+        let fake = FakeOpenAi::start().await.with_embedding_dim(16);
+        let url = format!("{}/embeddings", fake.base_url());
+        fake.fail_embeddings_next(1, 503);
+        let (status, _) = post(url.clone(), json!({"model": "e", "input": ["a"]})).await;
+        assert_eq!(status, 503);
+        let (status, reply) = post(url, json!({"model": "e", "input": ["hello", "world"]})).await;
+        assert_eq!(status, 200);
+        let data = reply["data"].as_array().unwrap();
+        assert_eq!(data[0]["index"], 1);
+        let world: Vec<f32> = serde_json::from_value(data[0]["embedding"].clone()).unwrap();
+        assert_eq!(world, fake_embedding("world", 16));
+        assert_eq!(fake.embedding_calls(), 2);
+    }
+
+    #[test]
+    fn thread_mode_serves_models_and_stops() {
+        let mut fake = FakeOpenAi::start_in_thread();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let url = format!("{}/models", fake.base_url());
+        let models: Value = runtime.block_on(async { reqwest::get(&url).await.unwrap().json().await.unwrap() });
+        assert_eq!(models["data"][0]["id"], FAKE_CHAT_MODEL);
+        fake.shutdown();
+        assert!(runtime.block_on(reqwest::get(&url)).is_err(), "server still answers after shutdown");
+    }
+
+    #[test]
+    fn similar_texts_have_similar_fake_vectors() {
+        let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        let a = fake_embedding("Lives in Lisbon", 256);
+        let b = fake_embedding("lives in lisbon now", 256);
+        let c = fake_embedding("Prefers tea over coffee", 256);
+        assert!((cos(&a, &a) - 1.0).abs() < 1e-5);
+        assert!(cos(&a, &b) > cos(&a, &c) + 0.3);
+    }
+}
