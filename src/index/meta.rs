@@ -1,0 +1,61 @@
+//! `meta.json` beside the table: which schema version and embedder made the vectors, and
+//! what the maintenance policy needs to remember between processes.
+//!
+//! It is written only under the index writer lock, atomically (temp file and rename).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::IndexError;
+
+/// The contents of `meta.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Meta {
+    pub schema_version: u32,
+    /// [`crate::embed::Embedder::id`] of the embedder that made every vector in the table.
+    pub embedder: String,
+    pub dim: usize,
+    /// Rows in the table when the vector (ANN) index was last trained; `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ann_trained_rows: Option<usize>,
+}
+
+impl Meta {
+    /// Whether the table's vectors can be used with an embedder described by `want`.
+    pub fn compatible(&self, want: &Meta) -> bool {
+        self.schema_version == want.schema_version && self.embedder == want.embedder && self.dim == want.dim
+    }
+}
+
+pub(super) fn path(dir: &Path) -> PathBuf {
+    dir.join("meta.json")
+}
+
+/// Read `meta.json`; a missing file is `None`, an unreadable one is `None` with a warning
+/// (the table is then recreated, which is safe: it is derived).
+pub(super) async fn read(dir: &Path) -> Result<Option<Meta>, IndexError> {
+    let path = path(dir);
+    match tokio::fs::read(&path).await {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(meta) => Ok(Some(meta)),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "index meta unreadable; the index will be rebuilt");
+                Ok(None)
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(IndexError::Io { path, source }),
+    }
+}
+
+/// Write `meta.json` atomically. Call only under the writer lock.
+pub(super) async fn write(dir: &Path, meta: &Meta) -> Result<(), IndexError> {
+    let path = path(dir);
+    let bytes = serde_json::to_vec_pretty(meta).expect("meta serialises");
+    let target = path.clone();
+    tokio::task::spawn_blocking(move || crate::files::atomic::write_atomic(&target, &bytes, None))
+        .await
+        .map_err(|e| IndexError::Io { path: path.clone(), source: std::io::Error::other(e) })?
+        .map_err(|e| IndexError::Meta { path, message: e.to_string() })
+}

@@ -1,0 +1,930 @@
+//! The derived LanceDB index: current entries, their history versions and facts, one row per
+//! document, kept equal to the markdown by content hash, with hybrid search.
+//!
+//! The index is a pure function of the files. The caller parses the markdown into [`Doc`]s
+//! and hands the complete set (for everything, or for some files) to [`Index::sync`], which
+//! deletes rows whose key is gone, re-embeds and upserts rows whose [`content_hash`] changed
+//! and leaves equal rows alone. [`Index::digest`] returns key → hash for `verify`, and
+//! [`Index::clear`] drops every row for `reindex --clear`.
+//!
+//! **Layout.** `<root>/.memfold/index/` holds the LanceDB table `docs` and `meta.json`
+//! (schema version, embedder id and dimension). Opening with another embedder id or dimension
+//! recreates the table empty, so vectors from different embedders are never mixed; the next
+//! sync embeds everything again.
+//!
+//! **One index writer.** Every write (sync, clear, recreation) runs under an exclusive file
+//! lock on `<root>/.memfold/index.lock` ([`crate::lock::LockGuard`], std's `File::lock`, taken
+//! in `spawn_blocking`); writers in this or any other process wait for each other. A writer
+//! computes its changes
+//! only after taking the lock, against the rows as they are then. Readers take no lock and
+//! open the database with `read_consistency_interval(0)`, so they see other processes' writes.
+//! The `key` column is also declared the table's unenforced primary key, which lance uses to
+//! resolve concurrent merge-inserts.
+//!
+//! **Maintenance, at the end of every sync.** The full-text index on `text` is built once the
+//! table has rows; rows added later are searched unindexed until more than
+//! [`IndexTuning::index_lag_rows`] of them pile up, then they are folded in (`optimize`). From
+//! [`IndexTuning::ann_min_rows`] rows on, an IVF-HNSW-SQ cosine index serves vector search
+//! (flat cosine over 100k rows takes ~100 ms, the ANN index a few ms; building it over 100k rows
+//! takes about a minute, which is logged); it is rebuilt when the table has doubled since it was
+//! trained, and filters stay prefilters with it. More than [`IndexTuning::max_fragments`]
+//! fragments, or more than a fifth of rows deleted, compacts the table (`optimize(All)`, which
+//! also prunes versions older than a week).
+//!
+//! **Search** ([`Index::search`]) fuses the vector top-N and the full-text top-N
+//! (N = max(4k, 20)) by reciprocal rank fusion plus a recency term on `valid_from`; the exact
+//! score is documented in `index/rank.rs`.
+
+mod lock;
+mod meta;
+mod rank;
+mod rows;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow_array::{RecordBatch, RecordBatchIterator};
+use chrono::NaiveDate;
+use futures::TryStreamExt;
+use lancedb::database::CreateTableMode;
+use lancedb::index::Index as LanceIndex;
+use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
+use lancedb::index::vector::IvfHnswSqIndexBuilder;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+use lancedb::table::{OptimizeAction, OptimizeOptions};
+use lancedb::{Connection, DistanceType, Table};
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info, warn};
+
+use crate::config::SearchConfig;
+use crate::embed::{EmbedError, Embedder};
+
+use meta::Meta;
+use rows::{HASH, HIT_COLUMNS, KEY, PATH, TEXT, VECTOR};
+
+/// Name of the table inside the index folder.
+const TABLE: &str = "docs";
+/// Name of the full-text index on `text`.
+const FTS_INDEX: &str = "text_idx";
+/// Name of the ANN index on `vector`.
+const VECTOR_INDEX: &str = "vector_idx";
+/// Keys per `key IN (...)` filter.
+const KEYS_PER_FILTER: usize = 1000;
+/// Field metadata lance uses to mark the unenforced primary key.
+const PK_METADATA: [&str; 2] = ["lance-schema:unenforced-primary-key:position", "lance-schema:unenforced-primary-key"];
+
+/// What a row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DocKind {
+    /// A current entry of `consolidated/memory.md`.
+    Entry,
+    /// A superseded or removed version of an entry (`consolidated/history.md`).
+    History,
+    /// A fact from the archive, searchable before consolidation.
+    Fact,
+}
+
+impl DocKind {
+    /// The stored (and JSON) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocKind::Entry => "entry",
+            DocKind::History => "history",
+            DocKind::Fact => "fact",
+        }
+    }
+
+    /// The inverse of [`DocKind::as_str`].
+    pub fn parse(s: &str) -> Option<DocKind> {
+        match s {
+            "entry" => Some(DocKind::Entry),
+            "history" => Some(DocKind::History),
+            "fact" => Some(DocKind::Fact),
+            _ => None,
+        }
+    }
+}
+
+/// One document to index, as parsed from the markdown.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Doc {
+    /// Unique row key: the entry id for entries, the fact id for facts, a unique key per
+    /// history version (e.g. `<entry id>@<n>`).
+    pub key: String,
+    /// The entry or fact id shown to users.
+    pub id: String,
+    pub kind: DocKind,
+    pub text: String,
+    /// File relative to the root, e.g. `consolidated/memory.md`, `archive/2026-11-22.md`.
+    pub path: String,
+    pub sources: Vec<String>,
+    /// Entries: first seen (or updated, for the current version); facts: their date.
+    pub valid_from: NaiveDate,
+    /// History versions only: the day the version stopped being current.
+    pub valid_until: Option<NaiveDate>,
+    pub pinned: bool,
+}
+
+/// One search result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hit {
+    pub key: String,
+    pub id: String,
+    pub kind: DocKind,
+    pub text: String,
+    /// Fused rank score plus recency; higher is better, comparable within one search only.
+    pub score: f64,
+    pub sources: Vec<String>,
+    pub path: String,
+    pub valid_from: NaiveDate,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<NaiveDate>,
+}
+
+/// What a search returns and how it ranks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchOpts {
+    /// Hits to return.
+    pub k: usize,
+    /// Return what was current on this day: entry and history rows valid then, facts dated
+    /// then or earlier. Includes history rows unless `kinds` is given.
+    pub as_of: Option<NaiveDate>,
+    /// Also return history rows.
+    pub history: bool,
+    /// Kinds to return; `None` means entries and facts (plus history per the flags above).
+    pub kinds: Option<Vec<DocKind>>,
+    /// Weight of the recency term (0 disables it).
+    pub recency_weight: f64,
+    pub recency_half_life_days: f64,
+    /// The day ages are counted to.
+    pub today: NaiveDate,
+}
+
+impl SearchOpts {
+    /// The defaults of `[search]`: `default_k` hits, entries and facts, no date filter.
+    pub fn new(config: &SearchConfig, today: NaiveDate) -> SearchOpts {
+        SearchOpts {
+            k: config.default_k,
+            as_of: None,
+            history: false,
+            kinds: None,
+            recency_weight: config.recency_weight,
+            recency_half_life_days: config.recency_half_life_days,
+            today,
+        }
+    }
+}
+
+/// Which rows a sync is responsible for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every row: rows whose key is not among the docs are deleted.
+    All,
+    /// Rows of these files only: rows of other files are left alone even if absent from the
+    /// docs. Docs of other files are still upserted (a key may move between files).
+    Paths(Vec<String>),
+}
+
+/// What a sync did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SyncStats {
+    /// Texts sent to the embedder (a changed doc whose text did not change keeps its vector).
+    pub embedded: usize,
+    /// Rows written (new or changed).
+    pub upserted: usize,
+    /// Rows deleted because their key is gone.
+    pub deleted: usize,
+    /// Docs whose row was already up to date.
+    pub unchanged: usize,
+}
+
+/// Operational limits of the index; the defaults suit a personal memory of up to ~1M rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexTuning {
+    /// Rows per merge-insert during a sync.
+    pub write_batch: usize,
+    /// Texts per embedder call during a sync; progress is reported after each call.
+    pub embed_batch: usize,
+    /// Rows from which vector search uses an ANN index instead of a flat scan.
+    pub ann_min_rows: usize,
+    /// Rows left outside the full-text and vector indices before a sync folds them in.
+    pub index_lag_rows: usize,
+    /// Table fragments before a sync compacts the table.
+    pub max_fragments: usize,
+}
+
+impl Default for IndexTuning {
+    fn default() -> Self {
+        IndexTuning {
+            write_batch: 5_000,
+            embed_batch: 256,
+            ann_min_rows: 20_000,
+            index_lag_rows: 2_000,
+            max_fragments: 32,
+        }
+    }
+}
+
+/// Errors from the index.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexError {
+    #[error("index {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("index writer {0}")]
+    Lock(#[from] crate::lock::LockError),
+    #[error("index meta {path}: {message}")]
+    Meta { path: PathBuf, message: String },
+    #[error("index {op}: {source}")]
+    Db {
+        op: &'static str,
+        #[source]
+        source: lancedb::Error,
+    },
+    #[error("index batch: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    #[error("embedding for the index: {0}")]
+    Embed(#[from] EmbedError),
+    #[error("embedder {embedder} {message}")]
+    EmbedShape { embedder: String, message: String },
+    #[error("vector has {got} dimensions, the index holds {expected}")]
+    Dimension { expected: usize, got: usize },
+    #[error("index data: {0}")]
+    Corrupt(String),
+}
+
+trait DbContext<T> {
+    fn db(self, op: &'static str) -> Result<T, IndexError>;
+}
+
+impl<T> DbContext<T> for lancedb::Result<T> {
+    fn db(self, op: &'static str) -> Result<T, IndexError> {
+        self.map_err(|source| IndexError::Db { op, source })
+    }
+}
+
+/// The hash [`Index::digest`] reports for a row stored for `doc`.
+pub fn content_hash(doc: &Doc) -> String {
+    rows::content_hash(doc)
+}
+
+/// A handle on the index of one memory root. Cheap to share behind an `Arc`; every method
+/// takes `&self`.
+pub struct Index {
+    dir: PathBuf,
+    lock_path: PathBuf,
+    db: Connection,
+    table: Mutex<Table>,
+    embedder: Arc<dyn Embedder>,
+    /// The meta this process's embedder requires.
+    want: Meta,
+    tuning: IndexTuning,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").field("dir", &self.dir).field("embedder", &self.want.embedder).finish_non_exhaustive()
+    }
+}
+
+/// What is stored for one key, as far as sync needs to know.
+struct Existing {
+    hash: String,
+    paths: Vec<String>,
+}
+
+impl Index {
+    /// The embedder whose vectors this index holds.
+    pub fn embedder(&self) -> Arc<dyn Embedder> {
+        self.embedder.clone()
+    }
+
+    /// Open (creating if needed) the index at `dir` (`<root>/.memfold/index`).
+    pub async fn open(dir: &Path, embedder: Arc<dyn Embedder>) -> Result<Index, IndexError> {
+        Index::open_with(dir, embedder, IndexTuning::default()).await
+    }
+
+    /// [`Index::open`] with explicit limits.
+    pub async fn open_with(dir: &Path, embedder: Arc<dyn Embedder>, tuning: IndexTuning) -> Result<Index, IndexError> {
+        tokio::fs::create_dir_all(dir).await.map_err(|source| IndexError::Io { path: dir.to_path_buf(), source })?;
+        let uri = dir.to_str().ok_or_else(|| IndexError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::other("the index path is not valid UTF-8"),
+        })?;
+        let db = lancedb::connect(uri).read_consistency_interval(Duration::ZERO).execute().await.db("connect")?;
+        let want = Meta {
+            schema_version: rows::SCHEMA_VERSION,
+            embedder: embedder.id(),
+            dim: embedder.dim(),
+            ann_trained_rows: None,
+        };
+        let lock_path = lock::path(dir);
+        let current = meta::read(dir).await?;
+        let table = if current.as_ref().is_some_and(|m| m.compatible(&want)) && table_exists(&db).await? {
+            let table = db.open_table(TABLE).execute().await.db("open table")?;
+            if !has_primary_key(&table).await? {
+                let _lock = lock::acquire(&lock_path).await?;
+                if !has_primary_key(&table).await? {
+                    table.set_unenforced_primary_key([KEY]).await.db("declare the primary key")?;
+                }
+            }
+            table
+        } else {
+            let _lock = lock::acquire(&lock_path).await?;
+            prepare_locked(&db, dir, &want).await?.0
+        };
+        Ok(Index { dir: dir.to_path_buf(), lock_path, db, table: Mutex::new(table), embedder, want, tuning })
+    }
+
+    /// The content hash of `doc`, as [`Index::digest`] reports it for the doc's row.
+    pub fn content_hash(doc: &Doc) -> String {
+        rows::content_hash(doc)
+    }
+
+    fn table(&self) -> Table {
+        self.table.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_table(&self, table: Table) {
+        *self.table.lock().unwrap_or_else(|e| e.into_inner()) = table;
+    }
+
+    /// Under the writer lock: make sure the table still belongs to this embedder (another
+    /// process may have recreated it for a different one) and return it with the current meta.
+    async fn table_locked(&self) -> Result<(Table, Meta), IndexError> {
+        let (table, meta, recreated) = prepare_locked(&self.db, &self.dir, &self.want).await?;
+        if recreated {
+            self.set_table(table.clone());
+            Ok((table, meta))
+        } else {
+            Ok((self.table(), meta))
+        }
+    }
+
+    /// Make the rows for `scope` equal to `docs` (see [`Scope`]). Rows whose key is absent are
+    /// deleted, rows whose content hash differs are upserted (re-embedded only if their text
+    /// changed), equal rows are untouched. `progress(done, total)` counts deleted keys and
+    /// written docs; it is called after the deletes, after each embedder call and after each
+    /// write. Runs under the index writer lock.
+    pub async fn sync(
+        &self,
+        docs: &[Doc],
+        scope: Scope,
+        progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
+    ) -> Result<SyncStats, IndexError> {
+        let started = Instant::now();
+        let _lock = lock::acquire(&self.lock_path).await?;
+        let (table, mut meta) = self.table_locked().await?;
+        let existing = self.existing(&table).await?;
+        let in_scope = |path: &str| match &scope {
+            Scope::All => true,
+            Scope::Paths(paths) => paths.iter().any(|p| p == path),
+        };
+
+        let mut wanted: HashSet<&str> = HashSet::with_capacity(docs.len());
+        let mut stats = SyncStats::default();
+        let mut to_write: Vec<(&Doc, String)> = Vec::new();
+        let mut repair: Vec<String> = Vec::new();
+        for doc in docs {
+            if !wanted.insert(&doc.key) {
+                warn!(key = %doc.key, path = %doc.path, "two documents share a key; indexing the first");
+                continue;
+            }
+            let hash = rows::content_hash(doc);
+            match existing.get(&doc.key) {
+                Some(e) if e.paths.len() == 1 && e.hash == hash => stats.unchanged += 1,
+                Some(e) => {
+                    if e.paths.len() > 1 {
+                        repair.push(doc.key.clone());
+                    }
+                    to_write.push((doc, hash));
+                }
+                None => to_write.push((doc, hash)),
+            }
+        }
+        let mut to_delete: Vec<String> = existing
+            .iter()
+            .filter(|(key, e)| !wanted.contains(key.as_str()) && e.paths.iter().any(|p| in_scope(p)))
+            .map(|(key, _)| key.clone())
+            .collect();
+        to_delete.sort();
+        let total = to_delete.len() + to_write.len();
+        let report = |done: usize| {
+            if let Some(progress) = progress {
+                progress(done, total);
+            }
+        };
+
+        // Deleting every copy of a duplicated key before re-inserting it repairs the table.
+        for chunk in to_delete.chunks(KEYS_PER_FILTER).chain(repair.chunks(KEYS_PER_FILTER)) {
+            table.delete(rank::key_list(chunk, false).as_str()).await.db("delete rows")?;
+        }
+        if !repair.is_empty() {
+            warn!(keys = repair.len(), "index held duplicate keys; rewrote them");
+        }
+        stats.deleted = to_delete.len();
+        let mut done = to_delete.len();
+        if total > 0 {
+            report(done);
+        }
+
+        let schema = rows::schema(self.want.dim);
+        for chunk in to_write.chunks(self.tuning.write_batch.max(1)) {
+            let (vectors, embedded) = self.vectors_for(&table, chunk, &existing, &|n| report(done + n)).await?;
+            stats.embedded += embedded;
+            let docs: Vec<&Doc> = chunk.iter().map(|(d, _)| *d).collect();
+            let hashes: Vec<String> = chunk.iter().map(|(_, h)| h.clone()).collect();
+            let batch = rows::batch(&schema, &docs, &hashes, &vectors)?;
+            let mut merge = table.merge_insert(&[KEY]);
+            merge.when_matched_update_all(None).when_not_matched_insert_all();
+            merge.execute(Box::new(RecordBatchIterator::new([Ok(batch)], schema.clone()))).await.db("upsert rows")?;
+            done += chunk.len();
+            report(done);
+        }
+        stats.upserted = to_write.len();
+
+        self.maintain(&table, &mut meta).await?;
+        if stats.upserted + stats.deleted > 0 {
+            info!(
+                embedded = stats.embedded,
+                upserted = stats.upserted,
+                deleted = stats.deleted,
+                unchanged = stats.unchanged,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "index synced"
+            );
+        } else {
+            debug!(unchanged = stats.unchanged, "index already up to date");
+        }
+        Ok(stats)
+    }
+
+    /// Key → stored hash and path(s) of every row (a key with several paths is duplicated).
+    async fn existing(&self, table: &Table) -> Result<HashMap<String, Existing>, IndexError> {
+        let batches =
+            collect(table.query().select(Select::columns(&[KEY, HASH, PATH])).execute().await, "read keys").await?;
+        let mut out: HashMap<String, Existing> = HashMap::new();
+        for batch in &batches {
+            let keys = rows::strings(batch, KEY)?;
+            let hashes = rows::strings(batch, HASH)?;
+            let paths = rows::strings(batch, PATH)?;
+            for ((key, hash), path) in keys.into_iter().zip(hashes).zip(paths) {
+                out.entry(key).or_insert_with(|| Existing { hash, paths: Vec::new() }).paths.push(path);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Vectors for docs about to be written: the stored vector when the row's text is
+    /// unchanged, else a fresh embedding (each distinct text embedded once). Returns the
+    /// vectors and the number of texts embedded; `report(n)` after each embedder call, with n
+    /// the docs of this chunk that have a vector.
+    async fn vectors_for(
+        &self,
+        table: &Table,
+        chunk: &[(&Doc, String)],
+        existing: &HashMap<String, Existing>,
+        report: &(dyn Fn(usize) + Send + Sync),
+    ) -> Result<(Vec<Vec<f32>>, usize), IndexError> {
+        let stored_keys: Vec<String> = chunk
+            .iter()
+            .filter(|(d, _)| existing.get(&d.key).is_some_and(|e| e.paths.len() == 1))
+            .map(|(d, _)| d.key.clone())
+            .collect();
+        let mut stored: HashMap<String, (String, Vec<f32>)> = HashMap::new();
+        for keys in stored_keys.chunks(KEYS_PER_FILTER) {
+            let query =
+                table.query().only_if(rank::key_list(keys, false)).select(Select::columns(&[KEY, TEXT, VECTOR]));
+            for batch in collect(query.execute().await, "read stored vectors").await? {
+                let keys = rows::strings(&batch, KEY)?;
+                let texts = rows::strings(&batch, TEXT)?;
+                let vectors = rows::vectors(&batch, VECTOR)?;
+                for ((key, text), vector) in keys.into_iter().zip(texts).zip(vectors) {
+                    stored.insert(key, (text, vector));
+                }
+            }
+        }
+
+        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(chunk.len());
+        let mut pending: Vec<&str> = Vec::new();
+        let mut waiting: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, (doc, _)) in chunk.iter().enumerate() {
+            match stored.remove(&doc.key) {
+                Some((text, vector)) if text == doc.text && vector.len() == self.want.dim => out.push(Some(vector)),
+                _ => {
+                    out.push(None);
+                    let slots = waiting.entry(doc.text.as_str()).or_default();
+                    if slots.is_empty() {
+                        pending.push(doc.text.as_str());
+                    }
+                    slots.push(i);
+                }
+            }
+        }
+        let mut ready = out.iter().filter(|v| v.is_some()).count();
+        for texts in pending.chunks(self.tuning.embed_batch.max(1)) {
+            let owned: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+            let vectors = self.embed(&owned).await?;
+            for (text, vector) in texts.iter().zip(vectors) {
+                let slots = &waiting[text];
+                ready += slots.len();
+                for &i in slots {
+                    out[i] = Some(vector.clone());
+                }
+            }
+            report(ready);
+        }
+        let vectors = out.into_iter().map(|v| v.expect("every doc has a vector")).collect();
+        Ok((vectors, pending.len()))
+    }
+
+    /// Embed `texts`, checking count and dimension.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError> {
+        let vectors = self.embedder.embed(texts).await?;
+        let shape = |message: String| IndexError::EmbedShape { embedder: self.want.embedder.clone(), message };
+        if vectors.len() != texts.len() {
+            return Err(shape(format!("returned {} vectors for {} texts", vectors.len(), texts.len())));
+        }
+        if let Some(v) = vectors.iter().find(|v| v.len() != self.want.dim) {
+            return Err(shape(format!("returned a vector of {} dimensions, expected {}", v.len(), self.want.dim)));
+        }
+        Ok(vectors)
+    }
+
+    /// Build or refresh the full-text and ANN indices and compact the table when due.
+    async fn maintain(&self, table: &Table, meta: &mut Meta) -> Result<(), IndexError> {
+        let stats = table.stats().await.db("table statistics")?;
+        let rows = stats.num_rows;
+        if rows == 0 {
+            return Ok(());
+        }
+        let indices = table.list_indices().await.db("list indices")?;
+        let on = |column: &str| indices.iter().find(|i| i.columns.len() == 1 && i.columns[0] == column);
+        let mut built = false;
+
+        if on(TEXT).is_none() {
+            let started = Instant::now();
+            table
+                .create_index(&[TEXT], LanceIndex::FTS(FtsIndexBuilder::default()))
+                .name(FTS_INDEX.to_string())
+                .execute()
+                .await
+                .db("build the full-text index")?;
+            info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "built the full-text index");
+            built = true;
+        }
+
+        let vector_index = on(VECTOR);
+        if rows >= self.tuning.ann_min_rows {
+            let trained =
+                meta.ann_trained_rows.or_else(|| vector_index.and_then(|i| i.num_indexed_rows).map(|n| n as usize));
+            let reason = match (vector_index, trained) {
+                (None, _) => Some("none yet"),
+                (Some(_), Some(trained)) if rows >= 2 * trained.max(1) => Some("the table has doubled since training"),
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                info!(rows, reason, "building the vector index (IVF-HNSW-SQ, cosine); this takes a while");
+                let started = Instant::now();
+                let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
+                table
+                    .create_index(&[VECTOR], LanceIndex::IvfHnswSq(builder))
+                    .name(VECTOR_INDEX.to_string())
+                    .replace(true)
+                    .execute()
+                    .await
+                    .db("build the vector index")?;
+                info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "built the vector index");
+                meta.ann_trained_rows = Some(rows);
+                meta::write(&self.dir, meta).await?;
+                built = true;
+            }
+        }
+
+        let deleted = stats.num_deleted_rows.unwrap_or(0);
+        let fragments = stats.fragment_stats.num_fragments;
+        if fragments > self.tuning.max_fragments || deleted > rows / 5 {
+            let started = Instant::now();
+            table.optimize(OptimizeAction::All).await.db("compact the table")?;
+            info!(fragments, deleted, elapsed_ms = started.elapsed().as_millis() as u64, "compacted the index");
+        } else if !built {
+            let mut lag = 0;
+            for index in &indices {
+                if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
+                    lag = lag.max(s.num_unindexed_rows);
+                }
+            }
+            if lag > self.tuning.index_lag_rows {
+                let started = Instant::now();
+                table.optimize(OptimizeAction::Index(OptimizeOptions::default())).await.db("update the indices")?;
+                info!(
+                    unindexed = lag,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "folded new rows into the indices"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop every row and every index (`reindex --clear`); the next sync rebuilds from the
+    /// files. Runs under the index writer lock.
+    pub async fn clear(&self) -> Result<(), IndexError> {
+        let _lock = lock::acquire(&self.lock_path).await?;
+        let table = create_empty(&self.db, self.want.dim).await?;
+        meta::write(&self.dir, &self.want).await?;
+        self.set_table(table);
+        info!(dir = %self.dir.display(), "index cleared");
+        Ok(())
+    }
+
+    /// Hybrid search; see [`SearchOpts`] for the filters and `index/rank.rs` for the score. An
+    /// empty query or an empty index gives no hits.
+    pub async fn search(&self, query: &str, opts: &SearchOpts) -> Result<Vec<Hit>, IndexError> {
+        let query = query.trim();
+        if query.is_empty() || opts.k == 0 {
+            return Ok(Vec::new());
+        }
+        let table = self.table();
+        let n = (4 * opts.k).max(20);
+        let kinds = rank::search_kinds(opts.kinds.as_deref(), opts.history, opts.as_of.is_some());
+        let filter = rank::search_filter(&kinds, opts.as_of);
+        let vector = self.embed(&[query.to_string()]).await?.remove(0);
+        let (by_vector, by_text) = futures::try_join!(
+            self.vector_leg(&table, &vector, filter.as_deref(), n, &HIT_COLUMNS),
+            self.text_leg(&table, query, filter.as_deref(), n, &HIT_COLUMNS),
+        )?;
+
+        let mut hits: HashMap<String, Hit> = HashMap::new();
+        let mut legs: Vec<Vec<String>> = Vec::new();
+        for (batches, score_column, higher_better) in [(by_vector, "_distance", false), (by_text, "_score", true)] {
+            let mut scored = Vec::new();
+            for batch in &batches {
+                for (hit, score) in parse_hits(batch, score_column)? {
+                    scored.push((hit.key.clone(), score));
+                    hits.entry(hit.key.clone()).or_insert(hit);
+                }
+            }
+            legs.push(rank::ranked(scored, higher_better));
+        }
+        let legs: Vec<&[String]> = legs.iter().map(|l| l.as_slice()).collect();
+        let mut scored: Vec<(String, f64)> = rank::fuse(&legs)
+            .into_iter()
+            .map(|(key, fused)| {
+                let from = hits[&key].valid_from;
+                let recency = rank::recency(from, opts.today, opts.recency_weight, opts.recency_half_life_days);
+                (key, fused + recency)
+            })
+            .collect();
+        scored.sort_by(rank::by_score_then_key);
+        scored.truncate(opts.k);
+        Ok(scored
+            .into_iter()
+            .map(|(key, score)| {
+                let mut hit = hits.remove(&key).expect("every fused key has a row");
+                hit.score = score;
+                hit
+            })
+            .collect())
+    }
+
+    async fn vector_leg(
+        &self,
+        table: &Table,
+        vector: &[f32],
+        filter: Option<&str>,
+        limit: usize,
+        columns: &[&str],
+    ) -> Result<Vec<RecordBatch>, IndexError> {
+        if vector.len() != self.want.dim {
+            return Err(IndexError::Dimension { expected: self.want.dim, got: vector.len() });
+        }
+        let mut query = table
+            .query()
+            .nearest_to(vector)
+            .db("vector search")?
+            .column(VECTOR)
+            .distance_type(DistanceType::Cosine)
+            .limit(limit)
+            .select(Select::columns(columns));
+        if let Some(filter) = filter {
+            query = query.only_if(filter);
+        }
+        collect(query.execute().await, "vector search").await
+    }
+
+    async fn text_leg(
+        &self,
+        table: &Table,
+        text: &str,
+        filter: Option<&str>,
+        limit: usize,
+        columns: &[&str],
+    ) -> Result<Vec<RecordBatch>, IndexError> {
+        let mut query = table
+            .query()
+            .full_text_search(FullTextSearchQuery::new(text.to_string()))
+            .limit(limit)
+            .select(Select::columns(columns));
+        if let Some(filter) = filter {
+            query = query.only_if(filter);
+        }
+        match collect(query.execute().await, "full-text search").await {
+            Ok(batches) => Ok(batches),
+            // Before the first sync with data there is no full-text index to search.
+            Err(e) => match table.list_indices().await.db("list indices")?.iter().any(|i| i.columns == [TEXT]) {
+                true => Err(e),
+                false => Ok(Vec::new()),
+            },
+        }
+    }
+
+    /// The `k` rows of the given kinds (all kinds if empty) nearest to `vector`, skipping
+    /// `exclude_keys`, with their cosine similarity, best first.
+    pub async fn nearest(
+        &self,
+        vector: &[f32],
+        kinds: &[DocKind],
+        k: usize,
+        exclude_keys: &[String],
+    ) -> Result<Vec<(String, f32)>, IndexError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut parts: Vec<String> = rank::kind_filter(kinds).into_iter().collect();
+        if !exclude_keys.is_empty() {
+            parts.push(rank::key_list(exclude_keys, true));
+        }
+        let filter =
+            (!parts.is_empty()).then(|| parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND "));
+        let batches = self.vector_leg(&self.table(), vector, filter.as_deref(), k, &[KEY]).await?;
+        let mut scored = Vec::new();
+        for batch in &batches {
+            let keys = rows::strings(batch, KEY)?;
+            let distances = rows::floats(batch, "_distance")?;
+            scored.extend(keys.into_iter().zip(distances.into_iter().map(|d| 1.0 - d)));
+        }
+        scored.sort_by(rank::by_score_then_key);
+        scored.truncate(k);
+        Ok(scored.into_iter().map(|(key, s)| (key, s as f32)).collect())
+    }
+
+    /// The `k` best full-text (BM25) matches of the given kinds (all kinds if empty), with
+    /// their BM25 score, best first. An empty query gives none.
+    pub async fn lexical(&self, query: &str, kinds: &[DocKind], k: usize) -> Result<Vec<(String, f32)>, IndexError> {
+        let query = query.trim();
+        if query.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let filter = rank::kind_filter(kinds);
+        let batches = self.text_leg(&self.table(), query, filter.as_deref(), k, &[KEY]).await?;
+        let mut scored = Vec::new();
+        for batch in &batches {
+            let keys = rows::strings(batch, KEY)?;
+            let scores = rows::floats(batch, "_score")?;
+            scored.extend(keys.into_iter().zip(scores));
+        }
+        scored.sort_by(rank::by_score_then_key);
+        scored.truncate(k);
+        Ok(scored.into_iter().map(|(key, s)| (key, s as f32)).collect())
+    }
+
+    /// The stored vectors of `keys` (keys not in the index are absent from the map).
+    pub async fn vectors(&self, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
+        let table = self.table();
+        let mut out = HashMap::with_capacity(keys.len());
+        for chunk in keys.chunks(KEYS_PER_FILTER) {
+            let query = table.query().only_if(rank::key_list(chunk, false)).select(Select::columns(&[KEY, VECTOR]));
+            for batch in collect(query.execute().await, "read vectors").await? {
+                let keys = rows::strings(&batch, KEY)?;
+                let vectors = rows::vectors(&batch, VECTOR)?;
+                out.extend(keys.into_iter().zip(vectors));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Key → content hash of every row, to compare with [`Index::content_hash`] of the files'
+    /// docs. A key stored more than once maps to `duplicated:<copies>`, which no doc hashes to.
+    pub async fn digest(&self) -> Result<BTreeMap<String, String>, IndexError> {
+        let table = self.table();
+        let batches =
+            collect(table.query().select(Select::columns(&[KEY, HASH])).execute().await, "read hashes").await?;
+        let mut out = BTreeMap::new();
+        let mut copies: HashMap<String, usize> = HashMap::new();
+        for batch in &batches {
+            let keys = rows::strings(batch, KEY)?;
+            let hashes = rows::strings(batch, HASH)?;
+            for (key, hash) in keys.into_iter().zip(hashes) {
+                let n = copies.entry(key.clone()).or_default();
+                *n += 1;
+                out.insert(key, if *n > 1 { format!("duplicated:{n}") } else { hash });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of rows.
+    pub async fn len(&self) -> Result<usize, IndexError> {
+        self.table().count_rows(None).await.db("count rows")
+    }
+
+    /// Whether the index has no rows.
+    pub async fn is_empty(&self) -> Result<bool, IndexError> {
+        Ok(self.len().await? == 0)
+    }
+}
+
+/// Rows of a search leg with their leg score (`_distance` or `_score`).
+fn parse_hits(batch: &RecordBatch, score_column: &str) -> Result<Vec<(Hit, f64)>, IndexError> {
+    let keys = rows::strings(batch, KEY)?;
+    let ids = rows::strings(batch, rows::ID)?;
+    let kinds = rows::kinds(batch)?;
+    let texts = rows::strings(batch, TEXT)?;
+    let paths = rows::strings(batch, PATH)?;
+    let sources = rows::sources(batch)?;
+    let from = rows::dates(batch, rows::VALID_FROM)?;
+    let until = rows::dates(batch, rows::VALID_UNTIL)?;
+    let scores = rows::floats(batch, score_column)?;
+    let mut out = Vec::with_capacity(keys.len());
+    for (i, key) in keys.into_iter().enumerate() {
+        let valid_from = from[i].ok_or_else(|| IndexError::Corrupt(format!("row {key} has no valid_from")))?;
+        let hit = Hit {
+            key,
+            id: ids[i].clone(),
+            kind: kinds[i],
+            text: texts[i].clone(),
+            score: 0.0,
+            sources: sources[i].clone(),
+            path: paths[i].clone(),
+            valid_from,
+            valid_until: until[i],
+        };
+        out.push((hit, scores[i]));
+    }
+    Ok(out)
+}
+
+async fn collect(
+    stream: lancedb::Result<lancedb::arrow::SendableRecordBatchStream>,
+    op: &'static str,
+) -> Result<Vec<RecordBatch>, IndexError> {
+    stream.db(op)?.try_collect::<Vec<RecordBatch>>().await.db(op)
+}
+
+async fn table_exists(db: &Connection) -> Result<bool, IndexError> {
+    Ok(db.table_names().execute().await.db("list tables")?.iter().any(|n| n == TABLE))
+}
+
+async fn has_primary_key(table: &Table) -> Result<bool, IndexError> {
+    let schema = table.schema().await.db("read the schema")?;
+    let field = schema.field_with_name(KEY).map_err(|e| IndexError::Corrupt(e.to_string()))?;
+    Ok(PK_METADATA.iter().any(|m| field.metadata().contains_key(*m)))
+}
+
+/// Create (or overwrite) the table empty, with `key` as its primary key.
+async fn create_empty(db: &Connection, dim: usize) -> Result<Table, IndexError> {
+    let table = db
+        .create_empty_table(TABLE, rows::schema(dim))
+        .mode(CreateTableMode::Overwrite)
+        .execute()
+        .await
+        .db("create the table")?;
+    table.set_unenforced_primary_key([KEY]).await.db("declare the primary key")?;
+    Ok(table)
+}
+
+/// Under the writer lock: open the table if it exists and `meta.json` matches `want`, else
+/// recreate it empty and write `want`. Returns the table, the current meta and whether it was
+/// recreated.
+async fn prepare_locked(db: &Connection, dir: &Path, want: &Meta) -> Result<(Table, Meta, bool), IndexError> {
+    let current = meta::read(dir).await?;
+    let exists = table_exists(db).await?;
+    if exists && let Some(current) = current.as_ref().filter(|m| m.compatible(want)) {
+        let table = db.open_table(TABLE).execute().await.db("open table")?;
+        return Ok((table, current.clone(), false));
+    }
+    match (&current, exists) {
+        (Some(old), true) => warn!(
+            dir = %dir.display(),
+            old_embedder = %old.embedder,
+            old_dim = old.dim,
+            embedder = %want.embedder,
+            dim = want.dim,
+            "index was built with another embedder or schema; dropping it, the next sync re-embeds everything"
+        ),
+        (None, true) => {
+            warn!(dir = %dir.display(), "index has no readable meta.json; dropping it, the next sync re-embeds everything")
+        }
+        (_, false) => info!(dir = %dir.display(), embedder = %want.embedder, dim = want.dim, "creating the index"),
+    }
+    let table = create_empty(db, want.dim).await?;
+    meta::write(dir, want).await?;
+    Ok((table, want.clone(), true))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+//! Pure parts of search: SQL filters for kinds and as-of dates, and the rank fusion with recency.
+//!
+//! Scores: each leg (vector, full text) contributes `(K + 1) / (K + rank)` with `K = 60` and
+//! rank counted from 1, i.e. reciprocal rank fusion scaled so that first place in one leg is
+//! worth 1.0 (the scale keeps the recency weight of `[search]` in readable units: with the
+//! default 0.1, being new is worth about as much as moving up a few places near the top).
+//! The recency term is `weight * 0.5^(age_days / half_life_days)` with age counted from
+//! `valid_from`. Ties are broken by key so that equal inputs rank equally.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+
+use super::DocKind;
+use super::rows::{KEY, KIND, VALID_FROM, VALID_UNTIL};
+
+/// The constant of reciprocal rank fusion.
+pub(super) const RRF_K: f64 = 60.0;
+
+/// A SQL string literal.
+pub(super) fn sql_str(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A SQL date literal.
+pub(super) fn sql_date(d: NaiveDate) -> String {
+    format!("DATE '{}'", d.format("%Y-%m-%d"))
+}
+
+/// `kind IN (...)`, or `None` for "every kind" (an empty list).
+pub(super) fn kind_filter(kinds: &[DocKind]) -> Option<String> {
+    if kinds.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = kinds.iter().map(|k| sql_str(k.as_str())).collect();
+    Some(format!("{KIND} IN ({})", list.join(", ")))
+}
+
+/// `key IN (...)` (or `NOT IN`).
+pub(super) fn key_list(keys: &[String], negate: bool) -> String {
+    let list: Vec<String> = keys.iter().map(|k| sql_str(k)).collect();
+    format!("{KEY} {}IN ({})", if negate { "NOT " } else { "" }, list.join(", "))
+}
+
+/// What was current on `day`: valid from then or earlier and not yet ended. Facts carry no
+/// `valid_until`, so for them this is `valid_from <= day`.
+pub(super) fn as_of_filter(day: NaiveDate) -> String {
+    let d = sql_date(day);
+    format!("{VALID_FROM} <= {d} AND ({VALID_UNTIL} IS NULL OR {VALID_UNTIL} > {d})")
+}
+
+/// The kinds a search looks at: the caller's list, else entries and facts, plus history when
+/// `history` is set or the search is as of a date (an old version is a history row).
+pub(super) fn search_kinds(kinds: Option<&[DocKind]>, history: bool, as_of: bool) -> Vec<DocKind> {
+    let mut out = match kinds {
+        Some(k) => k.to_vec(),
+        None => vec![DocKind::Entry, DocKind::Fact],
+    };
+    if (history || (as_of && kinds.is_none())) && !out.contains(&DocKind::History) {
+        out.push(DocKind::History);
+    }
+    out
+}
+
+/// All filters of a search joined with AND, `None` when nothing is filtered.
+pub(super) fn search_filter(kinds: &[DocKind], as_of: Option<NaiveDate>) -> Option<String> {
+    let parts: Vec<String> = kind_filter(kinds).into_iter().chain(as_of.map(as_of_filter)).collect();
+    if parts.is_empty() { None } else { Some(parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND ")) }
+}
+
+/// Keys ordered best first: by `score` (higher is better when `higher_better`), then by key.
+pub(super) fn ranked(mut scored: Vec<(String, f64)>, higher_better: bool) -> Vec<String> {
+    scored.sort_by(|(ka, a), (kb, b)| {
+        let by_score = if higher_better { b.total_cmp(a) } else { a.total_cmp(b) };
+        by_score.then_with(|| ka.cmp(kb))
+    });
+    scored.dedup_by(|a, b| a.0 == b.0);
+    scored.into_iter().map(|(k, _)| k).collect()
+}
+
+/// Scaled reciprocal rank fusion of ranked key lists.
+pub(super) fn fuse(legs: &[&[String]]) -> HashMap<String, f64> {
+    let mut out: HashMap<String, f64> = HashMap::new();
+    for leg in legs {
+        for (i, key) in leg.iter().enumerate() {
+            *out.entry(key.clone()).or_default() += (RRF_K + 1.0) / (RRF_K + (i + 1) as f64);
+        }
+    }
+    out
+}
+
+/// `weight * 0.5^(age / half_life)`, age in days since `valid_from` (0 for future dates).
+pub(super) fn recency(valid_from: NaiveDate, today: NaiveDate, weight: f64, half_life_days: f64) -> f64 {
+    if weight == 0.0 {
+        return 0.0;
+    }
+    let age = (today - valid_from).num_days().max(0) as f64;
+    if half_life_days <= 0.0 {
+        return if age == 0.0 { weight } else { 0.0 };
+    }
+    weight * 0.5f64.powf(age / half_life_days)
+}
+
+/// Sort `(key, score)` best first, ties by key.
+pub(super) fn by_score_then_key(a: &(String, f64), b: &(String, f64)) -> Ordering {
+    b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn fusion_rewards_agreement_and_first_place_is_worth_one() {
+        let v: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let t: Vec<String> = ["c", "a"].map(String::from).to_vec();
+        let f = fuse(&[&v, &t]);
+        assert!((f["a"] - (1.0 + 61.0 / 62.0)).abs() < 1e-12);
+        assert!((f["b"] - 61.0 / 62.0).abs() < 1e-12);
+        assert!(f["a"] > f["c"] && f["c"] > f["b"]);
+    }
+
+    #[test]
+    fn ranked_orders_by_score_then_key_and_drops_repeats() {
+        let r = ranked(vec![("b".into(), 0.1), ("a".into(), 0.1), ("c".into(), 0.05), ("a".into(), 0.1)], false);
+        assert_eq!(r, ["c", "a", "b"]);
+        let r = ranked(vec![("b".into(), 2.0), ("a".into(), 2.0), ("c".into(), 3.0)], true);
+        assert_eq!(r, ["c", "a", "b"]);
+    }
+
+    #[test]
+    fn recency_halves_every_half_life() {
+        let today = day("2026-11-22");
+        assert_eq!(recency(today, today, 0.1, 90.0), 0.1);
+        assert!((recency(day("2026-08-24"), today, 0.1, 90.0) - 0.05).abs() < 1e-12);
+        assert_eq!(recency(day("2027-01-01"), today, 0.1, 90.0), 0.1, "future dates count as today");
+        assert_eq!(recency(day("2020-01-01"), today, 0.0, 90.0), 0.0);
+    }
+
+    #[test]
+    fn filters_quote_and_combine() {
+        assert_eq!(sql_str("it's"), "'it''s'");
+        assert_eq!(key_list(&["a".into(), "b'c".into()], true), "key NOT IN ('a', 'b''c')");
+        assert_eq!(kind_filter(&[]), None);
+        assert_eq!(
+            search_filter(&[DocKind::Entry], Some(day("2026-01-02"))).unwrap(),
+            "(kind IN ('entry')) AND (valid_from <= DATE '2026-01-02' AND (valid_until IS NULL OR valid_until > DATE '2026-01-02'))"
+        );
+        assert_eq!(search_filter(&[], None), None);
+    }
+
+    #[test]
+    fn search_kinds_default_to_entries_and_facts() {
+        assert_eq!(search_kinds(None, false, false), [DocKind::Entry, DocKind::Fact]);
+        assert_eq!(search_kinds(None, true, false), [DocKind::Entry, DocKind::Fact, DocKind::History]);
+        assert_eq!(search_kinds(None, false, true), [DocKind::Entry, DocKind::Fact, DocKind::History]);
+        assert_eq!(search_kinds(Some(&[DocKind::Fact]), false, true), [DocKind::Fact]);
+        assert_eq!(search_kinds(Some(&[DocKind::Fact]), true, false), [DocKind::Fact, DocKind::History]);
+    }
+}

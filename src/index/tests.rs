@@ -1,0 +1,588 @@
+//! Tests against real LanceDB tables in temp dirs, with a deterministic bag-of-words embedder.
+
+use std::sync::Mutex as StdMutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+
+use super::*;
+
+/// Hashed bag of words: each lowercase word adds ±1 to one of `dim` buckets, then L2-normalised.
+struct BagOfWords {
+    id: String,
+    dim: usize,
+    /// Texts embedded so far.
+    texts: AtomicUsize,
+}
+
+impl BagOfWords {
+    fn new(id: &str, dim: usize) -> Arc<BagOfWords> {
+        Arc::new(BagOfWords { id: id.to_string(), dim, texts: AtomicUsize::new(0) })
+    }
+
+    fn vector(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; self.dim];
+        for word in text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            let h = word.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+            v[(h % self.dim as u64) as usize] += if (h >> 40) & 1 == 0 { 1.0 } else { -1.0 };
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm == 0.0 {
+            v[0] = 1.0;
+        } else {
+            v.iter_mut().for_each(|x| *x /= norm);
+        }
+        v
+    }
+
+    fn embedded(&self) -> usize {
+        self.texts.load(Ordering::SeqCst)
+    }
+}
+
+impl Embedder for BagOfWords {
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        let out = texts.iter().map(|t| self.vector(t)).collect();
+        Box::pin(async move { Ok(out) })
+    }
+}
+
+fn day(s: &str) -> NaiveDate {
+    s.parse().unwrap()
+}
+
+fn entry(id: &str, text: &str, from: &str) -> Doc {
+    Doc {
+        key: id.into(),
+        id: id.into(),
+        kind: DocKind::Entry,
+        text: text.into(),
+        path: "consolidated/memory.md".into(),
+        sources: vec![format!("f-{id}")],
+        valid_from: day(from),
+        valid_until: None,
+        pinned: false,
+    }
+}
+
+fn fact(id: &str, text: &str, date: &str) -> Doc {
+    Doc {
+        key: id.into(),
+        id: id.into(),
+        kind: DocKind::Fact,
+        text: text.into(),
+        path: format!("archive/{date}.md"),
+        sources: vec![],
+        valid_from: day(date),
+        valid_until: None,
+        pinned: false,
+    }
+}
+
+fn history(id: &str, n: u32, text: &str, from: &str, until: &str) -> Doc {
+    Doc {
+        key: format!("{id}@{n}"),
+        id: id.into(),
+        kind: DocKind::History,
+        text: text.into(),
+        path: "consolidated/history.md".into(),
+        sources: vec![],
+        valid_from: day(from),
+        valid_until: Some(day(until)),
+        pinned: false,
+    }
+}
+
+fn corpus() -> Vec<Doc> {
+    vec![
+        entry("m-lisbon", "Moved to Lisbon in October and rents a flat in Alfama.", "2026-10-02"),
+        entry("m-job", "Works at Microsoft (since 2026-05). Previously worked at Google.", "2026-05-30"),
+        entry("m-cat", "Has a grey cat called Miso who likes boxes.", "2026-02-11"),
+        entry("m-coffee", "Drinks black coffee, no sugar, two cups before noon.", "2026-03-15"),
+        entry("m-rust", "Prefers Rust for systems work and Python for quick scripts.", "2026-04-01"),
+        entry("m-bike", "Commutes by bike along the river every weekday.", "2026-10-20"),
+        entry("m-sister", "Sister Ana lives in Porto and teaches chemistry.", "2026-01-05"),
+        history("m-job", 1, "Works at Google as a site reliability engineer.", "2025-09-01", "2026-05-30"),
+        fact("f-1", "Booked a dentist appointment for next Tuesday.", "2026-11-20"),
+        fact("f-2", "Started learning Portuguese with an evening class.", "2026-11-20"),
+        fact("f-3", "The cat Miso needs a vet check-up in December.", "2026-11-21"),
+        fact("f-4", "Bought a new road bike with disc brakes.", "2026-11-21"),
+    ]
+}
+
+fn opts(k: usize) -> SearchOpts {
+    SearchOpts {
+        k,
+        as_of: None,
+        history: false,
+        kinds: None,
+        recency_weight: 0.0,
+        recency_half_life_days: 90.0,
+        today: day("2026-11-22"),
+    }
+}
+
+fn index_dir(root: &Path) -> PathBuf {
+    root.join(".memfold").join("index")
+}
+
+async fn open(root: &Path, embedder: Arc<BagOfWords>) -> Index {
+    Index::open(&index_dir(root), embedder).await.unwrap()
+}
+
+fn keys(hits: &[Hit]) -> Vec<&str> {
+    hits.iter().map(|h| h.key.as_str()).collect()
+}
+
+fn expected_digest(docs: &[Doc]) -> BTreeMap<String, String> {
+    docs.iter().map(|d| (d.key.clone(), Index::content_hash(d))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_then_search_finds_the_doc() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:64", 64);
+    let index = open(root.path(), embedder.clone()).await;
+    let docs = corpus();
+    let calls: StdMutex<Vec<(usize, usize)>> = StdMutex::new(Vec::new());
+    let progress = |done: usize, total: usize| calls.lock().unwrap().push((done, total));
+    let stats = index.sync(&docs, Scope::All, Some(&progress)).await.unwrap();
+    assert_eq!(stats, SyncStats { embedded: docs.len(), upserted: docs.len(), deleted: 0, unchanged: 0 });
+    let calls = calls.into_inner().unwrap();
+    assert_eq!(calls.last(), Some(&(docs.len(), docs.len())));
+    assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0), "progress only grows: {calls:?}");
+
+    let hits = index.search("Lisbon flat", &opts(5)).await.unwrap();
+    assert_eq!(hits[0].key, "m-lisbon", "{hits:#?}");
+    assert_eq!(hits[0].kind, DocKind::Entry);
+    assert_eq!(hits[0].sources, vec!["f-m-lisbon".to_string()]);
+    assert_eq!(hits[0].path, "consolidated/memory.md");
+    assert!(hits.len() <= 5);
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    assert!(!keys(&hits).contains(&"m-job@1"), "history is not searched by default");
+
+    // Pending facts are searchable at once.
+    let hits = index.search("dentist appointment", &opts(3)).await.unwrap();
+    assert_eq!(hits[0].key, "f-1", "{hits:#?}");
+    assert_eq!(hits[0].kind, DocKind::Fact);
+
+    // Query syntax characters are plain text.
+    index.search("C++ (what?) 'quote' AND OR \"x\" *", &opts(3)).await.unwrap();
+    // The JSON shape of §7.
+    let json = serde_json::to_value(&hits[0]).unwrap();
+    for field in ["id", "kind", "text", "score", "sources"] {
+        assert!(json.get(field).is_some(), "{json}");
+    }
+    assert_eq!(json["kind"], "fact");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resync_with_the_same_docs_touches_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:64", 64);
+    let index = open(root.path(), embedder.clone()).await;
+    let docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let version = index.table().version().await.unwrap();
+    let embedded = embedder.embedded();
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats, SyncStats { embedded: 0, upserted: 0, deleted: 0, unchanged: docs.len() });
+    assert_eq!(embedder.embedded(), embedded);
+    assert_eq!(index.table().version().await.unwrap(), version, "no new table version");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_text_reembeds_only_that_doc() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:64", 64);
+    let index = open(root.path(), embedder.clone()).await;
+    let mut docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+
+    docs[2].text = "Has a grey cat called Miso and a parrot called Kiwi.".into();
+    let before = embedder.embedded();
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats, SyncStats { embedded: 1, upserted: 1, deleted: 0, unchanged: docs.len() - 1 });
+    assert_eq!(embedder.embedded() - before, 1);
+    let hits = index.search("parrot Kiwi", &opts(3)).await.unwrap();
+    assert_eq!(hits[0].key, "m-cat");
+    assert!(hits[0].text.contains("parrot"));
+    assert_eq!(index.len().await.unwrap(), docs.len());
+
+    // A change that leaves the text alone keeps the stored vector.
+    let old = index.vectors(&["m-cat".into()]).await.unwrap();
+    docs[2].pinned = true;
+    docs[2].sources.push("f-9".into());
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats, SyncStats { embedded: 0, upserted: 1, deleted: 0, unchanged: docs.len() - 1 });
+    assert_eq!(index.vectors(&["m-cat".into()]).await.unwrap(), old);
+    assert_eq!(index.digest().await.unwrap(), expected_digest(&docs));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_doc_disappears() {
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let mut docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    docs.retain(|d| d.key != "m-coffee");
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats, SyncStats { embedded: 0, upserted: 0, deleted: 1, unchanged: docs.len() });
+    let hits = index.search("black coffee sugar", &opts(20)).await.unwrap();
+    assert!(!keys(&hits).contains(&"m-coffee"), "{hits:#?}");
+    assert!(!index.digest().await.unwrap().contains_key("m-coffee"));
+    assert!(index.lexical("coffee", &[], 5).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scope_paths_only_touches_those_paths() {
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+
+    // The file of 2026-11-21 now holds f-3 (changed) and f-5 (new); f-4 is gone from it.
+    let file = "archive/2026-11-21.md".to_string();
+    let mut changed = fact("f-3", "The cat Miso needs a vet check-up on December 3rd.", "2026-11-21");
+    changed.sources = vec![];
+    let new = fact("f-5", "Ordered a rain jacket for cycling.", "2026-11-21");
+    let stats = index.sync(&[changed.clone(), new.clone()], Scope::Paths(vec![file]), None).await.unwrap();
+    assert_eq!(stats, SyncStats { embedded: 2, upserted: 2, deleted: 1, unchanged: 0 });
+
+    let mut expected: Vec<Doc> = docs.into_iter().filter(|d| !["f-3", "f-4"].contains(&d.key.as_str())).collect();
+    expected.extend([changed, new]);
+    assert_eq!(index.digest().await.unwrap(), expected_digest(&expected), "rows of other files are untouched");
+
+    // An empty scope touches nothing.
+    let stats = index.sync(&[], Scope::Paths(vec![]), None).await.unwrap();
+    assert_eq!(stats, SyncStats::default());
+    assert_eq!(index.len().await.unwrap(), expected.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_of_and_history_filters() {
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let query = "works at Google";
+
+    // Now: the current entry, not the old version.
+    let hits = index.search(query, &opts(20)).await.unwrap();
+    assert!(keys(&hits).contains(&"m-job") && !keys(&hits).contains(&"m-job@1"), "{:?}", keys(&hits));
+
+    // Before the change: the old version, not the current entry.
+    let before = SearchOpts { as_of: Some(day("2026-03-01")), ..opts(20) };
+    let hits = index.search(query, &before).await.unwrap();
+    assert_eq!(hits[0].key, "m-job@1", "{hits:#?}");
+    assert_eq!(hits[0].text, "Works at Google as a site reliability engineer.");
+    assert_eq!(hits[0].valid_until, Some(day("2026-05-30")));
+    assert!(!keys(&hits).contains(&"m-job"));
+    for hit in &hits {
+        assert!(hit.valid_from <= day("2026-03-01"), "{hit:?}");
+        assert!(hit.valid_until.is_none_or(|u| u > day("2026-03-01")), "{hit:?}");
+    }
+    assert!(!keys(&hits).contains(&"f-1"), "facts from later are not yet known");
+
+    // On the day of the change the new version is current.
+    let after = SearchOpts { as_of: Some(day("2026-05-30")), ..opts(20) };
+    let hits = index.search(query, &after).await.unwrap();
+    assert_eq!(hits[0].key, "m-job", "{hits:#?}");
+    assert!(!keys(&hits).contains(&"m-job@1"));
+
+    // history: both versions.
+    let all = SearchOpts { history: true, ..opts(20) };
+    let hits = index.search(query, &all).await.unwrap();
+    assert!(keys(&hits).contains(&"m-job") && keys(&hits).contains(&"m-job@1"), "{:?}", keys(&hits));
+
+    // Explicit kinds.
+    let facts = SearchOpts { kinds: Some(vec![DocKind::Fact]), ..opts(20) };
+    let hits = index.search("cat Miso", &facts).await.unwrap();
+    assert!(!hits.is_empty() && hits.iter().all(|h| h.kind == DocKind::Fact), "{hits:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clear_and_resync_give_identical_rankings() {
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let queries =
+        ["cat", "bike river", "Google", "coffee", "Porto sister chemistry", "learning", "nothing matches zzz"];
+    let search_opts = SearchOpts { history: true, recency_weight: 0.1, ..opts(6) };
+    let mut before = Vec::new();
+    for q in queries {
+        before.push(index.search(q, &search_opts).await.unwrap());
+    }
+
+    index.clear().await.unwrap();
+    assert!(index.is_empty().await.unwrap());
+    assert!(has_primary_key(&index.table()).await.unwrap(), "the recreated table declares its key");
+    assert!(index.search("cat", &search_opts).await.unwrap().is_empty());
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats.upserted, docs.len());
+    for (q, old) in queries.iter().zip(&before) {
+        let new = index.search(q, &search_opts).await.unwrap();
+        assert_eq!(keys(&new), keys(old), "query {q:?}");
+        for (a, b) in new.iter().zip(old) {
+            assert!((a.score - b.score).abs() < 1e-9, "query {q:?}: {a:?} vs {b:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedder_change_drops_and_rebuilds() {
+    let root = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    {
+        let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+        index.sync(&docs, Scope::All, None).await.unwrap();
+    }
+    // Same embedder: the rows stay.
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    assert_eq!(index.len().await.unwrap(), docs.len());
+    drop(index);
+
+    // Another embedder (and dimension): dropped, and the next sync embeds everything.
+    let other = BagOfWords::new("bow:v2:32", 32);
+    let index = open(root.path(), other.clone()).await;
+    assert_eq!(index.len().await.unwrap(), 0);
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(index_dir(root.path()).join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["embedder"], "bow:v2:32");
+    assert_eq!(meta["dim"], 32);
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats.embedded, docs.len());
+    assert_eq!(other.embedded(), docs.len());
+    assert_eq!(index.search("Lisbon", &opts(1)).await.unwrap()[0].key, "m-lisbon");
+    assert_eq!(index.vectors(&["m-cat".into()]).await.unwrap()["m-cat"].len(), 32);
+
+    // A handle opened before another process switched embedders notices at its next write.
+    let old = open(root.path(), BagOfWords::new("bow:v2:32", 32)).await;
+    let switched = open(root.path(), BagOfWords::new("bow:v3:32", 32)).await;
+    assert_eq!(switched.len().await.unwrap(), 0);
+    let stats = old.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats.embedded, docs.len());
+    assert_eq!(old.digest().await.unwrap(), expected_digest(&docs));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_matches_content_hash_and_repairs_duplicates() {
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    assert!(has_primary_key(&index.table()).await.unwrap());
+    let docs = corpus();
+    assert!(index.digest().await.unwrap().is_empty());
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(index.digest().await.unwrap(), expected_digest(&docs));
+
+    // A key stored twice (as a racing writer without the lock could leave it) shows in the
+    // digest and is repaired by the next sync.
+    let schema = rows::schema(64);
+    let dup = &docs[0];
+    let batch = rows::batch(&schema, &[dup], &[Index::content_hash(dup)], &[vec![0.125; 64]]).unwrap();
+    index.table().add(batch).execute().await.unwrap();
+    assert_eq!(index.digest().await.unwrap()[&dup.key], "duplicated:2");
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(stats.upserted, 1);
+    assert_eq!(index.digest().await.unwrap(), expected_digest(&docs));
+    assert_eq!(index.len().await.unwrap(), docs.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_handles_writing_under_the_lock_do_not_duplicate_keys() {
+    let root = tempfile::tempdir().unwrap();
+    let a = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let b = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let base = corpus();
+    for round in 0..4 {
+        // Both writers upsert the same keys with different texts at the same time.
+        let mut docs_a = base.clone();
+        let mut docs_b = base.clone();
+        for d in &mut docs_a {
+            d.text = format!("{} (round {round}, writer a)", d.text);
+        }
+        for d in &mut docs_b {
+            d.text = format!("{} (round {round}, writer b)", d.text);
+        }
+        docs_b.push(fact(&format!("f-b{round}"), "Only writer b knows this.", "2026-11-21"));
+        let (ra, rb) = tokio::join!(a.sync(&docs_a, Scope::All, None), b.sync(&docs_b, Scope::All, None));
+        ra.unwrap();
+        rb.unwrap();
+        let digest = a.digest().await.unwrap();
+        assert!(digest.values().all(|h| !h.starts_with("duplicated")), "round {round}: {digest:?}");
+        let rows = a.len().await.unwrap();
+        assert_eq!(rows, digest.len(), "round {round}: one row per key");
+        // Whoever wrote last wrote everything: the index equals one writer's docs.
+        assert!(digest == expected_digest(&docs_a) || digest == expected_digest(&docs_b), "round {round}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_query_or_empty_index_gives_no_hits() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:64", 64);
+    let index = open(root.path(), embedder.clone()).await;
+    assert!(index.search("anything at all", &opts(5)).await.unwrap().is_empty());
+    assert!(index.search("", &opts(5)).await.unwrap().is_empty());
+    assert!(index.lexical("anything", &[], 5).await.unwrap().is_empty());
+    assert!(index.nearest(&embedder.vector("anything"), &[], 5, &[]).await.unwrap().is_empty());
+    assert!(index.vectors(&["m-cat".into()]).await.unwrap().is_empty());
+    index.sync(&corpus(), Scope::All, None).await.unwrap();
+    assert!(index.search("   ", &opts(5)).await.unwrap().is_empty());
+    assert!(index.search("cat", &SearchOpts { k: 0, ..opts(5) }).await.unwrap().is_empty());
+    // Emptied again by a sync: still no error.
+    index.sync(&[], Scope::All, None).await.unwrap();
+    assert!(index.search("cat", &opts(5)).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nearest_lexical_and_vectors() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:64", 64);
+    let index = open(root.path(), embedder.clone()).await;
+    let docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+
+    let cat = &docs[2];
+    let near = index.nearest(&embedder.vector(&cat.text), &[DocKind::Entry], 3, &[]).await.unwrap();
+    assert_eq!(near[0].0, "m-cat");
+    assert!((near[0].1 - 1.0).abs() < 1e-4, "{near:?}");
+    assert!(near.windows(2).all(|w| w[0].1 >= w[1].1));
+    let entries: HashSet<&str> = docs.iter().filter(|d| d.kind == DocKind::Entry).map(|d| d.key.as_str()).collect();
+    assert!(near.iter().all(|(k, _)| entries.contains(k.as_str())), "{near:?}");
+
+    let near = index.nearest(&embedder.vector(&cat.text), &[], 3, &["m-cat".into()]).await.unwrap();
+    assert!(near.iter().all(|(k, _)| k != "m-cat"));
+    assert_eq!(near.len(), 3);
+    assert!(matches!(index.nearest(&[1.0; 3], &[], 3, &[]).await, Err(IndexError::Dimension { expected: 64, got: 3 })));
+
+    let lex = index.lexical("Miso", &[DocKind::Fact], 5).await.unwrap();
+    assert_eq!(lex.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["f-3"]);
+    let lex = index.lexical("Miso", &[], 5).await.unwrap();
+    assert_eq!(lex.len(), 2, "{lex:?}");
+    assert!(lex[0].1 >= lex[1].1);
+
+    let stored = index.vectors(&["m-cat".into(), "f-1".into(), "missing".into()]).await.unwrap();
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored["m-cat"], embedder.vector(&cat.text));
+}
+
+/// Many docs over a small ANN threshold: the IVF-HNSW-SQ index is built, and kind and date
+/// filters still hold with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ann_index_past_the_threshold_keeps_filters() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
+    let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
+    let mut docs = Vec::new();
+    for i in 0..400usize {
+        let text = format!("note {i} about {} and {} {}", words[i % 10], words[(i / 10) % 10], words[(i * 7) % 10]);
+        let doc = match i % 4 {
+            0 => fact(&format!("f-{i}"), &text, "2026-11-20"),
+            1 => history(&format!("m-{i}"), 1, &text, "2025-01-01", "2026-01-01"),
+            _ => entry(&format!("m-{i}"), &text, "2026-02-01"),
+        };
+        docs.push(doc);
+    }
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let indices = index.table().list_indices().await.unwrap();
+    assert!(indices.iter().any(|i| i.columns == [VECTOR]), "{indices:?}");
+    // The vector leg runs on the ANN index with the filter applied before it (a prefilter).
+    let plan = index
+        .table()
+        .query()
+        .nearest_to(embedder.vector("apple").as_slice())
+        .unwrap()
+        .column(VECTOR)
+        .distance_type(DistanceType::Cosine)
+        .only_if("kind IN ('history')")
+        .explain_plan(true)
+        .await
+        .unwrap();
+    assert!(plan.contains("ANNSubIndex") && plan.contains("full_filter=kind"), "{plan}");
+    let meta = meta::read(&index_dir(root.path())).await.unwrap().unwrap();
+    assert_eq!(meta.ann_trained_rows, Some(400));
+
+    let near = index.nearest(&embedder.vector("apple river"), &[DocKind::History], 10, &[]).await.unwrap();
+    assert_eq!(near.len(), 10);
+    assert!(near.iter().all(|(k, _)| k.contains('@')), "{near:?}");
+    let hits = index.search("apple river", &SearchOpts { as_of: Some(day("2025-06-01")), ..opts(10) }).await.unwrap();
+    assert!(!hits.is_empty());
+    assert!(hits.iter().all(|h| h.kind == DocKind::History), "{hits:#?}");
+    let hits = index.search("violin harbor", &opts(10)).await.unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|h| h.kind != DocKind::History));
+
+    // Growth below doubling folds rows in without retraining; the new rows are found.
+    let mut more = docs.clone();
+    more.push(entry("m-new", "a completely distinct xylophone quokka", "2026-11-01"));
+    let stats = index.sync(&more, Scope::All, None).await.unwrap();
+    assert_eq!(stats.upserted, 1);
+    assert_eq!(meta::read(&index_dir(root.path())).await.unwrap().unwrap().ann_trained_rows, Some(400));
+    assert_eq!(index.search("xylophone quokka", &opts(3)).await.unwrap()[0].key, "m-new");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_waits_for_the_writer_lock() {
+    let root = tempfile::tempdir().unwrap();
+    let index = Arc::new(open(root.path(), BagOfWords::new("bow:v1:64", 64)).await);
+    let lock_path = root.path().join(".memfold").join("index.lock");
+    let held = lock::acquire(&lock_path).await.unwrap();
+    assert!(crate::lock::holder(&lock_path).is_some());
+
+    let writer = Arc::clone(&index);
+    let sync = tokio::spawn(async move { writer.sync(&corpus(), Scope::All, None).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!sync.is_finished(), "sync ran while another writer held the lock");
+    assert!(index.is_empty().await.unwrap());
+    let clear = {
+        let writer = Arc::clone(&index);
+        tokio::spawn(async move { writer.clear().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!clear.is_finished(), "clear ran while another writer held the lock");
+
+    drop(held);
+    sync.await.unwrap().unwrap();
+    clear.await.unwrap().unwrap();
+    assert!(crate::lock::holder(&lock_path).is_none(), "released after the writes");
+}
+
+/// Many small syncs: new rows are folded into the full-text index once they pile up, and the
+/// table is compacted once fragments pile up; search keeps working throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_syncs_fold_rows_into_indices_and_compact() {
+    let root = tempfile::tempdir().unwrap();
+    let tuning = IndexTuning { index_lag_rows: 3, max_fragments: 6, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), BagOfWords::new("bow:v1:64", 64), tuning).await.unwrap();
+    let mut docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let mut max_fragments = 0;
+    let mut max_lag = 0;
+    for i in 0..12 {
+        docs.push(fact(&format!("f-x{i}"), &format!("Walked the dog number {i} along the harbour."), "2026-11-21"));
+        index.sync(&docs, Scope::All, None).await.unwrap();
+        let table = index.table();
+        let stats = table.stats().await.unwrap();
+        max_fragments = max_fragments.max(stats.fragment_stats.num_fragments);
+        let lag = table.index_stats(FTS_INDEX).await.unwrap().unwrap().num_unindexed_rows;
+        max_lag = max_lag.max(lag);
+        let hits = index.search(&format!("dog number {i}"), &opts(3)).await.unwrap();
+        assert_eq!(hits[0].key, format!("f-x{i}"), "{hits:#?}");
+    }
+    assert!(max_fragments <= 6, "compacted once past the limit: {max_fragments}");
+    assert!(max_lag <= 3, "rows folded into the full-text index once past the limit: {max_lag}");
+    assert_eq!(index.digest().await.unwrap(), expected_digest(&docs));
+}

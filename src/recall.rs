@@ -1,0 +1,63 @@
+//! The recall log `.memfold/recall.jsonl`: which entries searches returned, kept for a rolling window.
+//!
+//! Promotion ranks `MEMORY.md` lines by how often their entry was recalled. Queries are
+//! stored only as a short hash. The log is compacted (records older than the window
+//! dropped) when its oldest record falls out of the window.
+
+use std::collections::HashMap;
+
+use chrono::{Duration, Utc};
+
+use crate::files::{Root, content_hash};
+use crate::state::{Recall, StateError, append_jsonl, read_jsonl, rewrite_jsonl};
+
+/// Record that `ids` were returned for `query`, compacting the log when due.
+pub fn record(root: &Root, query: &str, ids: &[String], window_days: u32) -> Result<(), StateError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let query = content_hash(query)[..12].to_string();
+    let records: Vec<Recall> =
+        ids.iter().map(|id| Recall { id: id.clone(), time: now, query: query.clone() }).collect();
+    append_jsonl(&root.recall(), &records)?;
+    let (all, _) = read_jsonl::<Recall>(&root.recall(), ".memfold/recall.jsonl")?;
+    let cutoff = now - Duration::days(window_days.into());
+    if all.first().is_some_and(|r| r.time < cutoff) {
+        let kept: Vec<Recall> = all.into_iter().filter(|r| r.time >= cutoff).collect();
+        rewrite_jsonl(&root.recall(), &kept)?;
+    }
+    Ok(())
+}
+
+/// Hits per id within the window.
+pub fn summary(root: &Root, window_days: u32) -> Result<HashMap<String, usize>, StateError> {
+    let (all, _) = read_jsonl::<Recall>(&root.recall(), ".memfold/recall.jsonl")?;
+    let cutoff = Utc::now() - Duration::days(window_days.into());
+    let mut counts = HashMap::new();
+    for r in all.into_iter().filter(|r| r.time >= cutoff) {
+        *counts.entry(r.id).or_default() += 1;
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_records_are_compacted_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        let old = Recall { id: "m-old".into(), time: Utc::now() - Duration::days(40), query: "q".into() };
+        append_jsonl(&root.recall(), &[old]).unwrap();
+        record(&root, "where do I live", &["m-1".into(), "m-1".into(), "m-2".into()], 30).unwrap();
+        let counts = summary(&root, 30).unwrap();
+        assert_eq!(counts.get("m-1"), Some(&2));
+        assert_eq!(counts.get("m-old"), None);
+        let text = std::fs::read_to_string(root.recall()).unwrap();
+        assert!(!text.contains("m-old"), "compacted");
+        assert!(!text.contains("where do I live"), "queries are hashed");
+    }
+}

@@ -1,0 +1,149 @@
+//! Watching a memory root: a change to any markdown file, by any editor or program, triggers a refresh.
+//!
+//! notify (through the full debouncer) watches the root recursively. Only `archive/*.md`,
+//! `consolidated/*.md` and `MEMORY.md` count, and the folders holding them (removing or
+//! renaming a folder gives one event for the folder only); `.memfold/` and memfold's own
+//! temp files never do. The debouncer's callback is synchronous, so it only `try_send`s the
+//! changed paths into a bounded channel; when the channel is full the batch is dropped,
+//! which loses nothing because a refresh is already queued and every refresh re-reads all
+//! files and compares content hashes. memfold's own writes therefore cost a hash check and
+//! no index work.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::RecursiveMode;
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use tokio::sync::mpsc;
+
+use crate::files::Root;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchError {
+    #[error("watching {path}: {source}")]
+    Notify { path: PathBuf, source: notify::Error },
+}
+
+/// Changed paths of one debounced batch; empty means "rescan everything".
+pub type Changes = Vec<PathBuf>;
+
+/// A running watcher; dropping it stops watching.
+pub struct Watcher {
+    _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+    rx: mpsc::Receiver<Changes>,
+}
+
+/// Whether a change at `path` can change what memfold knows.
+pub fn is_watched(root: &Root, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(root.dir()) else { return false };
+    let parts: Vec<&str> = rel.iter().filter_map(|p| p.to_str()).collect();
+    let markdown = |name: &str| name.ends_with(".md") && !name.starts_with(".memfold-");
+    match parts.as_slice() {
+        ["MEMORY.md"] => true,
+        ["archive"] | ["consolidated"] => true,
+        ["archive", name] | ["consolidated", name] => markdown(name),
+        _ => false,
+    }
+}
+
+impl Watcher {
+    /// Start watching `root`; events are grouped over `debounce`.
+    pub fn start(root: &Root, debounce: Duration) -> Result<Watcher, WatchError> {
+        let (tx, rx) = mpsc::channel::<Changes>(16);
+        let filter_root = root.clone();
+        let handler = move |result: DebounceEventResult| {
+            let changes = match result {
+                Ok(events) => {
+                    if events.iter().any(|e| e.need_rescan()) {
+                        Some(Vec::new())
+                    } else {
+                        let paths: Vec<PathBuf> = events
+                            .iter()
+                            .filter(|e| !e.kind.is_access())
+                            .flat_map(|e| e.paths.iter())
+                            .filter(|p| is_watched(&filter_root, p))
+                            .cloned()
+                            .collect();
+                        (!paths.is_empty()).then_some(paths)
+                    }
+                }
+                Err(errors) => {
+                    for error in errors {
+                        tracing::warn!(error = %error, "watch error; rescanning");
+                    }
+                    Some(Vec::new())
+                }
+            };
+            if let Some(changes) = changes
+                && tx.try_send(changes).is_err()
+            {
+                tracing::debug!("watch channel full; a refresh is already queued");
+            }
+        };
+        let notify_err = |source| WatchError::Notify { path: root.dir().to_path_buf(), source };
+        let mut debouncer = new_debouncer(debounce, None, handler).map_err(notify_err)?;
+        debouncer.watch(root.dir(), RecursiveMode::Recursive).map_err(notify_err)?;
+        Ok(Watcher { _debouncer: debouncer, rx })
+    }
+
+    /// The next batch of changes, merged with any further batches already waiting.
+    pub async fn next(&mut self) -> Option<Changes> {
+        let mut changes = self.rx.recv().await?;
+        while let Ok(more) = self.rx.try_recv() {
+            if more.is_empty() {
+                changes.clear();
+                break;
+            }
+            if !changes.is_empty() {
+                changes.extend(more);
+            }
+        }
+        Some(changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_markdown_truth_is_watched() {
+        let root = Root::new("/r");
+        for yes in ["/r/MEMORY.md", "/r/archive/2026-11-22.md", "/r/consolidated/memory.md", "/r/archive"] {
+            assert!(is_watched(&root, Path::new(yes)), "{yes}");
+        }
+        for no in [
+            "/r/.memfold/state.json",
+            "/r/.memfold/index/data.lance",
+            "/r/consolidated/.memfold-abc.tmp",
+            "/r/notes.md",
+            "/r/archive/sub/x.md",
+            "/elsewhere/archive/2026-11-22.md",
+            "/r/archive/2026-11-22.md.swp",
+        ] {
+            assert!(!is_watched(&root, Path::new(no)), "{no}");
+        }
+    }
+
+    #[tokio::test]
+    async fn vim_style_and_rename_saves_are_both_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().canonicalize().unwrap());
+        root.init().unwrap();
+        let mut watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        let target = root.memory();
+        // vim: write a swap/backup, then replace the file.
+        std::fs::write(root.consolidated_dir().join("memory.md~"), "old").unwrap();
+        std::fs::remove_file(&target).unwrap();
+        std::fs::write(&target, "Likes tea.\n").unwrap();
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty() || changes.contains(&target), "{changes:?}");
+        // atomic save: temp file renamed over the target.
+        let tmp = root.consolidated_dir().join("memory.md.tmp-editor");
+        std::fs::write(&tmp, "Likes coffee.\n").unwrap();
+        std::fs::rename(&tmp, &target).unwrap();
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty() || changes.contains(&target), "{changes:?}");
+    }
+}
