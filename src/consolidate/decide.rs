@@ -1,0 +1,62 @@
+//! Deciding one cluster: the LLM through `prompts/consolidate.md`, or the offline rules.
+//!
+//! The cluster goes into the user message as the JSON document of DESIGN §3 and the reply
+//! must be `{"ops":[…]}`. A reply that does not parse is asked for once more, with the
+//! error; a second failure is returned so the caller can leave the facts pending.
+
+use chrono::NaiveDate;
+
+use super::offline;
+use super::ops::{ClusterDoc, OpsReply, ProposedOp};
+use crate::llm::{ChatClient, LlmError, Usage, parse_json_reply};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecideError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error("unusable reply twice: {0}")]
+    BadReply(String),
+}
+
+/// Who decides.
+pub enum Decider {
+    Llm { client: ChatClient, prompt: String },
+    Offline,
+}
+
+impl Decider {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Decider::Llm { .. } => "llm",
+            Decider::Offline => "offline",
+        }
+    }
+
+    /// Decide one cluster. Usage is added to `usage` even when the call fails.
+    pub async fn decide(
+        &self,
+        doc: &ClusterDoc,
+        today: NaiveDate,
+        usage: &mut Usage,
+    ) -> Result<Vec<ProposedOp>, DecideError> {
+        let (client, prompt) = match self {
+            Decider::Offline => return Ok(offline::decide(doc, today)),
+            Decider::Llm { client, prompt } => (client, prompt),
+        };
+        let user = serde_json::to_string(doc).unwrap_or_default();
+        let reply = client.complete_json(prompt, &user).await?;
+        usage.add(reply.usage);
+        let error = match parse_json_reply::<OpsReply>(&reply.content) {
+            Ok(parsed) => return Ok(parsed.ops),
+            Err(error) => error,
+        };
+        tracing::warn!(error = %error, "unusable decision reply; asking once more");
+        let retry = format!(
+            "{user}\n\nYour previous reply could not be used: {error}\nAnswer again with only the JSON object {{\"ops\":[…]}}."
+        );
+        let reply = client.complete_json(prompt, &retry).await?;
+        usage.add(reply.usage);
+        parse_json_reply::<OpsReply>(&reply.content).map(|r| r.ops).map_err(DecideError::BadReply)
+    }
+}

@@ -1,0 +1,11 @@
+//! The consolidation pass: gate, neighbours, clusters, decide, validate, plan, apply.
+
+pub mod apply;
+pub mod cluster;
+pub mod decide;
+pub mod gate;
+pub mod offline;
+pub mod ops;
+pub mod pass;
+pub mod plan;
+pub mod validate;

@@ -1,0 +1,151 @@
+//! The decision vocabulary: what a cluster looks like to a decider and the operations it may answer with.
+//!
+//! A decider (the LLM through `prompts/consolidate.md`, or the offline rules) receives one
+//! [`ClusterDoc`] and answers with [`ProposedOp`]s. Nothing here touches disk; validation and
+//! application live next door.
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+
+/// A current entry shown to the decider as context (and as a possible target).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Neighbor {
+    pub id: String,
+    pub content: String,
+    pub first_seen: NaiveDate,
+    pub updated: NaiveDate,
+    #[serde(default)]
+    pub pinned: bool,
+}
+
+/// A new (unconsolidated) fact to be decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub id: String,
+    pub text: String,
+    pub date: NaiveDate,
+}
+
+/// The JSON document one decision call sees (DESIGN §3, "Decide").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterDoc {
+    pub neighbors: Vec<Neighbor>,
+    pub candidates: Vec<Candidate>,
+}
+
+/// One operation as a decider proposes it, before validation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "UPPERCASE")]
+pub enum Op {
+    /// A new entry built from `facts`.
+    Add {
+        #[serde(default)]
+        facts: Vec<String>,
+        content: String,
+    },
+    /// `target` gets new content; its old version goes to history.
+    Replace {
+        target: String,
+        #[serde(default)]
+        facts: Vec<String>,
+        content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
+    /// `target` is folded into the surviving entry `into` and leaves the current file.
+    Remove {
+        target: String,
+        into: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
+    /// `facts` say nothing `target` does not already say; they only join its sources.
+    Duplicate {
+        #[serde(default)]
+        facts: Vec<String>,
+        target: String,
+    },
+}
+
+impl Op {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Add { .. } => "ADD",
+            Op::Replace { .. } => "REPLACE",
+            Op::Remove { .. } => "REMOVE",
+            Op::Duplicate { .. } => "DUPLICATE",
+        }
+    }
+
+    /// The fact ids this op accounts for.
+    pub fn facts(&self) -> &[String] {
+        match self {
+            Op::Add { facts, .. } | Op::Replace { facts, .. } | Op::Duplicate { facts, .. } => facts,
+            Op::Remove { .. } => &[],
+        }
+    }
+
+    /// The entry this op changes, if any.
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Op::Add { .. } => None,
+            Op::Replace { target, .. } | Op::Remove { target, .. } | Op::Duplicate { target, .. } => Some(target),
+        }
+    }
+}
+
+/// An op plus what the decider says about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProposedOp {
+    #[serde(flatten)]
+    pub op: Op,
+    /// Which rules or reasons fired (the offline decider always fills this).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<String>,
+    /// 0.0–1.0 when the decider offers one; low values go to review (DESIGN §3, review mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+}
+
+impl ProposedOp {
+    pub fn new(op: Op) -> Self {
+        ProposedOp { op, signals: Vec::new(), confidence: None }
+    }
+
+    pub fn with_signals(op: Op, signals: Vec<String>) -> Self {
+        ProposedOp { op, signals, confidence: None }
+    }
+}
+
+/// The decider's whole reply: `{"ops":[…]}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpsReply {
+    #[serde(default)]
+    pub ops: Vec<ProposedOp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_parses_every_op_kind() {
+        let reply: OpsReply = serde_json::from_str(
+            r#"{"ops":[
+              {"op":"ADD","facts":["f-1"],"content":"Lives in Lisbon."},
+              {"op":"REPLACE","target":"m-1","facts":["f-2"],"content":"Now X; previously Y.","why":"update","confidence":0.4},
+              {"op":"REMOVE","target":"m-2","into":"m-1","why":"merged"},
+              {"op":"DUPLICATE","facts":["f-3"],"target":"m-1"}]}"#,
+        )
+        .unwrap();
+        let kinds: Vec<_> = reply.ops.iter().map(|o| o.op.kind()).collect();
+        assert_eq!(kinds, ["ADD", "REPLACE", "REMOVE", "DUPLICATE"]);
+        assert_eq!(reply.ops[1].confidence, Some(0.4));
+        assert_eq!(reply.ops[2].op.target(), Some("m-2"));
+    }
+
+    #[test]
+    fn unknown_op_kind_is_an_error() {
+        assert!(serde_json::from_str::<OpsReply>(r#"{"ops":[{"op":"MERGE","target":"m-1"}]}"#).is_err());
+    }
+}

@@ -1,0 +1,304 @@
+//! One consolidation pass, from the gate to the written files.
+//!
+//! lock → ledger → gate → embed → neighbours → clusters → decide each (sequentially) →
+//! validate → plan → apply → reindex. Everything before apply is pure planning, so
+//! `--dry-run` stops there and writes nothing. A cluster whose decision fails leaves its
+//! facts pending with an attempt count; the other clusters go on.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::apply::{ApplyError, apply};
+use super::cluster::{self, NeighbourParams, Node};
+use super::decide::{DecideError, Decider};
+use super::gate::{self, Gate, GateInput};
+use super::ops::{Op, ProposedOp};
+use super::plan::{Plan, Planner};
+use super::validate::validate;
+use crate::config::Config;
+use crate::embed::{EmbedError, Embedder};
+use crate::files::Root;
+use crate::files::archive::Fact;
+use crate::index::Index;
+use crate::ledger::{Ledger, LedgerError};
+use crate::llm::Usage;
+use crate::lock::{LockError, LockGuard};
+use crate::state::{State, StateError};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PassError {
+    #[error(transparent)]
+    Busy(#[from] LockError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("embedding for consolidation: {0}")]
+    Embed(#[from] EmbedError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("reindexing after the pass: {0}")]
+    Reindex(#[from] crate::corpus::RefreshError),
+}
+
+/// How to run a pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassOptions {
+    /// Skip `min_hours` and `min_facts` (never the lock).
+    pub force: bool,
+    /// Plan and report, write nothing.
+    pub dry_run: bool,
+}
+
+/// One decision call: which facts and entries it saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterReport {
+    pub candidates: Vec<String>,
+    pub neighbors: Vec<String>,
+}
+
+/// An op as reported (`consolidate --json`); every key is present.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpReport {
+    pub op: &'static str,
+    pub facts: Vec<String>,
+    pub target: Option<String>,
+    pub into: Option<String>,
+    pub content: Option<String>,
+    pub why: Option<String>,
+    pub signals: Vec<String>,
+    pub confidence: Option<f64>,
+}
+
+impl From<&ProposedOp> for OpReport {
+    fn from(p: &ProposedOp) -> Self {
+        let (into, content, why) = match &p.op {
+            Op::Add { content, .. } => (None, Some(content.clone()), None),
+            Op::Replace { content, why, .. } => (None, Some(content.clone()), why.clone()),
+            Op::Remove { into, why, .. } => (Some(into.clone()), None, why.clone()),
+            Op::Duplicate { .. } => (None, None, None),
+        };
+        OpReport {
+            op: p.op.kind(),
+            facts: p.op.facts().to_vec(),
+            target: p.op.target().map(str::to_string),
+            into,
+            content,
+            why,
+            signals: p.signals.clone(),
+            confidence: p.confidence,
+        }
+    }
+}
+
+/// An op the validator refused.
+#[derive(Debug, Clone, Serialize)]
+pub struct DroppedReport {
+    #[serde(flatten)]
+    pub op: OpReport,
+    pub reason: String,
+}
+
+/// What a pass did (`consolidate --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PassReport {
+    pub run: Option<String>,
+    pub applied: bool,
+    pub dry_run: bool,
+    pub decider: &'static str,
+    pub gate: Gate,
+    pub clusters: Vec<ClusterReport>,
+    pub ops: Vec<OpReport>,
+    pub dropped: Vec<DroppedReport>,
+    pub llm: Usage,
+    pub failed_facts: Vec<String>,
+}
+
+/// What a pass needs.
+pub struct Pass<'a> {
+    pub root: &'a Root,
+    pub config: &'a Config,
+    pub embedder: Arc<dyn Embedder>,
+    pub decider: &'a Decider,
+    /// Reindexed after apply when given.
+    pub index: Option<&'a Index>,
+}
+
+fn run_id(now: DateTime<Utc>, facts: &[&Fact]) -> String {
+    let ids: Vec<&str> = facts.iter().map(|f| f.id.as_str()).collect();
+    let hash = crate::files::content_hash(format!("{now}\n{}", ids.join(",")));
+    format!("r-{}-{}", now.format("%Y%m%dT%H%M%SZ"), &hash[..4])
+}
+
+impl Pass<'_> {
+    pub async fn run(&self, opts: PassOptions) -> Result<PassReport, PassError> {
+        let started = Utc::now();
+        let lock = if opts.dry_run {
+            None
+        } else {
+            Some(LockGuard::try_acquire(&self.root.consolidate_lock(), "consolidation")?)
+        };
+        let root = self.root.clone();
+        let ledger = tokio::task::spawn_blocking(move || Ledger::load(&root))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+        let cfg = &self.config.consolidation;
+        let pending: Vec<&Fact> = ledger
+            .pending()
+            .into_iter()
+            .filter(|f| ledger.state.facts.get(&f.id).is_none_or(|p| p.attempts < cfg.max_attempts))
+            .collect();
+        let gate = gate::evaluate(
+            cfg,
+            &GateInput {
+                lock_holder: None,
+                last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
+                now: started,
+                pending: pending.len(),
+                force: opts.force,
+            },
+        );
+        let mut report = PassReport {
+            run: None,
+            applied: false,
+            dry_run: opts.dry_run,
+            decider: self.decider.name(),
+            gate: gate.clone(),
+            clusters: Vec::new(),
+            ops: Vec::new(),
+            dropped: Vec::new(),
+            llm: Usage::default(),
+            failed_facts: Vec::new(),
+        };
+        if !gate.open {
+            return Ok(report);
+        }
+        let run = run_id(started, &pending);
+        report.run = Some(run.clone());
+        tracing::info!(run = %run, pending = pending.len(), decider = self.decider.name(), "pass started");
+
+        // Vectors for entries and new facts.
+        let entries: Vec<_> = ledger.memory.entries().collect();
+        let mut texts: Vec<String> = entries.iter().map(|e| e.content.clone()).collect();
+        texts.extend(pending.iter().map(|f| f.text.clone()));
+        let mut vectors = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(1024) {
+            vectors.extend(self.embedder.embed(chunk).await?);
+        }
+        let (entry_vecs, fact_vecs) = vectors.split_at(entries.len());
+        let entry_nodes: Vec<Node> =
+            entries.iter().zip(entry_vecs).map(|(e, v)| Node { id: e.id(), text: &e.content, vector: v }).collect();
+        let fact_nodes: Vec<Node> =
+            pending.iter().zip(fact_vecs).map(|(f, v)| Node { id: &f.id, text: &f.text, vector: v }).collect();
+        let params = NeighbourParams {
+            neighbor_k: cfg.neighbor_k,
+            lexical_k: cfg.lexical_k,
+            min_similarity: cfg.min_similarity,
+        };
+        let links = cluster::neighbours(&fact_nodes, &entry_nodes, params);
+        let clusters = cluster::clusters(&fact_nodes, &entry_nodes, &links);
+        let mut linked: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+        for &(i, j) in &links.fact_entry {
+            linked.entry(fact_nodes[i].id).or_default().insert(entry_nodes[j].id);
+        }
+
+        let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
+        let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.clone(), started);
+        let today = chrono::Local::now().date_naive();
+        let mut failures: Vec<(String, String)> = Vec::new();
+        for c in &clusters {
+            let mark = planner.journal_len();
+            for (facts, mut entries) in chunks(c, &linked, cfg.cluster_max) {
+                // Later calls of a split cluster see what the earlier ones added.
+                entries.extend(planner.added_since(mark));
+                let doc = planner.doc(&facts, &entries);
+                report.clusters.push(ClusterReport {
+                    candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
+                    neighbors: doc.neighbors.iter().map(|n| n.id.clone()).collect(),
+                });
+                match self.decider.decide(&doc, today, &mut report.llm).await {
+                    Ok(ops) => {
+                        let valid = validate(&doc, ops, cfg.max_content_chars);
+                        report.ops.extend(valid.ops.iter().map(OpReport::from));
+                        report.dropped.extend(
+                            valid
+                                .dropped
+                                .iter()
+                                .map(|(op, reason)| DroppedReport { op: op.into(), reason: reason.clone() }),
+                        );
+                        planner.apply(&valid.ops);
+                    }
+                    Err(err) => {
+                        tracing::warn!(run = %run, facts = facts.len(), error = %err, "cluster left pending");
+                        let message = match &err {
+                            DecideError::BadReply(m) => format!("unusable reply: {m}"),
+                            other => other.to_string(),
+                        };
+                        failures.extend(facts.iter().map(|f| (f.clone(), message.clone())));
+                    }
+                }
+            }
+        }
+        report.failed_facts = failures.iter().map(|(f, _)| f.clone()).collect();
+        let plan = planner.finish(ledger.memory.hash.clone());
+        if opts.dry_run {
+            return Ok(report);
+        }
+        self.write(&plan, started, &failures).await?;
+        report.applied = !plan.journal.is_empty();
+        drop(lock);
+        if let Some(index) = self.index {
+            crate::corpus::refresh(self.root, index).await?;
+        }
+        tracing::info!(run = %run, ops = plan.journal.len(), failed = failures.len(), "pass done");
+        Ok(report)
+    }
+
+    async fn write(&self, plan: &Plan, started: DateTime<Utc>, failures: &[(String, String)]) -> Result<(), PassError> {
+        let root = self.root.clone();
+        let plan = plan.clone();
+        let failures = failures.to_vec();
+        tokio::task::spawn_blocking(move || -> Result<(), PassError> {
+            if !plan.journal.is_empty() {
+                apply(&root, &plan, started)?;
+            }
+            if !failures.is_empty() {
+                let mut state = State::load(&root.state_json())?;
+                for (fact, error) in failures {
+                    let progress = state.facts.entry(fact).or_default();
+                    progress.attempts += 1;
+                    progress.last_error = Some(error);
+                }
+                state.save(&root.state_json())?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+}
+
+/// Split a cluster into decision calls of about `max` facts + entries each.
+fn chunks(c: &cluster::Cluster, linked: &HashMap<&str, BTreeSet<&str>>, max: usize) -> Vec<(Vec<String>, Vec<String>)> {
+    if c.facts.len() + c.entries.len() <= max {
+        return vec![(c.facts.clone(), c.entries.clone())];
+    }
+    let per_call = (max / 2).max(1);
+    c.facts
+        .chunks(per_call)
+        .map(|facts| {
+            let mut entries: BTreeSet<String> = BTreeSet::new();
+            for f in facts {
+                if let Some(near) = linked.get(f.as_str()) {
+                    entries.extend(near.iter().map(|e| e.to_string()));
+                }
+            }
+            let entries: Vec<String> = entries.into_iter().take(max.saturating_sub(facts.len()).max(1)).collect();
+            (facts.to_vec(), entries)
+        })
+        .collect()
+}

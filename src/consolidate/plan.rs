@@ -1,0 +1,329 @@
+//! The plan: validated ops applied to an in-memory copy of `memory.md`, with history blocks and journal records.
+//!
+//! Planning is pure: it never touches disk. Code sets all provenance here —
+//! `first_seen` is the earliest source date, `updated` the newest, `sources` the union — and
+//! the decider's text only ever becomes content. Later chunks of a large cluster are decided
+//! against the planner's current state, so they see the earlier chunks' results.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
+use crate::files::archive::Fact;
+use crate::files::content_hash;
+use crate::files::entries::{Entry, EntryFile, EntryMeta};
+
+/// An entry's text before and after one op (rendered blocks; None = absent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub entry: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// One line of `.memfold/journal.jsonl`: an applied op and what it changed, enough to undo it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalRecord {
+    pub run: String,
+    pub seq: usize,
+    pub time: DateTime<Utc>,
+    #[serde(flatten)]
+    pub op: ProposedOp,
+    pub changes: Vec<Change>,
+}
+
+/// Everything a pass would write.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub run: String,
+    /// Hash of `memory.md` as read; the write is refused if it changed since.
+    pub memory_hash_before: String,
+    pub memory_before: String,
+    pub memory_after: String,
+    /// Old versions to append to `history.md`.
+    pub history: Vec<Entry>,
+    pub journal: Vec<JournalRecord>,
+    /// Facts the applied ops account for.
+    pub facts_done: BTreeSet<String>,
+    /// Entries added, changed or removed.
+    pub touched: BTreeSet<String>,
+}
+
+/// Builds a plan op by op.
+pub struct Planner<'a> {
+    run: String,
+    today: NaiveDate,
+    now: DateTime<Utc>,
+    facts: &'a HashMap<String, Fact>,
+    memory: EntryFile,
+    memory_before: String,
+    history: Vec<Entry>,
+    journal: Vec<JournalRecord>,
+    facts_done: BTreeSet<String>,
+    touched: BTreeSet<String>,
+}
+
+impl<'a> Planner<'a> {
+    pub fn new(memory: EntryFile, facts: &'a HashMap<String, Fact>, run: String, now: DateTime<Utc>) -> Planner<'a> {
+        let memory_before = memory.render();
+        Planner {
+            run,
+            today: now.date_naive(),
+            now,
+            facts,
+            memory,
+            memory_before,
+            history: Vec::new(),
+            journal: Vec::new(),
+            facts_done: BTreeSet::new(),
+            touched: BTreeSet::new(),
+        }
+    }
+
+    /// The current state of the file being planned.
+    pub fn memory(&self) -> &EntryFile {
+        &self.memory
+    }
+
+    /// A mark for [`Planner::added_since`].
+    pub fn journal_len(&self) -> usize {
+        self.journal.len()
+    }
+
+    /// Entries added by ADD ops since `mark` that are still current.
+    pub fn added_since(&self, mark: usize) -> Vec<String> {
+        self.journal[mark.min(self.journal.len())..]
+            .iter()
+            .filter(|r| r.op.op.kind() == "ADD")
+            .flat_map(|r| r.changes.iter().map(|c| c.entry.clone()))
+            .filter(|id| self.memory.get(id).is_some())
+            .collect()
+    }
+
+    /// The decision document for these facts and entries, as things stand now.
+    pub fn doc(&self, facts: &[String], entries: &[String]) -> ClusterDoc {
+        let neighbors = entries
+            .iter()
+            .filter_map(|id| self.memory.get(id))
+            .map(|e| Neighbor {
+                id: e.id().to_string(),
+                content: e.content.clone(),
+                first_seen: e.meta.first_seen.or(e.meta.updated).unwrap_or(self.today),
+                updated: e.meta.updated.or(e.meta.first_seen).unwrap_or(self.today),
+                pinned: e.meta.pinned,
+            })
+            .collect();
+        let mut candidates: Vec<Candidate> = facts
+            .iter()
+            .filter_map(|id| self.facts.get(id))
+            .map(|f| Candidate { id: f.id.clone(), text: f.text.clone(), date: f.date })
+            .collect();
+        candidates.sort_by(|a, b| (a.date, &a.id).cmp(&(b.date, &b.id)));
+        ClusterDoc { neighbors, candidates }
+    }
+
+    fn dates(&self, facts: &[String]) -> (Option<NaiveDate>, Option<NaiveDate>) {
+        let dates = facts.iter().filter_map(|f| self.facts.get(f)).map(|f| f.date);
+        (dates.clone().min(), dates.max())
+    }
+
+    fn record(&mut self, op: &ProposedOp, changes: Vec<Change>) {
+        for c in &changes {
+            self.touched.insert(c.entry.clone());
+        }
+        self.facts_done.extend(op.op.facts().iter().cloned());
+        let seq = self.journal.len();
+        self.journal.push(JournalRecord { run: self.run.clone(), seq, time: self.now, op: op.clone(), changes });
+    }
+
+    fn retire(&mut self, old: &Entry, status: &str, superseded_by: &str, valid_until: NaiveDate) {
+        let mut meta = old.meta.clone();
+        meta.valid_until = Some(valid_until);
+        meta.superseded_by = Some(superseded_by.to_string());
+        meta.status = Some(status.to_string());
+        meta.run = Some(self.run.clone());
+        meta.first_seen = meta.first_seen.or(meta.updated);
+        self.history.push(Entry::new(meta, &old.content));
+    }
+
+    /// Apply already-validated ops.
+    pub fn apply(&mut self, ops: &[ProposedOp]) {
+        for op in ops {
+            match &op.op {
+                Op::Add { facts, content } => {
+                    let (first, last) = self.dates(facts);
+                    let id = self.new_id(facts, content);
+                    let meta = EntryMeta {
+                        first_seen: first.or(Some(self.today)),
+                        updated: last.or(Some(self.today)),
+                        sources: facts.clone(),
+                        ..EntryMeta::new(id.clone())
+                    };
+                    let entry = Entry::new(meta, content);
+                    let after = Some(entry.render());
+                    self.memory.push(entry);
+                    self.record(op, vec![Change { entry: id, before: None, after }]);
+                }
+                Op::Replace { target, facts, content, .. } => {
+                    let (first, last) = self.dates(facts);
+                    let today = self.today;
+                    let Some(old) = self.memory.get(target).cloned() else { continue };
+                    let mut meta = old.meta.clone();
+                    meta.sources = union(&meta.sources, facts);
+                    meta.first_seen = min_date(meta.first_seen, first);
+                    meta.updated = Some(match (meta.updated, last) {
+                        (Some(a), Some(b)) => a.max(b),
+                        (a, b) => b.or(a).unwrap_or(today),
+                    });
+                    let valid_until = meta.updated.unwrap_or(today);
+                    self.retire(&old, "replaced", target, valid_until);
+                    let new = Entry::new(meta, content);
+                    let after = Some(new.render());
+                    if let Some(slot) = self.memory.get_mut(target) {
+                        *slot = new;
+                    }
+                    self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
+                }
+                Op::Remove { target, into, .. } => {
+                    let (Some(old), Some(survivor)) =
+                        (self.memory.get(target).cloned(), self.memory.get(into).cloned())
+                    else {
+                        continue;
+                    };
+                    self.retire(&old, "merged", into, self.today);
+                    self.memory.remove(target);
+                    let mut meta = survivor.meta.clone();
+                    meta.sources = union(&meta.sources, &old.meta.sources);
+                    meta.first_seen = min_date(meta.first_seen, old.meta.first_seen);
+                    let after = self.replace_meta(into, meta);
+                    self.record(
+                        op,
+                        vec![
+                            Change { entry: target.clone(), before: Some(old.render()), after: None },
+                            Change { entry: into.clone(), before: Some(survivor.render()), after },
+                        ],
+                    );
+                }
+                Op::Duplicate { facts, target } => {
+                    let Some(old) = self.memory.get(target).cloned() else { continue };
+                    let (first, _) = self.dates(facts);
+                    let mut meta = old.meta.clone();
+                    meta.sources = union(&meta.sources, facts);
+                    meta.first_seen = min_date(meta.first_seen, first);
+                    let after = self.replace_meta(target, meta);
+                    self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
+                }
+            }
+        }
+    }
+
+    fn replace_meta(&mut self, id: &str, meta: EntryMeta) -> Option<String> {
+        let entry = self.memory.get_mut(id)?;
+        entry.meta = meta;
+        entry.touch();
+        Some(entry.render())
+    }
+
+    fn new_id(&self, facts: &[String], content: &str) -> String {
+        let mut sorted = facts.to_vec();
+        sorted.sort();
+        let hash = content_hash(format!("{}\n{content}", sorted.join(",")));
+        (8..=hash.len())
+            .map(|n| format!("m-{}", &hash[..n]))
+            .find(|id| self.memory.get(id).is_none())
+            .unwrap_or_else(|| format!("m-{hash}-{}", self.journal.len()))
+    }
+
+    pub fn finish(mut self, memory_hash_before: String) -> Plan {
+        self.memory.assign_headers();
+        Plan {
+            run: self.run,
+            memory_hash_before,
+            memory_before: self.memory_before,
+            memory_after: self.memory.render(),
+            history: self.history,
+            journal: self.journal,
+            facts_done: self.facts_done,
+            touched: self.touched,
+        }
+    }
+}
+
+fn union(a: &[String], b: &[String]) -> Vec<String> {
+    let mut out = a.to_vec();
+    for x in b {
+        if !out.contains(x) {
+            out.push(x.clone());
+        }
+    }
+    out
+}
+
+fn min_date(a: Option<NaiveDate>, b: Option<NaiveDate>) -> Option<NaiveDate> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fact(id: &str, date: &str, text: &str) -> (String, Fact) {
+        (
+            id.into(),
+            Fact { id: id.into(), date: date.parse().unwrap(), time: None, text: text.into(), src: None, line: 1 },
+        )
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-06-01T10:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn replace_keeps_provenance_and_history() {
+        let facts: HashMap<_, _> =
+            [fact("f-g", "2026-05-27", "Works at Google"), fact("f-m", "2026-05-30", "Started at Microsoft")].into();
+        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now());
+        planner.apply(&[ProposedOp::new(Op::Add { facts: vec!["f-g".into()], content: "Works at Google.".into() })]);
+        let id = planner.memory().entries().next().unwrap().id().to_string();
+        planner.apply(&[ProposedOp::new(Op::Replace {
+            target: id.clone(),
+            facts: vec!["f-m".into()],
+            content: "Currently works at Microsoft (since 2026-05). Previously worked at Google.".into(),
+            why: Some("update".into()),
+        })]);
+        let plan = planner.finish(content_hash(""));
+        let memory = EntryFile::parse(&plan.memory_after, "memory.md");
+        let e = memory.get(&id).unwrap();
+        assert_eq!(e.meta.sources, ["f-g", "f-m"]);
+        assert_eq!(e.meta.first_seen, Some("2026-05-27".parse().unwrap()));
+        assert_eq!(e.meta.updated, Some("2026-05-30".parse().unwrap()));
+        assert_eq!(plan.history.len(), 1);
+        let old = &plan.history[0].meta;
+        assert_eq!((old.status.as_deref(), old.superseded_by.as_deref()), (Some("replaced"), Some(id.as_str())));
+        assert_eq!(old.valid_until, Some("2026-05-30".parse().unwrap()));
+        assert_eq!(plan.journal.len(), 2);
+        assert_eq!(plan.facts_done.len(), 2);
+    }
+
+    #[test]
+    fn remove_merges_sources_into_the_survivor() {
+        let facts: HashMap<_, _> = [fact("f-1", "2026-05-01", "a"), fact("f-2", "2026-05-02", "b")].into();
+        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now());
+        planner.apply(&[
+            ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "Likes tea.".into() }),
+            ProposedOp::new(Op::Add { facts: vec!["f-2".into()], content: "Enjoys tea.".into() }),
+        ]);
+        let ids: Vec<String> = planner.memory().entries().map(|e| e.id().to_string()).collect();
+        planner.apply(&[ProposedOp::new(Op::Remove { target: ids[1].clone(), into: ids[0].clone(), why: None })]);
+        let plan = planner.finish(content_hash(""));
+        let memory = EntryFile::parse(&plan.memory_after, "memory.md");
+        assert_eq!(memory.entries().count(), 1);
+        assert_eq!(memory.get(&ids[0]).unwrap().meta.sources, ["f-1", "f-2"]);
+        assert_eq!(plan.history[0].meta.status.as_deref(), Some("merged"));
+    }
+}

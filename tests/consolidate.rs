@@ -1,0 +1,358 @@
+//! Consolidation passes against real files, a real LanceDB index and a fake OpenAI-compatible LLM.
+//!
+//! The fake LLM is a real HTTP server; its scripted handler reads the cluster document the
+//! pass sends and answers with ops, so the production chat client, validation, planning and
+//! apply code all run. After every scenario `verify` must be ok.
+
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use memfold::config::Config;
+use memfold::consolidate::pass::{Pass, PassError, PassOptions, PassReport};
+use memfold::corpus;
+use memfold::files::Root;
+use memfold::files::archive::{self, NewFact};
+use memfold::files::entries::EntryFile;
+use memfold::index::{DocKind, SearchOpts};
+use memfold::ledger::Ledger;
+use memfold::lock::LockGuard;
+use memfold::state::State;
+use memfold::testkit::{FakeOpenAi, FakeReply};
+use serde_json::{Value, json};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: Root,
+    config: Config,
+    llm: FakeOpenAi,
+}
+
+async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Root::new(dir.path());
+    root.init().unwrap();
+    let llm = FakeOpenAi::start().await;
+    let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    config.llm = llm.llm_config();
+    Env { _dir: dir, root, config, llm }
+}
+
+fn d(s: &str) -> NaiveDate {
+    s.parse().unwrap()
+}
+
+fn add(env: &Env, date: &str, texts: &[&str]) -> Vec<String> {
+    let facts: Vec<NewFact> =
+        texts.iter().map(|t| NewFact { text: t.to_string(), date: Some(d(date)), source: None }).collect();
+    let now = d(date).and_hms_opt(12, 0, 0).unwrap();
+    archive::append(&env.root, &facts, now).unwrap().into_iter().map(|f| f.id).collect()
+}
+
+async fn pass(env: &Env, opts: PassOptions) -> Result<PassReport, PassError> {
+    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let decider = memfold::cli::decider(&env.config).unwrap();
+    Pass { root: &env.root, config: &env.config, embedder: index.embedder(), decider: &decider, index: Some(&index) }
+        .run(opts)
+        .await
+}
+
+async fn force(env: &Env) -> PassReport {
+    pass(env, PassOptions { force: true, dry_run: false }).await.unwrap()
+}
+
+fn memory(env: &Env) -> EntryFile {
+    EntryFile::read(&env.root.memory(), "memory.md").unwrap()
+}
+
+fn history(env: &Env) -> EntryFile {
+    EntryFile::read(&env.root.history(), "history.md").unwrap()
+}
+
+fn assert_verified(env: &Env) {
+    let report = memfold::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
+    assert!(report.ok, "verify: {:?}", report.problems);
+}
+
+/// The cluster document inside a chat request.
+fn cluster(request: &Value) -> Value {
+    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
+    serde_json::Deserializer::from_str(user).into_iter::<Value>().next().unwrap().unwrap()
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list.as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect()
+}
+
+fn ops(ops: Value) -> FakeReply {
+    FakeReply::Content(json!({ "ops": ops }).to_string())
+}
+
+/// A handler that adds every candidate as one entry when the cluster has no neighbours, and
+/// otherwise calls `with_neighbours(doc)`.
+fn script(
+    with_neighbours: impl Fn(&Value) -> Value + Send + Sync + 'static,
+) -> impl Fn(&Value) -> FakeReply + Send + Sync {
+    move |request| {
+        let doc = cluster(request);
+        if doc["neighbors"].as_array().unwrap().is_empty() {
+            let facts = ids(&doc["candidates"]);
+            let text: Vec<&str> =
+                doc["candidates"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
+            return ops(json!([{"op": "ADD", "facts": facts, "content": text.join(" ")}]));
+        }
+        ops(with_neighbours(&doc))
+    }
+}
+
+#[tokio::test]
+async fn a_job_change_becomes_one_current_entry_with_history() {
+    let env = env().await;
+    let google = add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    env.llm.set_chat_handler(script(|doc| {
+        json!([{"op": "REPLACE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"]),
+                "content": "Currently works at Microsoft (since 2026-05). Previously worked at Google.", "why": "update"}])
+    }));
+    force(&env).await;
+    let microsoft = add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let report = force(&env).await;
+    assert_eq!(report.ops.len(), 1, "{:?}", report.ops);
+
+    let memory = memory(&env);
+    let entries: Vec<_> = memory.entries().collect();
+    assert_eq!(entries.len(), 1);
+    assert!(entries[0].content.starts_with("Currently works at Microsoft"));
+    assert_eq!(entries[0].meta.sources, [google[0].clone(), microsoft[0].clone()]);
+    assert_eq!(entries[0].meta.first_seen, Some(d("2026-05-27")));
+    assert_eq!(entries[0].meta.updated, Some(d("2026-05-30")));
+    let history = history(&env);
+    let old: Vec<_> = history.entries().collect();
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].content, "Works at Google as an engineer");
+    assert_eq!(old[0].meta.status.as_deref(), Some("replaced"));
+    assert_eq!(old[0].meta.valid_until, Some(d("2026-05-30")));
+
+    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let mut opts = SearchOpts::new(&env.config.search, d("2026-06-01"));
+    let hits = index.search("where does he work Microsoft", &opts).await.unwrap();
+    assert_eq!(hits[0].id, entries[0].id());
+    opts.as_of = Some(d("2026-05-28"));
+    let hits = index.search("works at", &opts).await.unwrap();
+    assert!(hits[0].text.contains("Google") && !hits[0].text.contains("Microsoft"), "{hits:?}");
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn three_phrasings_over_two_days_become_one_entry_with_three_sources() {
+    let env = env().await;
+    let first = add(&env, "2026-06-01", &["Has a dog named Rex", "Owns a dog called Rex"]);
+    env.llm.set_chat_handler(script(
+        |doc| json!([{"op": "DUPLICATE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"])}]),
+    ));
+    force(&env).await;
+    let second = add(&env, "2026-06-02", &["My dog's name is Rex"]);
+    force(&env).await;
+    let memory = memory(&env);
+    let entries: Vec<_> = memory.entries().collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let mut want = first.clone();
+    want.extend(second);
+    assert_eq!(entries[0].meta.sources, want);
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn a_correction_leaves_no_stale_value_current() {
+    let env = env().await;
+    add(&env, "2026-06-01", &["User's name is Jon"]);
+    env.llm.set_chat_handler(script(|doc| {
+        json!([{"op": "REPLACE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"]),
+                "content": "User's name is John.", "why": "correction"}])
+    }));
+    force(&env).await;
+    add(&env, "2026-06-03", &["User's name is John, not Jon"]);
+    force(&env).await;
+    let memory = memory(&env);
+    let current: Vec<&str> = memory.entries().map(|e| e.content.as_str()).collect();
+    assert_eq!(current, ["User's name is John."]);
+    assert!(history(&env).entries().any(|e| e.content == "User's name is Jon"));
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn a_fact_touching_two_topics_is_not_forced_into_one_entry() {
+    let env = env().await;
+    add(&env, "2026-06-01", &["Lives in Lisbon"]);
+    add(&env, "2026-06-01", &["Has no pets at home"]);
+    env.llm.set_chat_handler(script(|doc| {
+        let facts = ids(&doc["candidates"]);
+        let out: Vec<Value> = doc["neighbors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                let content = if n["content"].as_str().unwrap().contains("Lisbon") {
+                    "Lives in Berlin (since 2026-06). Previously lived in Lisbon."
+                } else {
+                    "Has a cat (adopted 2026-06). Previously had no pets."
+                };
+                json!({"op": "REPLACE", "target": n["id"], "facts": facts, "content": content, "why": "update"})
+            })
+            .collect();
+        json!(out)
+    }));
+    // Separate passes so the two entries exist before the two-topic fact arrives.
+    force(&env).await;
+    let both =
+        add(&env, "2026-06-05", &["Moved to Berlin and adopted a cat; lives there with no more empty home, pets now"]);
+    let report = force(&env).await;
+    let memory = memory(&env);
+    let entries: Vec<_> = memory.entries().collect();
+    assert_eq!(entries.len(), 2, "{entries:?}\n{report:?}");
+    assert!(entries.iter().all(|e| e.meta.sources.contains(&both[0])));
+    assert!(entries.iter().any(|e| e.content.contains("Berlin")) && entries.iter().any(|e| e.content.contains("cat")));
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn the_gate_opens_on_numbers_or_force_and_never_past_the_lock() {
+    let mut env = env().await;
+    env.config.consolidation.min_facts = 3;
+    env.config.consolidation.min_hours = 24.0;
+    env.llm.set_chat_handler(script(|_| json!([])));
+    add(&env, "2026-06-01", &["Likes tea"]);
+    let report = pass(&env, PassOptions::default()).await.unwrap();
+    assert!(!report.gate.open && report.gate.reason.contains("min_facts = 3"), "{:?}", report.gate);
+    add(&env, "2026-06-01", &["Plays chess", "Reads novels"]);
+    let report = pass(&env, PassOptions::default()).await.unwrap();
+    assert!(report.gate.open && report.applied, "{:?}", report.gate);
+    add(&env, "2026-06-02", &["Runs on Sundays", "Bakes bread", "Speaks Dutch"]);
+    let report = pass(&env, PassOptions::default()).await.unwrap();
+    assert!(!report.gate.open && report.gate.reason.contains("min_hours = 24"), "{:?}", report.gate);
+    {
+        let _held = LockGuard::try_acquire(&env.root.consolidate_lock(), "consolidation").unwrap();
+        let err = pass(&env, PassOptions { force: true, dry_run: false }).await.unwrap_err();
+        assert!(matches!(err, PassError::Busy(_)), "{err}");
+        assert!(err.to_string().contains(&format!("pid {}", std::process::id())), "{err}");
+    }
+    let report = pass(&env, PassOptions { force: true, dry_run: false }).await.unwrap();
+    assert!(report.applied);
+    let _ = &mut env;
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn garbage_twice_leaves_that_cluster_pending_and_the_next_run_retries_it() {
+    let env = env().await;
+    add(&env, "2026-06-01", &["Likes green tea", "Collects vinyl records"]);
+    let garbage = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = garbage.clone();
+    env.llm.set_chat_handler(move |request| {
+        let doc = cluster(request);
+        let text = doc["candidates"][0]["text"].as_str().unwrap().to_string();
+        if text.contains("vinyl") && flag.load(std::sync::atomic::Ordering::SeqCst) {
+            return FakeReply::Content("I think these are about music!".into());
+        }
+        let facts = ids(&doc["candidates"]);
+        ops(json!([{"op": "ADD", "facts": facts, "content": text}]))
+    });
+    let report = force(&env).await;
+    assert!(report.applied);
+    assert_eq!(report.failed_facts.len(), 1);
+    assert_eq!(memory(&env).entries().count(), 1, "the tea cluster applied");
+    let state = State::load(&env.root.state_json()).unwrap();
+    assert_eq!(state.facts[&report.failed_facts[0]].attempts, 1);
+    assert_eq!(Ledger::load(&env.root).unwrap().pending().len(), 1);
+    assert_verified(&env);
+
+    garbage.store(false, std::sync::atomic::Ordering::SeqCst);
+    let report = force(&env).await;
+    assert!(report.failed_facts.is_empty());
+    assert_eq!(memory(&env).entries().count(), 2);
+    assert!(State::load(&env.root.state_json()).unwrap().facts.is_empty(), "progress cleared once done");
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn bad_ops_change_nothing_they_should_not() {
+    let env = env().await;
+    add(&env, "2026-06-01", &["Likes black tea"]);
+    add(&env, "2026-06-01", &["Plays chess on weekends"]);
+    env.llm.set_chat_handler(script(|_| json!([])));
+    force(&env).await;
+    let before = memory(&env);
+    let chess = before.entries().find(|e| e.content.contains("chess")).unwrap().id().to_string();
+    let tea = before.entries().find(|e| e.content.contains("tea")).unwrap().id().to_string();
+
+    add(&env, "2026-06-02", &["Likes green tea more than black tea"]);
+    let (tea2, chess2) = (tea.clone(), chess.clone());
+    env.llm.set_chat_handler(move |request| {
+        let doc = cluster(request);
+        let facts = ids(&doc["candidates"]);
+        ops(json!([
+            {"op": "REPLACE", "target": chess2, "facts": facts, "content": "Hijacked"},
+            {"op": "REMOVE", "target": tea2, "into": tea2},
+            {"op": "REMOVE", "target": tea2, "into": "m-nowhere"},
+            {"op": "REPLACE", "target": tea2, "facts": facts, "content": ""},
+            {"op": "REPLACE", "target": tea2, "facts": facts, "content": "unchanged"},
+        ]))
+    });
+    let report = force(&env).await;
+    assert_eq!(report.dropped.len(), 5, "{:?}", report.dropped);
+    let after = memory(&env);
+    assert_eq!(after.get(&chess).unwrap().content, before.get(&chess).unwrap().content);
+    assert_eq!(after.get(&tea).unwrap().content, before.get(&tea).unwrap().content);
+    assert!(after.entries().any(|e| e.content == "Likes green tea more than black tea"), "candidate added verbatim");
+    assert_eq!(history(&env).entries().count(), 0);
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn clusters_never_share_an_entry_and_dry_run_writes_nothing() {
+    let env = env().await;
+    env.llm.set_chat_handler(script(
+        |doc| json!([{"op": "DUPLICATE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"])}]),
+    ));
+    add(&env, "2026-06-01", &["Likes tea", "Plays chess", "Has a dog named Rex", "Lives in Lisbon"]);
+    force(&env).await;
+    add(
+        &env,
+        "2026-06-02",
+        &["Likes tea a lot", "Plays chess online", "Walks the dog Rex daily", "Lives in Lisbon centre"],
+    );
+    let calls_before = env.llm.chat_calls() as usize;
+    let memory_before = std::fs::read(env.root.memory()).unwrap();
+    let dry = pass(&env, PassOptions { force: true, dry_run: true }).await.unwrap();
+    assert!(!dry.applied && !dry.ops.is_empty());
+    assert_eq!(std::fs::read(env.root.memory()).unwrap(), memory_before, "dry run wrote memory.md");
+    let report = force(&env).await;
+    let mut seen = std::collections::HashSet::new();
+    for c in &report.clusters {
+        for n in &c.neighbors {
+            assert!(seen.insert(n.clone()), "{n} in two clusters: {:?}", report.clusters);
+        }
+    }
+    assert!(report.clusters.len() >= 2);
+    assert_eq!(
+        env.llm.chat_calls() as usize - calls_before,
+        report.clusters.len() + dry.clusters.len(),
+        "one call per cluster"
+    );
+    assert!(report.llm.prompt_tokens > 0 && report.llm.calls as usize == report.clusters.len());
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn search_finds_pending_facts_and_entries_by_kind() {
+    let env = env().await;
+    env.llm.set_chat_handler(script(|_| json!([])));
+    add(&env, "2026-06-01", &["Allergic to peanuts"]);
+    force(&env).await;
+    add(&env, "2026-06-02", &["Learning to play the cello"]);
+    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    corpus::refresh(&env.root, &index).await.unwrap();
+    let opts = SearchOpts::new(&env.config.search, d("2026-06-03"));
+    let hits = index.search("peanuts allergy", &opts).await.unwrap();
+    assert_eq!(hits[0].kind, DocKind::Entry);
+    let hits = index.search("cello", &opts).await.unwrap();
+    assert_eq!(hits[0].kind, DocKind::Fact, "pending facts are searchable at once");
+}
