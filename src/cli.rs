@@ -18,6 +18,7 @@ use crate::consolidate::pass::{Pass, PassError, PassOptions};
 use crate::corpus;
 use crate::files::Root;
 use crate::files::archive::{self, NewFact};
+use crate::forget;
 use crate::index::{Index, Scope, SearchOpts};
 use crate::ledger::Ledger;
 use crate::llm::{ChatClient, Prompts};
@@ -75,6 +76,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    #[command(flatten)]
+    Curate(Curate),
     /// Run a consolidation pass if the gate is open (or --force).
     Consolidate {
         /// Skip min_hours and min_facts (never the lock).
@@ -83,6 +86,28 @@ pub enum Command {
         /// Print the clusters and the ops it would apply; write nothing.
         #[arg(long)]
         dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Verbs of issue "forget, pin, rebuild".
+#[derive(Debug, Subcommand)]
+pub enum Curate {
+    /// Forget an entry or a pending fact: it moves to history and never comes back.
+    Forget {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pin an entry: consolidation never replaces or removes it.
+    Pin { id: String },
+    /// Unpin an entry.
+    Unpin { id: String },
+    /// Re-consolidate the whole archive into a fresh memory.md (the old entries go to history).
+    Rebuild {
         #[arg(long)]
         json: bool,
     },
@@ -143,6 +168,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 Command::Verify { json } => verify(&root, &config, json),
                 Command::Search(args) => runtime()?.block_on(search(&root, &config, args)),
                 Command::Reindex { clear, json } => runtime()?.block_on(reindex(&root, &config, clear, json)),
+                Command::Curate(verb) => runtime()?.block_on(curate(&root, &config, verb)),
                 Command::Consolidate { force, dry_run, json } => {
                     runtime()?.block_on(consolidate(&root, &config, PassOptions { force, dry_run }, json))
                 }
@@ -357,7 +383,7 @@ async fn reindex(root: &Root, config: &Config, clear: bool, json: bool) -> Resul
 /// The configured decider: the LLM when `[llm] base_url` is set, else the offline rules.
 pub fn decider(config: &Config) -> Result<Decider> {
     Ok(match ChatClient::from_config(&config.llm)? {
-        Some(client) => Decider::Llm { client, prompt: Prompts::load(&config.llm.prompts_dir)?.consolidate },
+        Some(client) => Decider::Llm { client, prompts: Prompts::load(&config.llm.prompts_dir)? },
         None => Decider::Offline,
     })
 }
@@ -394,6 +420,49 @@ async fn consolidate(root: &Root, config: &Config, opts: PassOptions, json: bool
             report.llm.prompt_tokens,
             report.failed_facts.len()
         );
+    }
+    Ok(0)
+}
+
+async fn curate(root: &Root, config: &Config, verb: Curate) -> Result<i32> {
+    let refresh = || async {
+        if root.index_dir().exists() {
+            let index = corpus::open_index(root, config).await?;
+            corpus::refresh(root, &index).await?;
+        }
+        anyhow::Ok(())
+    };
+    match verb {
+        Curate::Forget { id, reason, json } => {
+            let done = forget::forget(root, &id, reason.as_deref())?;
+            refresh().await?;
+            if json {
+                print_json(&done)?;
+            } else {
+                println!("forgot {} {} (tombstoned: {})", done.kind, done.id, done.tombstoned.join(", "));
+            }
+        }
+        Curate::Pin { id } => {
+            forget::pin(root, &id, true)?;
+            refresh().await?;
+            println!("pinned {id}");
+        }
+        Curate::Unpin { id } => {
+            forget::pin(root, &id, false)?;
+            refresh().await?;
+            println!("unpinned {id}");
+        }
+        Curate::Rebuild { json } => {
+            let index = corpus::open_index(root, config).await?;
+            let decider = decider(config)?;
+            let pass = Pass { root, config, embedder: index.embedder(), decider: &decider, index: Some(&index) };
+            let report = pass.rebuild().await?;
+            if json {
+                print_json(&report)?;
+            } else {
+                println!("rebuilt: {} ops from {} decision calls", report.ops.len(), report.clusters.len());
+            }
+        }
     }
     Ok(0)
 }

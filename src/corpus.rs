@@ -32,11 +32,13 @@ pub fn docs(ledger: &Ledger) -> Vec<Doc> {
             pinned: e.meta.pinned,
         });
     }
+    let tombstoned = ledger.tombstoned_ids();
     let mut versions: HashMap<&str, usize> = HashMap::new();
     for e in ledger.history.entries() {
         let n = versions.entry(e.id()).or_default();
         *n += 1;
-        if e.meta.status.as_deref() == Some("deleted") {
+        // Every version of a forgotten entry leaves the index, not just the deleted one.
+        if e.meta.status.as_deref() == Some("deleted") || tombstoned.contains(e.id()) {
             continue;
         }
         docs.push(Doc {

@@ -74,11 +74,14 @@ impl Ledger {
         self.tombstones.iter().map(|t| t.text_hash.as_str()).collect()
     }
 
-    /// Fact ids named in the sources of any current or historical entry.
+    /// Fact ids named in the sources of any current or historical entry. History blocks set
+    /// aside by an undo (`reverted`) or a rebuild (`rebuilt`) no longer account for their facts.
     pub fn sourced_ids(&self) -> HashSet<&str> {
+        let counts =
+            |e: &&crate::files::entries::Entry| !matches!(e.meta.status.as_deref(), Some("reverted" | "rebuilt"));
         self.memory
             .entries()
-            .chain(self.history.entries())
+            .chain(self.history.entries().filter(counts))
             .flat_map(|e| e.meta.sources.iter().map(String::as_str))
             .collect()
     }

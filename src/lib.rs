@@ -11,11 +11,13 @@ pub mod consolidate;
 pub mod corpus;
 pub mod embed;
 pub mod files;
+pub mod forget;
 pub mod index;
 pub mod ledger;
 pub mod llm;
 pub mod lock;
 pub mod openai;
+pub mod promote;
 pub mod recall;
 pub mod state;
 #[doc(hidden)]

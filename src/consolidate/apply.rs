@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use super::plan::Plan;
 use crate::files::Root;
-use crate::files::atomic::{WriteError, write_atomic};
+use crate::files::atomic::WriteError;
 use crate::ledger::{FactFate, Ledger, LedgerError};
 use crate::state::{LastRun, State, StateError, append_jsonl};
 
@@ -44,7 +44,7 @@ pub fn apply(root: &Root, plan: &Plan, started: DateTime<Utc>) -> Result<(), App
         text.push_str(&blocks.join("\n"));
         crate::files::atomic::append_durable(&history_path, text.as_bytes()).map_err(ApplyError::History)?;
     }
-    match write_atomic(&root.memory(), plan.memory_after.as_bytes(), Some(&plan.memory_hash_before)) {
+    match crate::files::write_memory(root, &plan.memory_after, &plan.memory_hash_before) {
         Ok(()) => {}
         Err(WriteError::Stale { .. }) => {
             // Take back the history blocks of a run that did not happen.

@@ -8,7 +8,7 @@ use chrono::NaiveDate;
 
 use super::offline;
 use super::ops::{ClusterDoc, OpsReply, ProposedOp};
-use crate::llm::{ChatClient, LlmError, Usage, parse_json_reply};
+use crate::llm::{ChatClient, LlmError, Prompts, Usage, parse_json_reply};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -20,8 +20,10 @@ pub enum DecideError {
 }
 
 /// Who decides.
+// There is one per process; boxing the LLM variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Decider {
-    Llm { client: ChatClient, prompt: String },
+    Llm { client: ChatClient, prompts: Prompts },
     Offline,
 }
 
@@ -30,6 +32,14 @@ impl Decider {
         match self {
             Decider::Llm { .. } => "llm",
             Decider::Offline => "offline",
+        }
+    }
+
+    /// The chat client and promotion prompt, when an LLM is configured.
+    pub fn promoter(&self) -> Option<(&ChatClient, &str)> {
+        match self {
+            Decider::Llm { client, prompts } => Some((client, prompts.promote.as_str())),
+            Decider::Offline => None,
         }
     }
 
@@ -42,7 +52,7 @@ impl Decider {
     ) -> Result<Vec<ProposedOp>, DecideError> {
         let (client, prompt) = match self {
             Decider::Offline => return Ok(offline::decide(doc, today)),
-            Decider::Llm { client, prompt } => (client, prompt),
+            Decider::Llm { client, prompts } => (client, &prompts.consolidate),
         };
         let user = serde_json::to_string(doc).unwrap_or_default();
         let reply = client.complete_json(prompt, &user).await?;

@@ -8,4 +8,5 @@ pub mod offline;
 pub mod ops;
 pub mod pass;
 pub mod plan;
+pub mod rebuild;
 pub mod validate;

@@ -143,9 +143,16 @@ impl Pass<'_> {
             Some(LockGuard::try_acquire(&self.root.consolidate_lock(), "consolidation")?)
         };
         let root = self.root.clone();
-        let ledger = tokio::task::spawn_blocking(move || Ledger::load(&root))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+        let reconcile = lock.is_some();
+        let ledger = tokio::task::spawn_blocking(move || {
+            // Entries deleted by hand are tombstoned before anything is planned around them.
+            if reconcile && let Err(e) = crate::forget::reconcile_locked(&root) {
+                tracing::warn!(error = %e, "could not reconcile hand edits of memory.md");
+            }
+            Ledger::load(&root)
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         let cfg = &self.config.consolidation;
         let pending: Vec<&Fact> = ledger
             .pending()
@@ -250,6 +257,12 @@ impl Pass<'_> {
         }
         self.write(&plan, started, &failures).await?;
         report.applied = !plan.journal.is_empty();
+        if report.applied {
+            match crate::promote::promote(self.root, self.config, self.decider.promoter()).await {
+                Ok(promoted) => report.llm.add(promoted.llm),
+                Err(e) => tracing::warn!(run = %run, error = %e, "MEMORY.md not rewritten"),
+            }
+        }
         drop(lock);
         if let Some(index) = self.index {
             crate::corpus::refresh(self.root, index).await?;

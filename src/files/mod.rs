@@ -80,6 +80,10 @@ impl Root {
     pub fn embed_cache_dir(&self) -> PathBuf {
         self.state_dir().join("embed-cache")
     }
+    /// `memory.md` as memfold last wrote or reconciled it, to recognise entries deleted by hand.
+    pub fn memory_seen(&self) -> PathBuf {
+        self.state_dir().join("memory.seen.md")
+    }
 
     /// The path relative to the root with `/` separators, as stored in the index and in messages.
     pub fn relative(&self, path: &Path) -> String {
@@ -107,6 +111,13 @@ impl Root {
         }
         Ok(())
     }
+}
+
+/// Replace `consolidated/memory.md` (refused if it no longer hashes to `expected`) and record
+/// the new text as seen. Every writer of `memory.md` goes through here.
+pub fn write_memory(root: &Root, text: &str, expected: &str) -> Result<(), atomic::WriteError> {
+    atomic::write_atomic(&root.memory(), text.as_bytes(), Some(expected))?;
+    atomic::write_atomic(&root.memory_seen(), text.as_bytes(), None)
 }
 
 /// Hex sha256 of some bytes: the content hash used for optimistic writes and the index.

@@ -15,9 +15,9 @@
 //! **One index writer.** Every write (sync, clear, recreation) runs under an exclusive file
 //! lock on `<root>/.memfold/index.lock` ([`crate::lock::LockGuard`], std's `File::lock`, taken
 //! in `spawn_blocking`); writers in this or any other process wait for each other. A writer
-//! computes its changes
-//! only after taking the lock, against the rows as they are then. Readers take no lock and
-//! open the database with `read_consistency_interval(0)`, so they see other processes' writes.
+//! computes its changes only after taking the lock, against the rows as they are then. Readers
+//! take no lock and open the database with `read_consistency_interval(0)`, so they see other
+//! processes' writes.
 //! The `key` column is also declared the table's unenforced primary key, which lance uses to
 //! resolve concurrent merge-inserts.
 //!

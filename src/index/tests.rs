@@ -515,6 +515,20 @@ async fn ann_index_past_the_threshold_keeps_filters() {
     let meta = meta::read(&index_dir(root.path())).await.unwrap().unwrap();
     assert_eq!(meta.ann_trained_rows, Some(400));
 
+    // Similarities keep the flat scale (1 - cosine distance) with the ANN index.
+    let probe = &docs[6];
+    let near = index.nearest(&embedder.vector(&probe.text), &[], 3, &[]).await.unwrap();
+    assert_eq!(near[0].0, probe.key, "{near:?}");
+    assert!((near[0].1 - 1.0).abs() < 0.05, "{near:?}");
+    let ann = near[1].1;
+    let exact: f32 = embedder
+        .vector(&probe.text)
+        .iter()
+        .zip(embedder.vector(&docs.iter().find(|d| d.key == near[1].0).unwrap().text))
+        .map(|(a, b)| a * b)
+        .sum();
+    assert!((ann - exact).abs() < 0.05, "ann {ann} vs exact {exact}");
+
     let near = index.nearest(&embedder.vector("apple river"), &[DocKind::History], 10, &[]).await.unwrap();
     assert_eq!(near.len(), 10);
     assert!(near.iter().all(|(k, _)| k.contains('@')), "{near:?}");
