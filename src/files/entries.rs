@@ -25,7 +25,7 @@ use chrono::NaiveDate;
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 
-use super::{Problem, comment_json, content_hash, line_of};
+use super::{Problem, comment_json, content_hash};
 
 /// Comment prefix of an entry header.
 const HEADER: &str = "<!--m ";
@@ -264,6 +264,7 @@ impl EntryFile {
         }
         let mut file_out = EntryFile { items: Vec::new(), problems: Vec::new(), hash: content_hash(text) };
         let starts: Vec<usize> = runs.iter().map(|r| r[0].0.start).collect();
+        let (mut counted_line, mut counted_to) = (1usize, 0usize);
         for (i, run) in runs.iter().enumerate() {
             // The first item also owns anything before it; every item owns the gap after it.
             let raw_start = if i == 0 { 0 } else { starts[i] };
@@ -271,7 +272,10 @@ impl EntryFile {
             let raw = text[raw_start..raw_end].to_string();
             let run_start = run[0].0.start;
             let run_end = run.last().map_or(run_start, |b| b.0.end);
-            let line = line_of(text, run_start);
+            // Runs come in file order, so count newlines incrementally (not from the start each time).
+            counted_line += text.as_bytes()[counted_to..run_start].iter().filter(|&&b| b == b'\n').count();
+            counted_to = run_start;
+            let line = counted_line;
             let body = |from: usize| text[from..run_end].trim_end_matches(['\n', '\r']).to_string();
             let item = if run[0].1 == BlockKind::Header {
                 let header = text[run[0].0.clone()].trim();

@@ -165,11 +165,6 @@ impl fmt::Display for Problem {
     }
 }
 
-/// 1-based line number of a byte offset.
-pub(crate) fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
