@@ -116,6 +116,23 @@ pub struct PassReport {
     pub dropped: Vec<DroppedReport>,
     pub llm: Usage,
     pub failed_facts: Vec<String>,
+    pub timings: Timings,
+}
+
+/// Where a pass spent its time, in milliseconds (`decide` is the wait for decisions).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timings {
+    pub embed_ms: u64,
+    pub neighbours_ms: u64,
+    pub decide_ms: u64,
+    pub write_ms: u64,
+    pub promote_ms: u64,
+    pub reindex_ms: u64,
+    pub total_ms: u64,
+}
+
+fn ms(since: std::time::Instant) -> u64 {
+    since.elapsed().as_millis() as u64
 }
 
 /// What a pass needs.
@@ -180,7 +197,9 @@ impl Pass<'_> {
             dropped: Vec::new(),
             llm: Usage::default(),
             failed_facts: Vec::new(),
+            timings: Timings::default(),
         };
+        let clock = std::time::Instant::now();
         if !gate.open {
             return Ok(report);
         }
@@ -189,29 +208,27 @@ impl Pass<'_> {
         tracing::info!(run = %run, pending = pending.len(), decider = self.decider.name(), "pass started");
 
         // Vectors for entries and new facts.
-        let entries: Vec<_> = ledger.memory.entries().collect();
-        let mut texts: Vec<String> = entries.iter().map(|e| e.content.clone()).collect();
-        texts.extend(pending.iter().map(|f| f.text.clone()));
+        let mut step = std::time::Instant::now();
+        let entries: Vec<(String, String)> =
+            ledger.memory.entries().map(|e| (e.id().to_string(), e.content.clone())).collect();
+        let facts: Vec<(String, String)> = pending.iter().map(|f| (f.id.clone(), f.text.clone())).collect();
+        let texts: Vec<String> = entries.iter().chain(&facts).map(|(_, text)| text.clone()).collect();
         let mut vectors = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(1024) {
             vectors.extend(self.embedder.embed(chunk).await?);
         }
-        let (entry_vecs, fact_vecs) = vectors.split_at(entries.len());
-        let entry_nodes: Vec<Node> =
-            entries.iter().zip(entry_vecs).map(|(e, v)| Node { id: e.id(), text: &e.content, vector: v }).collect();
-        let fact_nodes: Vec<Node> =
-            pending.iter().zip(fact_vecs).map(|(f, v)| Node { id: &f.id, text: &f.text, vector: v }).collect();
+        report.timings.embed_ms = ms(step);
+        step = std::time::Instant::now();
         let params = NeighbourParams {
             neighbor_k: cfg.neighbor_k,
             lexical_k: cfg.lexical_k,
             min_similarity: cfg.min_similarity,
         };
-        let links = cluster::neighbours(&fact_nodes, &entry_nodes, params);
-        let clusters = cluster::clusters(&fact_nodes, &entry_nodes, &links);
-        let mut linked: HashMap<&str, BTreeSet<&str>> = HashMap::new();
-        for &(i, j) in &links.fact_entry {
-            linked.entry(fact_nodes[i].id).or_default().insert(entry_nodes[j].id);
-        }
+        let (clusters, linked) =
+            tokio::task::spawn_blocking(move || neighbourhoods(&entries, &facts, &vectors, params))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        report.timings.neighbours_ms = ms(step);
 
         let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
         let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.clone(), started);
@@ -227,7 +244,10 @@ impl Pass<'_> {
                     candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
                     neighbors: doc.neighbors.iter().map(|n| n.id.clone()).collect(),
                 });
-                match self.decider.decide(&doc, today, &mut report.llm).await {
+                let asked = std::time::Instant::now();
+                let decided = self.decider.decide(&doc, today, &mut report.llm).await;
+                report.timings.decide_ms += ms(asked);
+                match decided {
                     Ok(ops) => {
                         let valid = validate(&doc, ops, cfg.max_content_chars);
                         report.ops.extend(valid.ops.iter().map(OpReport::from));
@@ -255,18 +275,25 @@ impl Pass<'_> {
         if opts.dry_run {
             return Ok(report);
         }
+        step = std::time::Instant::now();
         self.write(&plan, started, &failures).await?;
+        report.timings.write_ms = ms(step);
         report.applied = !plan.journal.is_empty();
+        step = std::time::Instant::now();
         if report.applied {
             match crate::promote::promote(self.root, self.config, self.decider.promoter()).await {
                 Ok(promoted) => report.llm.add(promoted.llm),
                 Err(e) => tracing::warn!(run = %run, error = %e, "MEMORY.md not rewritten"),
             }
         }
+        report.timings.promote_ms = ms(step);
         drop(lock);
+        step = std::time::Instant::now();
         if let Some(index) = self.index {
             crate::corpus::refresh(self.root, index).await?;
         }
+        report.timings.reindex_ms = ms(step);
+        report.timings.total_ms = ms(clock);
         tracing::info!(run = %run, ops = plan.journal.len(), failed = failures.len(), "pass done");
         Ok(report)
     }
@@ -295,8 +322,34 @@ impl Pass<'_> {
     }
 }
 
+/// Neighbour links and clusters of `(id, text)` entries and facts whose vectors follow
+/// `vectors` in that order (entries first); also which entries each fact is linked to.
+fn neighbourhoods(
+    entries: &[(String, String)],
+    facts: &[(String, String)],
+    vectors: &[Vec<f32>],
+    params: NeighbourParams,
+) -> (Vec<cluster::Cluster>, HashMap<String, BTreeSet<String>>) {
+    let (entry_vecs, fact_vecs) = vectors.split_at(entries.len());
+    fn nodes<'a>(items: &'a [(String, String)], vecs: &'a [Vec<f32>]) -> Vec<Node<'a>> {
+        items.iter().zip(vecs).map(|((id, text), v)| Node { id, text, vector: v }).collect()
+    }
+    let (entry_nodes, fact_nodes) = (nodes(entries, entry_vecs), nodes(facts, fact_vecs));
+    let links = cluster::neighbours(&fact_nodes, &entry_nodes, params);
+    let clusters = cluster::clusters(&fact_nodes, &entry_nodes, &links);
+    let mut linked: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for &(i, j) in &links.fact_entry {
+        linked.entry(facts[i].0.clone()).or_default().insert(entries[j].0.clone());
+    }
+    (clusters, linked)
+}
+
 /// Split a cluster into decision calls of about `max` facts + entries each.
-fn chunks(c: &cluster::Cluster, linked: &HashMap<&str, BTreeSet<&str>>, max: usize) -> Vec<(Vec<String>, Vec<String>)> {
+fn chunks(
+    c: &cluster::Cluster,
+    linked: &HashMap<String, BTreeSet<String>>,
+    max: usize,
+) -> Vec<(Vec<String>, Vec<String>)> {
     if c.facts.len() + c.entries.len() <= max {
         return vec![(c.facts.clone(), c.entries.clone())];
     }
@@ -306,8 +359,8 @@ fn chunks(c: &cluster::Cluster, linked: &HashMap<&str, BTreeSet<&str>>, max: usi
         .map(|facts| {
             let mut entries: BTreeSet<String> = BTreeSet::new();
             for f in facts {
-                if let Some(near) = linked.get(f.as_str()) {
-                    entries.extend(near.iter().map(|e| e.to_string()));
+                if let Some(near) = linked.get(f) {
+                    entries.extend(near.iter().cloned());
                 }
             }
             let entries: Vec<String> = entries.into_iter().take(max.saturating_sub(facts.len()).max(1)).collect();
