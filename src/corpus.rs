@@ -93,7 +93,7 @@ pub async fn refresh(root: &Root, index: &Index) -> Result<(Ledger, SyncStats), 
 
 /// Open the index of a root with the configured embedder.
 pub async fn open_index(root: &Root, config: &crate::config::Config) -> Result<Index, OpenError> {
-    let embedder = crate::embed::from_config(&config.embedding, &root.embed_cache_dir())?;
+    let embedder = crate::embed::connect(&config.embedding, &root.embed_cache_dir()).await?;
     Ok(Index::open(&root.index_dir(), embedder).await?)
 }
 

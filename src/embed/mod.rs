@@ -63,6 +63,16 @@ pub fn from_config(cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn Em
     Ok(Arc::new(CachedEmbedder::open(inner, cache_dir)?))
 }
 
+/// [`from_config`], but an `openai` endpoint is asked once first so that its dimension (and so
+/// its `id()`) is known before an index is opened with it; a dead endpoint fails here, clearly.
+pub async fn connect(cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
+    if cfg.provider != EmbeddingProvider::Openai {
+        return from_config(cfg, cache_dir);
+    }
+    let inner: Arc<dyn Embedder> = Arc::new(openai::OpenAiEmbedder::connect(cfg).await?);
+    Ok(Arc::new(CachedEmbedder::open(inner, cache_dir)?))
+}
+
 /// Cosine similarity; 0 when either vector is all zeros.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
