@@ -196,6 +196,22 @@ fn main() {
         let dir = tempfile::tempdir().expect("temp dir");
         runtime.block_on(bench(n, &dir.path().join(".memfold").join("index")));
     }
+    // Reindex throughput with in-process MiniLM (uncached: every text is embedded).
+    if let Ok(model_dir) = std::env::var("MEMFOLD_BENCH_MINILM_DIR") {
+        let n: usize = std::env::var("MEMFOLD_BENCH_MINILM_DOCS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000);
+        let embedder = Arc::new(memfold::embed::MiniLmEmbedder::load(Path::new(&model_dir), 32).expect("minilm model"));
+        let dir = tempfile::tempdir().expect("temp dir");
+        runtime.block_on(async {
+            let mut rng = Rng(7);
+            let words = vocabulary(&mut rng, 5_000);
+            let docs = docs(n, &words, &mut rng);
+            let index = Index::open(&dir.path().join("index"), embedder).await.expect("open");
+            let t = Instant::now();
+            index.sync(&docs, Scope::All, None).await.expect("sync");
+            let secs = t.elapsed().as_secs_f64();
+            println!("{n:>7} rows  full sync (minilm)   {secs:>8.2} s  {:>8.0} docs/s", n as f64 / secs);
+        });
+    }
     match peak_rss_mib() {
         Some(mib) => println!("peak RSS {mib:.0} MiB"),
         None => println!("peak RSS unavailable (no /proc/self/status)"),

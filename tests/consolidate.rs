@@ -369,3 +369,37 @@ async fn search_finds_pending_facts_and_entries_by_kind() {
     let hits = index.search("cello", &opts).await.unwrap();
     assert_eq!(hits[0].kind, DocKind::Fact, "pending facts are searchable at once");
 }
+
+#[tokio::test]
+async fn a_cluster_over_cluster_max_is_decided_in_calls_that_see_earlier_results() {
+    let mut env = env().await;
+    env.config.consolidation.cluster_max = 4;
+    // Six phrasings of one fact: one component, too big for one call of at most 4.
+    add(
+        &env,
+        "2026-06-01",
+        &[
+            "Dog Rex likes the park",
+            "Dog Rex loves the park",
+            "Dog Rex enjoys the park",
+            "Dog Rex adores the park",
+            "Dog Rex runs in the park",
+            "Dog Rex plays in the park",
+        ],
+    );
+    // Add when alone; once an earlier call's entry is visible, report the rest as duplicates.
+    env.llm.set_chat_handler(script(
+        |doc| json!([{"op": "DUPLICATE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"])}]),
+    ));
+    let report = force(&env).await;
+    assert_eq!(report.clusters.len(), 3, "6 facts in calls of 2: {:?}", report.clusters);
+    assert!(report.clusters[0].neighbors.is_empty());
+    let first_entry = memory(&env).entries().next().unwrap().id().to_string();
+    for later in &report.clusters[1..] {
+        assert!(later.neighbors.contains(&first_entry), "a later call sees the entry the first call added: {later:?}");
+    }
+    let memory = memory(&env);
+    assert_eq!(memory.entries().count(), 1);
+    assert_eq!(memory.entries().next().unwrap().meta.sources.len(), 6);
+    assert_verified(&env);
+}
