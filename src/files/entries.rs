@@ -97,6 +97,11 @@ impl Entry {
         Entry { meta, content: clean_content(content), has_header: true, line: 0, raw: None }
     }
 
+    /// A block read without a (valid) header: its id is derived from its content.
+    fn headerless(content: String, line: usize, raw: String) -> Entry {
+        Entry { meta: EntryMeta::new(derived_id(&content)), content, has_header: false, line, raw: Some(raw) }
+    }
+
     pub fn id(&self) -> &str {
         &self.meta.id
     }
@@ -302,37 +307,24 @@ impl EntryFile {
                             line,
                             format!("broken entry header ({e}); block kept as content"),
                         ));
-                        let content = body(run_start);
-                        Item::Entry(Entry {
-                            meta: EntryMeta::new(derived_id(&content)),
-                            content,
-                            has_header: false,
-                            line,
-                            raw: Some(raw),
-                        })
+                        Item::Entry(Entry::headerless(body(run_start), line, raw))
                     }
                 }
             } else if run.iter().all(|(_, k)| *k == BlockKind::Trivia) {
                 Item::Trivia(raw)
             } else {
-                let content = body(run_start);
-                Item::Entry(Entry {
-                    meta: EntryMeta::new(derived_id(&content)),
-                    content,
-                    has_header: false,
-                    line,
-                    raw: Some(raw),
-                })
+                Item::Entry(Entry::headerless(body(run_start), line, raw))
             };
             file_out.items.push(item);
         }
         if runs.is_empty() && !text.is_empty() {
             file_out.items.push(Item::Trivia(text.to_string()));
         }
+        // History keeps every version of an entry under its id: only current blocks (no `status`) must be unique.
         let mut seen = std::collections::HashSet::new();
         let duplicates: Vec<Problem> = file_out
             .entries()
-            .filter(|e| !seen.insert(e.id().to_string()))
+            .filter(|e| e.meta.status.is_none() && !seen.insert(e.id().to_string()))
             .map(|e| Problem::new(file, e.line, format!("entry id {} appears more than once", e.id())))
             .collect();
         file_out.problems.extend(duplicates);
@@ -539,6 +531,8 @@ mod tests {
         let file = EntryFile::parse(text, "memory.md");
         assert_eq!(file.problems.len(), 1);
         assert!(file.problems[0].message.contains("more than once"));
+        let history = "<!--m {\"id\":\"m-1\",\"status\":\"replaced\"}-->\nA.\n\n<!--m {\"id\":\"m-1\",\"status\":\"reverted\"}-->\nB.\n";
+        assert!(EntryFile::parse(history, "history.md").problems.is_empty(), "versions of one entry in history");
     }
 
     #[test]
