@@ -403,3 +403,33 @@ async fn a_cluster_over_cluster_max_is_decided_in_calls_that_see_earlier_results
     assert_eq!(memory.entries().next().unwrap().meta.sources.len(), 6);
     assert_verified(&env);
 }
+
+#[tokio::test]
+async fn an_entry_replaced_twice_keeps_both_old_versions_and_verifies() {
+    let env = env().await;
+    env.llm.set_chat_handler(script(|doc| {
+        let text = doc["candidates"][0]["text"].as_str().unwrap();
+        json!([{"op": "REPLACE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"]), "content": text, "why": "update"}])
+    }));
+    add(&env, "2026-06-01", &["Lives in Lisbon"]);
+    force(&env).await;
+    add(&env, "2026-07-01", &["Lives in Berlin now"]);
+    force(&env).await;
+    add(&env, "2026-08-01", &["Lives in Oslo now"]);
+    force(&env).await;
+    let history = history(&env);
+    let versions: Vec<&str> = history.entries().map(|e| e.content.as_str()).collect();
+    assert_eq!(versions, ["Lives in Lisbon", "Lives in Berlin now"]);
+    assert_eq!(
+        history.entries().map(|e| e.id()).collect::<std::collections::HashSet<_>>().len(),
+        1,
+        "one entry, two versions"
+    );
+    assert_eq!(memory(&env).entries().next().unwrap().content, "Lives in Oslo now");
+    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let mut opts = SearchOpts::new(&env.config.search, d("2026-09-01"));
+    opts.as_of = Some(d("2026-07-15"));
+    let hits = index.search("lives in", &opts).await.unwrap();
+    assert_eq!(hits[0].text, "Lives in Berlin now", "{hits:?}");
+    assert_verified(&env);
+}
