@@ -375,9 +375,11 @@ impl EntryFile {
         self.items.push(Item::Entry(entry));
     }
 
-    /// Give every headerless entry its header (with its derived id) at the next write.
+    /// Give every headerless entry its header (with its derived id) at the next write. Its
+    /// content is cleaned too, so a broken header kept as content cannot pose as a header.
     pub fn assign_headers(&mut self) {
         for entry in self.entries_mut().filter(|e| !e.has_header) {
+            entry.content = clean_content(&entry.content);
             entry.touch();
         }
     }
@@ -480,6 +482,20 @@ mod tests {
         assert!(!e[0].has_header);
         assert_eq!(e[1].id(), "m-2");
         assert_eq!(file.render(), text);
+    }
+
+    #[test]
+    fn a_broken_header_gets_one_real_header_and_stays_stable() {
+        let text = "<!--m {\"id\":\"m-1\",}-->\nLikes tea.\n";
+        let mut file = EntryFile::parse(text, "memory.md");
+        file.assign_headers();
+        let once = file.render();
+        let again = EntryFile::parse(&once, "memory.md");
+        assert!(again.problems.is_empty(), "{:?}\n{once}", again.problems);
+        assert_eq!(again.entries().count(), 1, "{once}");
+        let mut twice = again.clone();
+        twice.assign_headers();
+        assert_eq!(twice.render(), once, "no header is added on later writes");
     }
 
     #[test]
