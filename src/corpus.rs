@@ -1,7 +1,7 @@
 //! What the index holds, derived from the files alone: current entries, history versions and pending facts.
 //!
 //! Consolidated facts are represented by their entries and tombstoned ones by nothing, so
-//! neither is indexed; deleted history blocks are not indexed either.
+//! neither is indexed; deleted, reverted and restored history blocks are not indexed either.
 
 use std::collections::HashMap;
 
@@ -37,8 +37,11 @@ pub fn docs(ledger: &Ledger) -> Vec<Doc> {
     for e in ledger.history.entries() {
         let n = versions.entry(e.id()).or_default();
         *n += 1;
-        // Every version of a forgotten entry leaves the index, not just the deleted one.
-        if e.meta.status.as_deref() == Some("deleted") || tombstoned.contains(e.id()) {
+        // Every version of a forgotten entry leaves the index, not just the deleted one; a
+        // version an undo took back (`reverted`) or put back (`restored`, now current again)
+        // is not a past truth either.
+        let set_aside = matches!(e.meta.status.as_deref(), Some("deleted" | "reverted" | "restored"));
+        if set_aside || tombstoned.contains(e.id()) {
             continue;
         }
         docs.push(Doc {

@@ -75,10 +75,12 @@ impl Ledger {
     }
 
     /// Fact ids named in the sources of any current or historical entry. History blocks set
-    /// aside by an undo (`reverted`) or a rebuild (`rebuilt`) no longer account for their facts.
+    /// aside by an undo (`reverted`: the undone version; `restored`: the run's copy of a version
+    /// the undo put back) or a rebuild (`rebuilt`) no longer account for their facts.
     pub fn sourced_ids(&self) -> HashSet<&str> {
-        let counts =
-            |e: &&crate::files::entries::Entry| !matches!(e.meta.status.as_deref(), Some("reverted" | "rebuilt"));
+        let counts = |e: &&crate::files::entries::Entry| {
+            !matches!(e.meta.status.as_deref(), Some("reverted" | "restored" | "rebuilt"))
+        };
         self.memory
             .entries()
             .chain(self.history.entries().filter(counts))

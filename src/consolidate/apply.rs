@@ -2,8 +2,9 @@
 //!
 //! Order: old versions are appended to `history.md` first, then `memory.md` is replaced
 //! atomically (refused if it changed since it was read, in which case the history append
-//! is rolled back), then the journal and `state.json` are written. A crash at any point
-//! leaves every fact accounted for: at worst `history.md` holds an extra copy of a block.
+//! is rolled back), then the journal, the run record (`.memfold/runs/<run>.json`, for undo)
+//! and `state.json` are written. A crash at any point leaves every fact accounted for: at
+//! worst `history.md` holds an extra copy of a block.
 
 use std::collections::BTreeSet;
 
@@ -56,6 +57,9 @@ pub fn apply(root: &Root, plan: &Plan, started: DateTime<Utc>) -> Result<(), App
         Err(e) => return Err(e.into()),
     }
     append_jsonl(&root.journal(), &plan.journal)?;
+    let finished = Utc::now();
+    // What `memfold undo` needs to restore memory.md byte for byte.
+    crate::review::record_run(root, plan, started, finished)?;
     let mut state = State::load(&root.state_json())?;
     for fact in &plan.facts_done {
         state.facts.remove(fact);
@@ -63,7 +67,7 @@ pub fn apply(root: &Root, plan: &Plan, started: DateTime<Utc>) -> Result<(), App
     state.last_run = Some(LastRun {
         id: plan.run.clone(),
         started,
-        finished: Utc::now(),
+        finished,
         ops: plan.journal.len(),
         facts: plan.facts_done.len(),
     });

@@ -2,8 +2,9 @@
 //!
 //! lock → ledger → gate → embed → neighbours → clusters → decide each (sequentially) →
 //! validate → plan → apply → reindex. Everything before apply is pure planning, so
-//! `--dry-run` stops there and writes nothing. A cluster whose decision fails leaves its
-//! facts pending with an attempt count; the other clusters go on.
+//! `--dry-run` stops there and writes nothing, and review mode stores the plan for
+//! `memfold apply` instead of applying it (see [`crate::review`]). A cluster whose decision
+//! fails leaves its facts pending with an attempt count; the other clusters go on.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use super::gate::{self, Gate, GateInput};
 use super::ops::{Op, ProposedOp};
 use super::plan::{Plan, Planner};
 use super::validate::validate;
-use crate::config::Config;
+use crate::config::{Config, Mode};
 use crate::embed::{EmbedError, Embedder};
 use crate::files::Root;
 use crate::files::archive::Fact;
@@ -43,6 +44,8 @@ pub enum PassError {
     State(#[from] StateError),
     #[error("reindexing after the pass: {0}")]
     Reindex(#[from] crate::corpus::RefreshError),
+    #[error("storing a plan for review: {0}")]
+    Review(#[from] crate::review::ReviewError),
 }
 
 /// How to run a pass.
@@ -116,6 +119,9 @@ pub struct PassReport {
     pub dropped: Vec<DroppedReport>,
     pub llm: Usage,
     pub failed_facts: Vec<String>,
+    /// Plans stored for review instead of applied: the whole plan in review mode, the
+    /// low-confidence ops in auto mode (`memfold plans`).
+    pub plans: Vec<String>,
     pub timings: Timings,
 }
 
@@ -171,10 +177,23 @@ impl Pass<'_> {
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         let cfg = &self.config.consolidation;
+        // Facts in a pending plan wait for it; facts of an undone run or a rejected plan wait
+        // for a forced pass, so the same decision is not made again by itself.
+        let root = self.root.clone();
+        let under_review = tokio::task::spawn_blocking(move || crate::review::facts_under_review(&root))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         let pending: Vec<&Fact> = ledger
             .pending()
             .into_iter()
-            .filter(|f| ledger.state.facts.get(&f.id).is_none_or(|p| p.attempts < cfg.max_attempts))
+            .filter(|f| !under_review.contains(&f.id))
+            .filter(|f| {
+                ledger
+                    .state
+                    .facts
+                    .get(&f.id)
+                    .is_none_or(|p| p.attempts < cfg.max_attempts && (opts.force || p.reverted_run.is_none()))
+            })
             .collect();
         let gate = gate::evaluate(
             cfg,
@@ -197,6 +216,7 @@ impl Pass<'_> {
             dropped: Vec::new(),
             llm: Usage::default(),
             failed_facts: Vec::new(),
+            plans: Vec::new(),
             timings: Timings::default(),
         };
         let clock = std::time::Instant::now();
@@ -234,6 +254,7 @@ impl Pass<'_> {
         let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.clone(), started);
         let today = chrono::Local::now().date_naive();
         let mut failures: Vec<(String, String)> = Vec::new();
+        let mut held: Vec<ProposedOp> = Vec::new();
         for c in &clusters {
             let mark = planner.journal_len();
             for (facts, mut entries) in chunks(c, &linked, cfg.cluster_max) {
@@ -257,7 +278,13 @@ impl Pass<'_> {
                                 .iter()
                                 .map(|(op, reason)| DroppedReport { op: op.into(), reason: reason.clone() }),
                         );
-                        planner.apply(&valid.ops);
+                        // In auto mode, ops the decider is unsure of go to review; the rest apply.
+                        let (now, unsure) = match cfg.mode {
+                            Mode::Auto => crate::review::split_low_confidence(valid.ops, cfg.review_below_confidence),
+                            Mode::Review => (valid.ops, Vec::new()),
+                        };
+                        held.extend(unsure);
+                        planner.apply(&now);
                     }
                     Err(err) => {
                         tracing::warn!(run = %run, facts = facts.len(), error = %err, "cluster left pending");
@@ -271,12 +298,21 @@ impl Pass<'_> {
             }
         }
         report.failed_facts = failures.iter().map(|(f, _)| f.clone()).collect();
-        let plan = planner.finish(ledger.memory.hash.clone());
+        let mut plan = planner.finish(ledger.memory.hash.clone());
+        plan.llm = report.llm;
         if opts.dry_run {
             return Ok(report);
         }
         step = std::time::Instant::now();
+        let (plan, for_review) = crate::review::divert(plan, &held, &facts_by_id, cfg.mode, started);
         self.write(&plan, started, &failures).await?;
+        if let Some(for_review) = for_review {
+            let root = self.root.clone();
+            let id = tokio::task::spawn_blocking(move || for_review.store(&root))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+            report.plans.push(id);
+        }
         report.timings.write_ms = ms(step);
         report.applied = !plan.journal.is_empty();
         step = std::time::Instant::now();

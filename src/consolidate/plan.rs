@@ -14,6 +14,7 @@ use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
 use crate::files::archive::Fact;
 use crate::files::content_hash;
 use crate::files::entries::{Entry, EntryFile, EntryMeta};
+use crate::llm::Usage;
 
 /// An entry's text before and after one op (rendered blocks; None = absent).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,10 @@ pub struct Plan {
     pub facts_done: BTreeSet<String>,
     /// Entries added, changed or removed.
     pub touched: BTreeSet<String>,
+    /// What deciding the plan cost (recorded with the run).
+    pub llm: Usage,
+    /// The stored plan (`.memfold/plans/`) this was loaded from, if any.
+    pub from_plan: Option<String>,
 }
 
 /// Builds a plan op by op.
@@ -247,6 +252,8 @@ impl<'a> Planner<'a> {
             journal: self.journal,
             facts_done: self.facts_done,
             touched: self.touched,
+            llm: Usage::default(),
+            from_plan: None,
         }
     }
 }

@@ -1,0 +1,596 @@
+//! Review mode, plans, runs and undo against real files, a real index and a fake LLM.
+//!
+//! Every scenario checks `verify` after each step: nothing may be lost whether a plan is
+//! applied, rebased, refused or rejected, or a run is undone or its undo refused.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use chrono::NaiveDate;
+use memfold::config::{Config, Mode};
+use memfold::consolidate::pass::{Pass, PassOptions, PassReport};
+use memfold::corpus;
+use memfold::files::Root;
+use memfold::files::archive::{self, NewFact};
+use memfold::files::entries::EntryFile;
+use memfold::ledger::{FactFate, Ledger};
+use memfold::review::{self, PlanStatus, ReviewError};
+use memfold::state::State;
+use memfold::testkit::{FakeOpenAi, FakeReply};
+use serde_json::{Value, json};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: Root,
+    config: Config,
+    llm: FakeOpenAi,
+}
+
+async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Root::new(dir.path());
+    root.init().unwrap();
+    let llm = FakeOpenAi::start().await;
+    let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    config.llm = llm.llm_config();
+    Env { _dir: dir, root, config, llm }
+}
+
+fn d(s: &str) -> NaiveDate {
+    s.parse().unwrap()
+}
+
+fn add(env: &Env, date: &str, texts: &[&str]) -> Vec<String> {
+    let facts: Vec<NewFact> =
+        texts.iter().map(|t| NewFact { text: t.to_string(), date: Some(d(date)), source: None }).collect();
+    let now = d(date).and_hms_opt(12, 0, 0).unwrap();
+    archive::append(&env.root, &facts, now).unwrap().into_iter().map(|f| f.id).collect()
+}
+
+async fn pass(env: &Env, force: bool) -> PassReport {
+    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let decider = memfold::cli::decider(&env.config).unwrap();
+    Pass { root: &env.root, config: &env.config, embedder: index.embedder(), decider: &decider, index: Some(&index) }
+        .run(PassOptions { force, dry_run: false })
+        .await
+        .unwrap()
+}
+
+async fn force(env: &Env) -> PassReport {
+    pass(env, true).await
+}
+
+fn memory_text(env: &Env) -> String {
+    std::fs::read_to_string(env.root.memory()).unwrap()
+}
+
+fn memory(env: &Env) -> EntryFile {
+    EntryFile::read(&env.root.memory(), "memory.md").unwrap()
+}
+
+fn history(env: &Env) -> EntryFile {
+    EntryFile::read(&env.root.history(), "history.md").unwrap()
+}
+
+fn entry_with(env: &Env, word: &str) -> String {
+    memory(env)
+        .entries()
+        .find(|e| e.content.contains(word))
+        .unwrap_or_else(|| panic!("no entry with {word}"))
+        .id()
+        .to_string()
+}
+
+fn assert_verified(env: &Env) {
+    let report = memfold::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
+    assert!(report.ok, "verify: {:?}", report.problems);
+}
+
+fn fate(env: &Env, fact: &str) -> FactFate {
+    Ledger::load(&env.root).unwrap().fates()[fact]
+}
+
+/// Every markdown file under the root, with its bytes.
+fn markdown(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if !path.ends_with(".memfold") {
+                    dirs.push(path);
+                }
+            } else if path.extension().is_some_and(|x| x == "md") {
+                out.insert(path.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The cluster document inside a chat request (None for a promotion request).
+fn cluster(request: &Value) -> Option<Value> {
+    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
+    let doc: Value = serde_json::Deserializer::from_str(user).into_iter::<Value>().next().unwrap().unwrap();
+    doc.get("candidates").is_some().then_some(doc)
+}
+
+/// The id of the first item in `list` whose `key` contains `word`.
+fn find(list: &Value, key: &str, word: &str) -> Option<String> {
+    list.as_array()?
+        .iter()
+        .find(|x| x[key].as_str().is_some_and(|t| t.contains(word)))
+        .map(|x| x["id"].as_str().unwrap().to_string())
+}
+
+/// Answer decision calls with `decide(doc)`; candidates no op names are added verbatim by the
+/// validator. Promotion calls get an empty reply (the offline ranking is used).
+fn script(env: &Env, decide: impl Fn(&Value) -> Vec<Value> + Send + Sync + 'static) {
+    env.llm.set_chat_handler(move |request| match cluster(request) {
+        Some(doc) => FakeReply::Content(json!({ "ops": decide(&doc) }).to_string()),
+        None => FakeReply::Content(json!({ "lines": [] }).to_string()),
+    });
+}
+
+/// A REPLACE of the neighbour containing `entry_word` by the candidate containing `fact_word`.
+fn replace(doc: &Value, fact_word: &str, entry_word: &str, content: &str, confidence: Option<f64>) -> Option<Value> {
+    let fact = find(&doc["candidates"], "text", fact_word)?;
+    let target = find(&doc["neighbors"], "content", entry_word)?;
+    let mut op = json!({"op": "REPLACE", "target": target, "facts": [fact], "content": content, "why": "update"});
+    if let Some(c) = confidence {
+        op["confidence"] = json!(c);
+    }
+    Some(op)
+}
+
+fn job_change(doc: &Value) -> Vec<Value> {
+    replace(
+        doc,
+        "Microsoft",
+        "Google",
+        "Currently works at Microsoft (since 2026-05). Previously worked at Google.",
+        None,
+    )
+    .into_iter()
+    .collect()
+}
+
+#[tokio::test]
+async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previewed_diff() {
+    let mut env = env().await;
+    script(&env, job_change);
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    add(&env, "2026-05-27", &["Plays chess on weekends"]);
+    force(&env).await;
+    assert_verified(&env);
+
+    env.config.consolidation.mode = Mode::Review;
+    let microsoft = add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let files_before = markdown(env.root.dir());
+    let memory_before = memory_text(&env);
+    let report = force(&env).await;
+    assert!(!report.applied, "{report:?}");
+    assert_eq!(report.plans.len(), 1, "{report:?}");
+    assert_eq!(markdown(env.root.dir()), files_before, "review mode wrote markdown");
+    assert_eq!(fate(&env, &microsoft[0]), FactFate::Pending);
+    assert_verified(&env);
+
+    let plans = review::plans(&env.root).unwrap();
+    assert_eq!(plans.len(), 1);
+    let plan = &plans[0];
+    assert_eq!((plan.status, plan.reason.as_str(), plan.stale), (PlanStatus::Pending, "review", false));
+    assert_eq!(plan.ops.len(), 1);
+    assert_eq!((plan.ops[0].op, plan.ops[0].why.as_deref()), ("REPLACE", Some("update")));
+    assert!(plan.diff.starts_with("--- a/consolidated/memory.md\n+++ b/consolidated/memory.md\n@@ "), "{}", plan.diff);
+    assert!(plan.diff.contains("\n+Currently works at Microsoft"), "{}", plan.diff);
+    assert!(plan.diff.contains("\n-Works at Google as an engineer"), "{}", plan.diff);
+    assert_eq!(plan.stat.removed, 2, "old header and content");
+
+    // A second pass leaves the facts of the pending plan alone.
+    let calls = env.llm.chat_calls();
+    let again = force(&env).await;
+    assert!(again.plans.is_empty() && again.ops.is_empty(), "{again:?}");
+    assert_eq!(env.llm.chat_calls(), calls);
+
+    let applied = review::apply_plan(&env.root, &plan.id).unwrap();
+    assert!(!applied.rebased);
+    assert_eq!(applied.run, plan.id);
+    let memory_after = memory_text(&env);
+    assert_eq!(memfold::diff::unified(&memory_before, &memory_after, "consolidated/memory.md", 3), plan.diff);
+    assert_eq!(applied.diff, plan.diff);
+    assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
+    assert!(history(&env).entries().any(|e| e.content == "Works at Google as an engineer"));
+    assert!(review::plans(&env.root).unwrap().is_empty(), "an applied plan leaves the list");
+    let runs = review::runs(&env.root).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[1].plan.as_deref(), Some(plan.id.as_str()));
+    assert_eq!(runs[1].ops, BTreeMap::from([("REPLACE".to_string(), 1)]));
+    assert!(runs[1].llm.unwrap().calls >= 1, "the decision cost travels with the plan");
+    assert_verified(&env);
+
+    // Applying twice is not possible.
+    let err = review::apply_plan(&env.root, &plan.id).unwrap_err();
+    assert_eq!(err.http_status(), 404, "{err}");
+}
+
+#[tokio::test]
+async fn a_rejected_plan_leaves_its_facts_pending_and_is_not_proposed_again_by_itself() {
+    let mut env = env().await;
+    script(&env, job_change);
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    force(&env).await;
+    env.config.consolidation.mode = Mode::Review;
+    env.config.consolidation.min_facts = 1;
+    env.config.consolidation.min_hours = 0.0;
+    let microsoft = add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let files_before = markdown(env.root.dir());
+    let first = force(&env).await.plans.remove(0);
+
+    let rejected = review::reject_plan(&env.root, &first).unwrap();
+    assert_eq!(rejected.facts, microsoft);
+    assert_eq!(markdown(env.root.dir()), files_before);
+    assert_eq!(fate(&env, &microsoft[0]), FactFate::Pending);
+    let state = State::load(&env.root.state_json()).unwrap();
+    assert_eq!(state.facts[&microsoft[0]].reverted_run.as_deref(), Some(first.as_str()));
+    let plans = review::plans(&env.root).unwrap();
+    assert_eq!((plans.len(), plans[0].status), (1, PlanStatus::Rejected));
+    assert_verified(&env);
+
+    // An automatic pass leaves the rejected decision's facts out.
+    let calls = env.llm.chat_calls();
+    let auto = pass(&env, false).await;
+    assert!(!auto.gate.open && auto.plans.is_empty(), "{:?}", auto.gate);
+    assert_eq!(env.llm.chat_calls(), calls);
+    let err = review::apply_plan(&env.root, &first).unwrap_err();
+    assert_eq!((err.http_status(), err.code()), (409, "conflict"), "{err}");
+
+    // A forced pass asks again and makes a new plan.
+    let second = force(&env).await;
+    assert_eq!(second.plans.len(), 1);
+    assert_ne!(second.plans[0], first);
+    review::apply_plan(&env.root, &second.plans[0]).unwrap();
+    assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
+    assert!(State::load(&env.root.state_json()).unwrap().facts.is_empty(), "flag cleared once consolidated");
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn a_stale_plan_is_rebased_when_its_entries_are_untouched_and_refused_when_not() {
+    let mut env = env().await;
+    script(&env, job_change);
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    add(&env, "2026-05-27", &["Plays chess on weekends"]);
+    force(&env).await;
+    env.config.consolidation.mode = Mode::Review;
+    add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let plan = force(&env).await.plans.remove(0);
+
+    // A person edits the entry the plan replaces: refused, nothing written.
+    let original = memory_text(&env);
+    let edited = original.replace("Works at Google as an engineer", "Works at Google as a senior engineer");
+    std::fs::write(env.root.memory(), &edited).unwrap();
+    let google = entry_with(&env, "Google");
+    let err = review::apply_plan(&env.root, &plan).unwrap_err();
+    assert!(matches!(err, ReviewError::Stale { .. }), "{err}");
+    assert_eq!((err.http_status(), err.ids()), (409, std::slice::from_ref(&google)));
+    assert!(err.to_string().contains("changed since plan"), "{err}");
+    assert_eq!(memory_text(&env), edited);
+    assert!(review::plans(&env.root).unwrap()[0].stale);
+    assert_verified(&env);
+
+    // The edit is undone and another entry is edited instead: the plan rebases.
+    let chess_edit = original.replace("Plays chess on weekends", "Plays chess on weekends and holidays");
+    std::fs::write(env.root.memory(), &chess_edit).unwrap();
+    let applied = review::apply_plan(&env.root, &plan).unwrap();
+    assert!(applied.rebased);
+    let memory = memory(&env);
+    assert!(memory.get(&google).unwrap().content.starts_with("Currently works at Microsoft"));
+    assert!(memory.entries().any(|e| e.content == "Plays chess on weekends and holidays"), "the hand edit is kept");
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn low_confidence_ops_go_to_review_while_the_rest_apply() {
+    let env = env().await;
+    script(&env, |doc| {
+        let mut ops: Vec<Value> = Vec::new();
+        ops.extend(replace(doc, "Microsoft", "Google", "Works at Microsoft; previously Google.", Some(0.2)));
+        if let Some(fact) = find(&doc["candidates"], "text", "cello") {
+            ops.push(json!({"op": "ADD", "facts": [fact], "content": "Plays the cello.", "confidence": 0.9}));
+        }
+        ops
+    });
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    force(&env).await;
+    let google = entry_with(&env, "Google");
+    let microsoft = add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let cello = add(&env, "2026-05-30", &["Learning to play the cello"]);
+    let report = force(&env).await;
+    assert!(report.applied, "{report:?}");
+    assert_eq!(report.plans.len(), 1, "{report:?}");
+    assert!(report.plans[0].ends_with("-review"));
+    let memory_now = memory(&env);
+    assert_eq!(memory_now.get(&google).unwrap().content, "Works at Google as an engineer", "held back");
+    assert!(memory_now.entries().any(|e| e.content == "Plays the cello."), "confident op applied");
+    assert_eq!(fate(&env, &cello[0]), FactFate::Consolidated);
+    assert_eq!(fate(&env, &microsoft[0]), FactFate::Pending);
+    assert_verified(&env);
+
+    let plan = &review::plans(&env.root).unwrap()[0];
+    assert_eq!((plan.reason.as_str(), plan.stale), ("low-confidence", false));
+    assert_eq!(plan.ops[0].confidence, Some(0.2));
+    let before = memory_text(&env);
+    review::apply_plan(&env.root, &plan.id).unwrap();
+    assert_eq!(memfold::diff::unified(&before, &memory_text(&env), "consolidated/memory.md", 3), plan.diff);
+    assert_eq!(memory(&env).get(&google).unwrap().content, "Works at Microsoft; previously Google.");
+    assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn apply_then_undo_restores_memory_byte_for_byte_and_the_facts_wait_for_a_forced_pass() {
+    let mut env = env().await;
+    script(&env, |doc| {
+        let mut ops: Vec<Value> = Vec::new();
+        ops.extend(replace(doc, "Microsoft", "Google", "Works at Microsoft; previously Google.", None));
+        if let (Some(fact), Some(target)) =
+            (find(&doc["candidates"], "text", "Rex daily"), find(&doc["neighbors"], "content", "Rex"))
+        {
+            ops.push(json!({"op": "DUPLICATE", "facts": [fact], "target": target}));
+        }
+        if let (Some(target), Some(into)) =
+            (find(&doc["neighbors"], "content", "Enjoys tea"), find(&doc["neighbors"], "content", "Likes tea"))
+        {
+            ops.push(json!({"op": "REMOVE", "target": target, "into": into, "why": "same preference"}));
+        }
+        ops
+    });
+    add(&env, "2026-05-27", &["Works at Google as an engineer", "Has a dog named Rex"]);
+    add(&env, "2026-05-27", &["Likes tea", "Enjoys tea"]);
+    force(&env).await;
+    assert_eq!(memory(&env).entries().count(), 4);
+    // A hand-written paragraph: it gets a header when the run writes the file, and loses it on undo.
+    let mut text = memory_text(&env);
+    text.push_str("\nAllergic to peanuts.\n");
+    std::fs::write(env.root.memory(), &text).unwrap();
+    let before = memory_text(&env);
+    let history_before = history(&env).entries().count();
+
+    let new_facts = add(
+        &env,
+        "2026-05-30",
+        &["Started at Microsoft, works there now", "Walks the dog Rex daily", "Likes tea with milk"],
+    );
+    let report = force(&env).await;
+    let run = report.run.clone().unwrap();
+    let kinds: Vec<&str> = report.ops.iter().map(|o| o.op).collect();
+    for kind in ["REPLACE", "DUPLICATE", "REMOVE"] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+    assert_ne!(memory_text(&env), before);
+    assert_verified(&env);
+
+    let undone = review::undo(&env.root, &run).unwrap();
+    assert!(undone.exact, "{undone:?}");
+    assert_eq!(memory_text(&env), before, "memory.md byte for byte as before the run");
+    let mut returned = undone.facts.clone();
+    returned.sort();
+    let mut want = new_facts.clone();
+    want.sort();
+    assert_eq!(returned, want);
+    for fact in &new_facts {
+        assert_eq!(fate(&env, fact), FactFate::Pending);
+    }
+    let history_now = history(&env);
+    let reverted: Vec<_> = history_now.entries().filter(|e| e.meta.status.as_deref() == Some("reverted")).collect();
+    assert!(reverted.len() >= 3, "undone versions kept: {reverted:?}");
+    assert!(reverted.iter().all(|e| e.meta.run.as_deref() == Some(run.as_str())));
+    let of_run: Vec<_> = history_now.entries().filter(|e| e.meta.run.as_deref() == Some(run.as_str())).collect();
+    assert!(
+        of_run.iter().all(|e| matches!(e.meta.status.as_deref(), Some("reverted" | "restored"))),
+        "the run's own history blocks no longer account for facts: {of_run:?}"
+    );
+    assert!(reverted.iter().any(|e| e.content == "Works at Microsoft; previously Google."));
+    assert!(history_now.entries().count() > history_before);
+    let runs = review::runs(&env.root).unwrap();
+    assert!(runs.iter().find(|r| r.run == run).unwrap().undone.is_some());
+    assert_verified(&env);
+
+    // Undoing twice is refused.
+    let err = review::undo(&env.root, &run).unwrap_err();
+    assert_eq!(err.http_status(), 409, "{err}");
+
+    // An automatic pass leaves the undone run's facts out; a forced one decides them again.
+    env.config.consolidation.min_facts = 1;
+    env.config.consolidation.min_hours = 0.0;
+    let auto = pass(&env, false).await;
+    assert!(!auto.gate.open, "{:?}", auto.gate);
+    assert_eq!(memory_text(&env), before);
+    let again = force(&env).await;
+    assert!(again.applied);
+    for fact in &new_facts {
+        assert_eq!(fate(&env, fact), FactFate::Consolidated);
+    }
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn undo_of_an_older_run_whose_entries_changed_since_is_refused_and_loses_nothing() {
+    let env = env().await;
+    script(&env, job_change);
+    let empty = memory_text(&env);
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    let first = force(&env).await.run.unwrap();
+    let after_first = memory_text(&env);
+    add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let second = force(&env).await.run.unwrap();
+    let google = entry_with(&env, "Microsoft");
+    let (memory_before, history_before) = (memory_text(&env), std::fs::read(env.root.history()).unwrap());
+
+    let err = review::undo(&env.root, &first).unwrap_err();
+    assert!(matches!(err, ReviewError::Conflict { .. }), "{err}");
+    assert_eq!(err.ids(), std::slice::from_ref(&google));
+    assert!(err.to_string().contains(&google), "{err}");
+    assert_eq!(memory_text(&env), memory_before);
+    assert_eq!(std::fs::read(env.root.history()).unwrap(), history_before);
+    assert_verified(&env);
+
+    // A hand edit of an entry the run touched is a conflict too.
+    let edited = memory_before.replace("works at Microsoft", "works at Microsoft Research");
+    assert_ne!(edited, memory_before);
+    std::fs::write(env.root.memory(), &edited).unwrap();
+    let err = review::undo(&env.root, &second).unwrap_err();
+    assert_eq!(err.ids(), std::slice::from_ref(&google), "{err}");
+    assert_eq!(memory_text(&env), edited);
+    std::fs::write(env.root.memory(), &memory_before).unwrap();
+
+    // Newest first works, each byte for byte.
+    assert!(review::undo(&env.root, &second).unwrap().exact);
+    assert_eq!(memory_text(&env), after_first);
+    assert_verified(&env);
+    assert!(review::undo(&env.root, &first).unwrap().exact);
+    assert_eq!(memory_text(&env), empty);
+    assert_eq!(Ledger::load(&env.root).unwrap().pending().len(), 2);
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn undo_of_an_older_run_with_untouched_entries_works_entry_by_entry() {
+    let env = env().await;
+    script(&env, |doc| {
+        match (find(&doc["neighbors"], "content", "Enjoys tea"), find(&doc["neighbors"], "content", "Likes tea")) {
+            (Some(target), Some(into)) if find(&doc["candidates"], "text", "milk").is_some() => {
+                vec![json!({"op": "REMOVE", "target": target, "into": into})]
+            }
+            _ => Vec::new(),
+        }
+    });
+    add(&env, "2026-05-27", &["Likes tea"]);
+    add(&env, "2026-05-27", &["Plays chess on weekends"]);
+    add(&env, "2026-05-27", &["Enjoys tea"]);
+    force(&env).await;
+    let order: Vec<String> = memory(&env).entries().map(|e| e.id().to_string()).collect();
+    let milk = add(&env, "2026-05-28", &["Likes tea with milk"]);
+    let merge = force(&env).await.run.unwrap();
+    assert_eq!(memory(&env).entries().count(), 3, "one merged away, one added");
+    let cello = add(&env, "2026-05-29", &["Learning to play the cello"]);
+    force(&env).await;
+    let cello_entry = entry_with(&env, "cello");
+
+    let undone = review::undo(&env.root, &merge).unwrap();
+    assert!(!undone.exact, "a later run changed memory.md");
+    assert_eq!(undone.facts, milk);
+    let now: Vec<String> = memory(&env).entries().map(|e| e.id().to_string()).collect();
+    let mut want = order.clone();
+    want.push(cello_entry);
+    assert_eq!(now, want, "the merged entry is back where it was, the later run's entry stays");
+    assert_eq!(fate(&env, &cello[0]), FactFate::Consolidated);
+    assert_eq!(fate(&env, &milk[0]), FactFate::Pending);
+    assert_verified(&env);
+}
+
+#[tokio::test]
+async fn history_shows_the_chain_with_dates() {
+    let env = env().await;
+    script(&env, job_change);
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    force(&env).await;
+    add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let run = force(&env).await.run.unwrap();
+    let id = entry_with(&env, "Microsoft");
+    let chain = review::history_chain(&env.root, &id).unwrap();
+    let versions: Vec<(&str, &str)> = chain.versions.iter().map(|v| (v.status.as_str(), v.content.as_str())).collect();
+    assert_eq!(
+        versions,
+        [
+            ("replaced", "Works at Google as an engineer"),
+            ("current", "Currently works at Microsoft (since 2026-05). Previously worked at Google.")
+        ]
+    );
+    let old = &chain.versions[0];
+    assert_eq!((old.first_seen, old.valid_until), (Some(d("2026-05-27")), Some(d("2026-05-30"))));
+    assert_eq!((old.superseded_by.as_deref(), old.run.as_deref()), (Some(id.as_str()), Some(run.as_str())));
+    assert_eq!(chain.versions[1].updated, Some(d("2026-05-30")));
+
+    review::undo(&env.root, &run).unwrap();
+    let statuses: Vec<String> =
+        review::history_chain(&env.root, &id).unwrap().versions.into_iter().map(|v| v.status).collect();
+    assert_eq!(statuses, ["restored", "reverted", "current"], "the run's copy of the old version is marked restored");
+    assert_verified(&env);
+
+    let err = review::history_chain(&env.root, "m-nowhere").unwrap_err();
+    assert_eq!(err.http_status(), 404);
+}
+
+#[tokio::test]
+async fn unknown_and_malformed_ids_are_told_apart() {
+    let env = env().await;
+    for err in [review::undo(&env.root, "r-nope").unwrap_err(), review::apply_plan(&env.root, "r-nope").unwrap_err()] {
+        assert_eq!((err.http_status(), err.code()), (404, "not_found"), "{err}");
+    }
+    for err in [
+        review::apply_plan(&env.root, "../state").unwrap_err(),
+        review::reject_plan(&env.root, "").unwrap_err(),
+        review::undo(&env.root, "r 1").unwrap_err(),
+        review::history_chain(&env.root, "m 1").unwrap_err(),
+    ] {
+        assert_eq!((err.http_status(), err.code()), (400, "bad_request"), "{err}");
+    }
+}
+
+fn memfold(root: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memfold"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .env_remove("MEMFOLD_ROOT")
+        .env("MEMFOLD_LOG", "warn")
+        .envs(env.iter().copied())
+        .output()
+        .expect("memfold runs")
+}
+
+fn cli_json(out: &Output) -> Value {
+    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn the_cli_reviews_applies_lists_undoes_and_shows_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let review = [("MEMFOLD_CONSOLIDATION__MODE", "review")];
+    assert!(memfold(root, &[], &["init"]).status.success());
+    cli_json(&memfold(root, &[], &["add", "--json", "--date", "2026-05-27", "Has a dog named Rex."]));
+    let before = std::fs::read(root.join("consolidated/memory.md")).unwrap();
+    let report = cli_json(&memfold(root, &review, &["consolidate", "--force", "--json"]));
+    assert_eq!(report["applied"], false, "{report}");
+    let plan = report["plans"][0].as_str().unwrap().to_string();
+    assert_eq!(std::fs::read(root.join("consolidated/memory.md")).unwrap(), before);
+    let plans = cli_json(&memfold(root, &[], &["plans", "--json"]));
+    assert_eq!(plans["plans"][0]["id"], plan.as_str());
+    assert!(plans["plans"][0]["diff"].as_str().unwrap().contains("+Has a dog named Rex."), "{plans}");
+    let text = memfold(root, &[], &["plans"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("+Has a dog named Rex."));
+
+    let applied = cli_json(&memfold(root, &[], &["apply", &plan, "--json"]));
+    assert_eq!(applied["run"], plan.as_str());
+    let runs = cli_json(&memfold(root, &[], &["runs", "--json"]));
+    assert_eq!(runs["runs"][0]["ops"]["ADD"], 1, "{runs}");
+    assert_eq!(runs["runs"][0]["facts"], 1);
+    let memory = std::fs::read_to_string(root.join("consolidated/memory.md")).unwrap();
+    let id = EntryFile::parse(&memory, "memory.md").entries().next().unwrap().id().to_string();
+    let chain = cli_json(&memfold(root, &[], &["history", &id, "--json"]));
+    assert_eq!(chain["versions"][0]["status"], "current");
+
+    let undone = cli_json(&memfold(root, &[], &["undo", &plan, "--json"]));
+    assert_eq!(undone["exact"], true, "{undone}");
+    assert_eq!(std::fs::read(root.join("consolidated/memory.md")).unwrap(), before);
+    let verify = cli_json(&memfold(root, &[], &["verify", "--json"]));
+    assert_eq!((verify["ok"].as_bool(), verify["pending"].as_u64()), (Some(true), Some(1)), "{verify}");
+    let again = memfold(root, &[], &["undo", &plan]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("undone already"));
+}
