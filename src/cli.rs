@@ -7,13 +7,12 @@ use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use crate::config::{Config, Overrides};
 use crate::consolidate::decide::Decider;
-use crate::consolidate::gate::{self, GateInput};
 use crate::consolidate::pass::{Pass, PassError, PassOptions};
 use crate::corpus;
 use crate::files::Root;
@@ -22,7 +21,6 @@ use crate::forget;
 use crate::index::{Index, Scope, SearchOpts};
 use crate::ledger::Ledger;
 use crate::llm::{ChatClient, Prompts};
-use crate::lock;
 use crate::recall;
 
 #[derive(Debug, Parser)]
@@ -55,6 +53,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the daemon: HTTP API, consolidation scheduler and file watcher, until SIGINT/SIGTERM.
+    Serve {
+        /// Address to listen on [default: server.bind; env: MEMFOLD_SERVER__BIND].
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+    },
     /// Append facts to today's archive (or --date's).
     Add(AddArgs),
     /// Show the gate, pending facts, entries and the last run.
@@ -78,6 +82,8 @@ pub enum Command {
     },
     #[command(flatten)]
     Curate(Curate),
+    #[command(flatten)]
+    Review(ReviewVerb),
     /// Run a consolidation pass if the gate is open (or --force).
     Consolidate {
         /// Skip min_hours and min_facts (never the lock).
@@ -108,6 +114,45 @@ pub enum Curate {
     Unpin { id: String },
     /// Re-consolidate the whole archive into a fresh memory.md (the old entries go to history).
     Rebuild {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Verbs of issue "review mode and reversible runs".
+#[derive(Debug, Subcommand)]
+pub enum ReviewVerb {
+    /// List applied consolidation runs: time, ops by kind, facts, LLM cost.
+    Runs {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo a run: the entries it changed go back to their prior versions, what it added is removed.
+    Undo {
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List stored plans (review mode, low-confidence ops) with their ops and diffs.
+    Plans {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Apply a stored plan.
+    Apply {
+        plan: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject a stored plan: nothing is written; its facts stay pending for a forced pass.
+    Reject {
+        plan: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show an entry's chain of versions (supersedes / superseded_by) with dates.
+    History {
+        id: String,
         #[arg(long)]
         json: bool,
     },
@@ -169,6 +214,8 @@ pub fn run(cli: Cli) -> Result<i32> {
                 Command::Search(args) => runtime()?.block_on(search(&root, &config, args)),
                 Command::Reindex { clear, json } => runtime()?.block_on(reindex(&root, &config, clear, json)),
                 Command::Curate(verb) => runtime()?.block_on(curate(&root, &config, verb)),
+                Command::Review(verb) => review(&root, &config, verb),
+                Command::Serve { bind } => serve(&root, config.clone(), bind),
                 Command::Consolidate { force, dry_run, json } => {
                     runtime()?.block_on(consolidate(&root, &config, PassOptions { force, dry_run }, json))
                 }
@@ -220,40 +267,21 @@ fn add(root: &Root, args: AddArgs) -> Result<i32> {
 }
 
 fn status(root: &Root, config: &Config, json: bool) -> Result<i32> {
-    let ledger = Ledger::load(root)?;
-    let pending = ledger.pending().len();
-    let holder = lock::holder(&root.consolidate_lock());
-    let gate = gate::evaluate(
-        &config.consolidation,
-        &GateInput {
-            lock_holder: holder.as_deref(),
-            last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
-            now: Utc::now(),
-            pending,
-            force: false,
-        },
-    );
-    let entries = ledger.memory.entries().count();
+    let status = crate::status::status(root, config)?;
     if json {
-        print_json(&json!({
-            "gate": gate,
-            "pending_facts": pending,
-            "entries": entries,
-            "last_run": ledger.state.last_run,
-            "watermark": ledger.state.watermark,
-            "problems": ledger.problems.len(),
-        }))?;
+        print_json(&status)?;
     } else {
+        let gate = &status.gate;
         println!("root:          {}", root.dir().display());
         println!("gate:          {} ({})", if gate.open { "open" } else { "shut" }, gate.reason);
-        println!("pending facts: {pending}");
-        println!("entries:       {entries}");
-        match &ledger.state.last_run {
+        println!("pending facts: {}", status.pending_facts);
+        println!("entries:       {}", status.entries);
+        match &status.last_run {
             Some(run) => println!("last run:      {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops),
             None => println!("last run:      none"),
         }
-        if !ledger.problems.is_empty() {
-            println!("problems:      {} (see `memfold verify`)", ledger.problems.len());
+        if status.problems > 0 {
+            println!("problems:      {} (see `memfold verify`)", status.problems);
         }
     }
     Ok(0)
@@ -409,7 +437,11 @@ async fn consolidate(root: &Root, config: &Config, opts: PassOptions, json: bool
             let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
             println!("{:<9} {:<14} {}", op.op, op.target.as_deref().unwrap_or("(new)"), what.replace('\n', " "));
         }
-        let verb = if opts.dry_run { "would apply" } else { "applied" };
+        let verb = match (opts.dry_run, report.applied || report.plans.is_empty()) {
+            (true, _) => "would apply",
+            (false, true) => "applied",
+            (false, false) => "planned",
+        };
         println!(
             "{} {verb}: {} ops from {} decision calls ({} decider, {} LLM calls, {} prompt tokens); {} facts left pending",
             report.run.as_deref().unwrap_or("-"),
@@ -420,6 +452,11 @@ async fn consolidate(root: &Root, config: &Config, opts: PassOptions, json: bool
             report.llm.prompt_tokens,
             report.failed_facts.len()
         );
+        for plan in &report.plans {
+            println!(
+                "plan {plan} stored for review: `memfold plans`, then `memfold apply {plan}` or `memfold reject {plan}`"
+            );
+        }
     }
     Ok(0)
 }
@@ -461,6 +498,186 @@ async fn curate(root: &Root, config: &Config, verb: Curate) -> Result<i32> {
                 print_json(&report)?;
             } else {
                 println!("rebuilt: {} ops from {} decision calls", report.ops.len(), report.clusters.len());
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn serve(root: &Root, mut config: Config, bind: Option<String>) -> Result<i32> {
+    if let Some(bind) = bind {
+        config.server.bind = bind;
+    }
+    let runtime = runtime()?;
+    let result = runtime.block_on(crate::daemon::serve(root.clone(), config));
+    // An atomic write already handed to a blocking thread finishes before the process exits.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+    result?;
+    Ok(0)
+}
+
+fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
+    use crate::review;
+    // After a change to memory.md: bring the index up to date and rewrite MEMORY.md.
+    let after_change = || -> Result<()> {
+        runtime()?.block_on(async {
+            if root.index_dir().exists() {
+                let index = corpus::open_index(root, config).await?;
+                corpus::refresh(root, &index).await?;
+            }
+            let decider = decider(config)?;
+            if let Err(e) = crate::promote::promote(root, config, decider.promoter()).await {
+                tracing::warn!(error = %e, "MEMORY.md not rewritten");
+            }
+            anyhow::Ok(())
+        })
+    };
+    match verb {
+        ReviewVerb::Runs { json } => {
+            let runs = review::runs(root)?;
+            if json {
+                print_json(&json!({ "runs": runs }))?;
+                return Ok(0);
+            }
+            if runs.is_empty() {
+                println!("no runs yet");
+            }
+            for run in &runs {
+                let ops: Vec<String> = run.ops.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+                let llm = run.llm.map_or(String::new(), |u| {
+                    format!(", {} LLM calls ({} + {} tokens)", u.calls, u.prompt_tokens, u.completion_tokens)
+                });
+                println!(
+                    "{}  {}  {}  {} facts{llm}{}{}",
+                    run.run,
+                    run.time.format("%Y-%m-%d %H:%M:%SZ"),
+                    ops.join(", "),
+                    run.facts,
+                    run.plan.as_ref().map_or(String::new(), |p| format!(", from plan {p}")),
+                    run.undone.map_or(String::new(), |t| format!(", undone {}", t.format("%Y-%m-%d %H:%M"))),
+                );
+            }
+        }
+        ReviewVerb::Undo { run, json } => {
+            let done = review::undo(root, &run)?;
+            after_change()?;
+            if json {
+                print_json(&done)?;
+            } else {
+                println!(
+                    "undid {}{}: {} entries restored, {} removed, {} facts pending again (a forced pass decides them anew)",
+                    done.run,
+                    if done.exact { " (memory.md restored byte for byte)" } else { "" },
+                    done.restored.len(),
+                    done.removed.len(),
+                    done.facts.len()
+                );
+            }
+        }
+        ReviewVerb::Plans { json } => {
+            let plans = review::plans(root)?;
+            if json {
+                print_json(&json!({ "plans": plans }))?;
+                return Ok(0);
+            }
+            if plans.is_empty() {
+                println!("no plans");
+            }
+            for plan in &plans {
+                let status = match plan.status {
+                    review::PlanStatus::Pending => "pending",
+                    review::PlanStatus::Rejected => "rejected",
+                };
+                println!(
+                    "plan {}  {status} ({})  made {}  {} ops, {} facts, +{} -{} lines{}",
+                    plan.id,
+                    plan.reason,
+                    plan.created.format("%Y-%m-%d %H:%M:%SZ"),
+                    plan.ops.len(),
+                    plan.facts.len(),
+                    plan.stat.added,
+                    plan.stat.removed,
+                    if plan.stale { " (memory.md changed since)" } else { "" }
+                );
+                if plan.status == review::PlanStatus::Rejected {
+                    continue;
+                }
+                for op in &plan.ops {
+                    let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
+                    let mut notes: Vec<String> = op.why.iter().cloned().collect();
+                    notes.extend(op.signals.iter().cloned());
+                    notes.extend(op.confidence.map(|c| format!("confidence {c:.2}")));
+                    println!(
+                        "  {:<9} {:<14} {}{}",
+                        op.op,
+                        op.target.as_deref().unwrap_or("(new)"),
+                        what.replace('\n', " "),
+                        if notes.is_empty() { String::new() } else { format!("  [{}]", notes.join("; ")) }
+                    );
+                }
+                print!("{}", plan.diff);
+                println!();
+            }
+        }
+        ReviewVerb::Apply { plan, json } => {
+            let applied = review::apply_plan(root, &plan)?;
+            after_change()?;
+            if json {
+                print_json(&applied)?;
+            } else {
+                println!(
+                    "applied plan {} as run {}{}: {} ops, {} facts",
+                    applied.plan,
+                    applied.run,
+                    if applied.rebased { " (rebased onto the changed memory.md)" } else { "" },
+                    applied.ops,
+                    applied.facts.len()
+                );
+            }
+        }
+        ReviewVerb::Reject { plan, json } => {
+            let rejected = review::reject_plan(root, &plan)?;
+            if json {
+                print_json(&rejected)?;
+            } else {
+                println!(
+                    "rejected plan {}: {} facts stay pending (left out of automatic passes; `consolidate --force` decides them anew)",
+                    rejected.plan,
+                    rejected.facts.len()
+                );
+            }
+        }
+        ReviewVerb::History { id, json } => {
+            let chain = review::history_chain(root, &id)?;
+            if json {
+                print_json(&chain)?;
+                return Ok(0);
+            }
+            for v in &chain.versions {
+                let date = |d: Option<NaiveDate>| d.map_or("?".to_string(), |d| d.to_string());
+                let until = if v.status == "current" { "now".to_string() } else { date(v.valid_until) };
+                let mut links = Vec::new();
+                if let Some(next) = &v.superseded_by {
+                    links.push(format!("superseded by {next}"));
+                }
+                if !v.supersedes.is_empty() {
+                    links.push(format!("supersedes {}", v.supersedes.join(", ")));
+                }
+                if let Some(run) = &v.run {
+                    links.push(format!("run {run}"));
+                }
+                println!(
+                    "{}  {:<9} {} .. {} (updated {}){}",
+                    v.id,
+                    v.status,
+                    date(v.first_seen),
+                    until,
+                    date(v.updated),
+                    if links.is_empty() { String::new() } else { format!("  {}", links.join(", ")) }
+                );
+                for line in v.content.lines() {
+                    println!("    {line}");
+                }
             }
         }
     }

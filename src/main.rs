@@ -1,5 +1,7 @@
 //! The `memfold` binary: parse the command line, set up logging, run the command.
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -7,7 +9,14 @@ fn main() {
     let cli = memfold::cli::Cli::parse();
     let filter = EnvFilter::try_from_env("MEMFOLD_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,lance=warn,lancedb=warn,datafusion=warn,lance_index=warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    // Colours only on a terminal: under systemd/journald or in a pipe they would be noise.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .init();
     match memfold::cli::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(err) => {

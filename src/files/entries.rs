@@ -49,7 +49,7 @@ pub struct EntryMeta {
     pub valid_until: Option<NaiveDate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
-    /// History only: `replaced` | `merged` | `deleted` | `reverted`.
+    /// History only: `replaced` | `merged` | `deleted` | `reverted` | `restored` | `rebuilt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

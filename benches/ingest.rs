@@ -1,0 +1,159 @@
+//! Ingest benchmark: `POST /facts` throughput and latency against a running `memfold serve`.
+//!
+//! Spawns the `memfold` binary built with the bench (same profile) on a fresh root and a free
+//! loopback port, then K concurrent connections post batches of B facts until N facts are
+//! posted or the time bound passes, and prints facts/s, requests/s and p50/p99 request
+//! latency. At the end it checks that the archive holds every acknowledged fact.
+//!
+//! Run: `cargo bench --bench ingest` (release; target ≥ 2000 facts/s). Knobs (environment):
+//! `MEMFOLD_BENCH_FACTS` (N, default 20000), `MEMFOLD_BENCH_CONNECTIONS` (K, default 8),
+//! `MEMFOLD_BENCH_BATCH` (B, facts per request, default 1 and 20: one run each),
+//! `MEMFOLD_BENCH_SECONDS` (time bound per run, default 30).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+fn knobs(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
+fn memfold(root: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
+    command.arg("--root").arg(root).env_remove("MEMFOLD_ROOT").env_remove("MEMFOLD_CONFIG");
+    // The knobs are for this program; memfold would read MEMFOLD_* as configuration keys.
+    for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("MEMFOLD_BENCH_")) {
+        command.env_remove(name);
+    }
+    command
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Start a daemon on a fresh root and wait for `/healthz`.
+async fn start(root: &Path, client: &reqwest::Client) -> (Daemon, String) {
+    assert!(memfold(root).args(["init"]).stdout(Stdio::null()).status().unwrap().success());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = memfold(root)
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("MEMFOLD_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("memfold serve starts");
+    let daemon = Daemon(child);
+    let base = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    while client.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(60), "memfold serve did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (daemon, base)
+}
+
+async fn run(total: usize, connections: usize, batch: usize, bound: Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build().unwrap();
+    let (daemon, base) = start(&root, &client).await;
+    let url = Arc::new(format!("{base}/facts"));
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..connections {
+        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut acknowledged = 0;
+            loop {
+                let first = next.fetch_add(batch, Ordering::Relaxed);
+                if first >= total || started.elapsed() > bound {
+                    break;
+                }
+                let n = batch.min(total - first);
+                let facts: Vec<Value> = (first..first + n)
+                    .map(|i| json!({"text": format!("bench fact {i} from connection {worker}: likes item {}", i % 97)}))
+                    .collect();
+                let sent = Instant::now();
+                let response = client.post(url.as_str()).json(&json!({ "facts": facts })).send().await.unwrap();
+                assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+                let body: Value = response.json().await.unwrap();
+                latencies.push(sent.elapsed());
+                acknowledged += body["facts"].as_array().map_or(0, Vec::len);
+            }
+            (latencies, acknowledged)
+        });
+    }
+    let mut latencies = Vec::new();
+    let mut acknowledged = 0;
+    while let Some(joined) = tasks.join_next().await {
+        let (mine, n) = joined.unwrap();
+        latencies.extend(mine);
+        acknowledged += n;
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    drop(daemon);
+
+    let archived: usize = std::fs::read_dir(root.join("archive"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap().lines().filter(|l| l.starts_with("- ")).count())
+        .sum();
+    assert_eq!(archived, acknowledged, "every acknowledged fact is in the archive");
+    let secs = elapsed.as_secs_f64();
+    println!(
+        "ingest  batch {batch:>3}  conns {connections:>2}: {acknowledged} facts in {secs:.2}s = {:.0} facts/s, \
+         {:.0} req/s, latency p50 {:.1} ms p99 {:.1} ms",
+        acknowledged as f64 / secs,
+        latencies.len() as f64 / secs,
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing and should not load the machine.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("ingest bench: skipped (run with `cargo bench --bench ingest`)");
+        return;
+    }
+    let total = knob("MEMFOLD_BENCH_FACTS", 20_000);
+    let connections = knob("MEMFOLD_BENCH_CONNECTIONS", 8).max(1);
+    let bound = Duration::from_secs(knob("MEMFOLD_BENCH_SECONDS", 30) as u64);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    for batch in knobs("MEMFOLD_BENCH_BATCH", &[1, 20]) {
+        runtime.block_on(run(total, connections, batch.max(1), bound));
+    }
+}

@@ -1,0 +1,653 @@
+//! `memfold serve` driven over HTTP as a client would: the real binary on a free loopback port,
+//! a real memory root in a temp dir, and the fake OpenAI-compatible server as the LLM.
+//!
+//! Each test starts its own daemon (and stops it with SIGTERM, checking the exit code), so
+//! the tests run in parallel without sharing anything.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use memfold::lock::LockGuard;
+use memfold::testkit::{FakeOpenAi, FakeReply};
+use serde_json::{Value, json};
+
+/// How long a daemon may take to answer `/healthz` after it was started.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a daemon may take to exit after SIGTERM (the issue's bound).
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn memfold(root: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
+    command.arg("--root").arg(root).env_remove("MEMFOLD_ROOT").env_remove("MEMFOLD_CONFIG");
+    command
+}
+
+fn run(root: &Path, args: &[&str]) -> Output {
+    memfold(root).args(args).env("MEMFOLD_LOG", "warn").output().expect("memfold runs")
+}
+
+fn verify(root: &Path) -> Value {
+    let out = run(root, &["verify", "--json"]);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+/// A memory root in a temp dir, with a place for daemon logs next to it.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = Fixture { dir };
+        assert!(run(&fixture.root(), &["init"]).status.success());
+        fixture
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    /// Start `memfold serve` with these extra environment variables and wait until it answers.
+    async fn serve(&self, env: &[(&str, &str)]) -> Daemon {
+        let port = free_port();
+        let log = self.dir.path().join(format!("serve-{port}.log"));
+        let mut command = memfold(&self.root());
+        command
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("MEMFOLD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let child = command.spawn().expect("memfold serve starts");
+        let mut daemon =
+            Daemon { child, base: format!("http://127.0.0.1:{port}"), log, client: reqwest::Client::new() };
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = daemon.client.get(daemon.url("/healthz")).send().await
+                && r.status() == 200
+            {
+                return daemon;
+            }
+            if let Some(status) = daemon.child.try_wait().unwrap() {
+                panic!("memfold serve exited with {status} before answering:\n{}", daemon.logs());
+            }
+            assert!(started.elapsed() < START_TIMEOUT, "memfold serve did not answer in time:\n{}", daemon.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A running `memfold serve`; killed on drop if still running.
+struct Daemon {
+    child: Child,
+    base: String,
+    log: PathBuf,
+    client: reqwest::Client,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        let response = request.send().await.unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.logs()));
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        (status, body)
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(self.client.get(self.url(path))).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(self.client.post(self.url(path)).json(&body)).await
+    }
+
+    async fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(self.client.delete(self.url(path))).await
+    }
+
+    async fn metrics(&self) -> String {
+        let response = self.client.get(self.url("/metrics")).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+        response.text().await.unwrap()
+    }
+
+    /// Add facts and return their ids.
+    async fn add(&self, texts: &[&str]) -> Vec<String> {
+        let facts: Vec<Value> = texts.iter().map(|t| json!({"text": t})).collect();
+        let (status, body) = self.post("/facts", json!({ "facts": facts })).await;
+        assert_eq!(status, 200, "{body}");
+        body["facts"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap().to_string()).collect()
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// Send SIGTERM and wait for the exit, at most [`STOP_TIMEOUT`].
+    async fn terminate(&mut self) -> (ExitStatus, Duration) {
+        let started = Instant::now();
+        assert!(Command::new("kill").args(["-TERM", &self.pid()]).status().unwrap().success());
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, started.elapsed());
+            }
+            assert!(started.elapsed() < STOP_TIMEOUT, "still running {STOP_TIMEOUT:?} after SIGTERM:\n{}", self.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, and the exit must be clean.
+    async fn stop(mut self) {
+        let (status, _) = self.terminate().await;
+        assert!(status.success(), "exit {status} after SIGTERM:\n{}", self.logs());
+    }
+}
+
+/// Poll `check` until it returns Some, for at most `limit`.
+async fn eventually<T>(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Environment pointing the daemon's LLM at the fake, with no retries and a long timeout.
+fn llm_env(fake: &FakeOpenAi) -> Vec<(&'static str, String)> {
+    vec![
+        ("MEMFOLD_LLM__BASE_URL", fake.base_url()),
+        ("MEMFOLD_LLM__MODEL", memfold::testkit::FAKE_CHAT_MODEL.to_string()),
+        ("MEMFOLD_LLM__API_KEY_ENV", String::new()),
+        ("MEMFOLD_LLM__TIMEOUT_SECS", "120".to_string()),
+        ("MEMFOLD_LLM__MAX_RETRIES", "0".to_string()),
+    ]
+}
+
+fn with<'a>(base: &'a [(&'static str, String)], more: &[(&'static str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    base.iter().map(|(k, v)| (*k, v.as_str())).chain(more.iter().copied()).collect()
+}
+
+/// Fake LLM behaviour: every consolidation cluster becomes one ADD of its candidates' texts;
+/// anything else (promotion) is refused, so the offline ranking writes MEMORY.md.
+fn add_everything(request: &Value) -> FakeReply {
+    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
+    let doc: Value = match serde_json::Deserializer::from_str(user).into_iter::<Value>().next() {
+        Some(Ok(doc)) if doc.get("candidates").is_some() => doc,
+        _ => return FakeReply::StatusMessage(400, "only consolidation is scripted".into()),
+    };
+    let candidates = doc["candidates"].as_array().unwrap();
+    let facts: Vec<&str> = candidates.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    let text: Vec<&str> = candidates.iter().map(|c| c["text"].as_str().unwrap()).collect();
+    FakeReply::Content(json!({"ops": [{"op": "ADD", "facts": facts, "content": text.join(" ")}]}).to_string())
+}
+
+fn temp_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(temp_files(&path));
+        } else if path.file_name().unwrap().to_string_lossy().starts_with(".memfold-") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn ingest_search_consolidate_forget_and_metrics() {
+    let fixture = Fixture::new();
+    let fake = FakeOpenAi::start_in_thread();
+    fake.set_chat_handler(add_everything);
+    let env = llm_env(&fake);
+    let daemon = fixture.serve(&with(&env, &[])).await;
+
+    let ids = daemon.add(&["Moved to Lisbon in October.", "Has a dog named Rex.", "Prefers green tea."]).await;
+    assert_eq!(ids.len(), 3);
+    // Searchable as soon as POST /facts has answered.
+    let (status, found) = daemon.get("/search?q=Lisbon&k=2").await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["hits"][0]["id"], ids[0].as_str(), "{found}");
+    assert_eq!(found["hits"][0]["kind"], "fact");
+    assert!(found["hits"].as_array().unwrap().len() <= 2);
+    let (_, status) = daemon.get("/status").await;
+    assert_eq!(status["pending_facts"], 3, "{status}");
+    assert_eq!(status["gate"]["open"], false);
+
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["applied"], true, "{report}");
+    assert_eq!(report["decider"], "llm");
+    assert!(report["run"].as_str().unwrap().starts_with("r-"));
+    assert!(report["llm"]["calls"].as_u64().unwrap() >= 1);
+    let (_, status) = daemon.get("/status").await;
+    assert_eq!(status["pending_facts"], 0, "{status}");
+    assert_eq!(status["last_run"]["id"], report["run"]);
+    assert_eq!(status["daemon"]["passes"][0]["state"], "done", "{status}");
+
+    let (_, listed) = daemon.get("/entries").await;
+    let entries = listed["entries"].as_array().unwrap();
+    let mut sources: Vec<&str> =
+        entries.iter().flat_map(|e| e["sources"].as_array().unwrap()).map(|s| s.as_str().unwrap()).collect();
+    sources.sort();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort();
+    assert_eq!(sources, want, "{listed}");
+    let lisbon = entries.iter().find(|e| e["content"].as_str().unwrap().contains("Lisbon")).unwrap();
+    let id = lisbon["id"].as_str().unwrap();
+    for key in ["first_seen", "updated", "pinned"] {
+        assert!(lisbon.get(key).is_some(), "{key} missing: {lisbon}");
+    }
+    let (code, one) = daemon.get(&format!("/entries/{id}")).await;
+    assert_eq!(code, 200);
+    assert_eq!(one["content"], lisbon["content"]);
+    let (code, chain) = daemon.get(&format!("/entries/{id}/history")).await;
+    assert_eq!(code, 200, "{chain}");
+    assert_eq!(chain["versions"].as_array().unwrap().len(), 1, "{chain}");
+    assert_eq!(chain["versions"][0]["status"], "current");
+
+    let (code, forgotten) = daemon.delete(&format!("/entries/{id}?reason=moved%20again")).await;
+    assert_eq!(code, 200, "{forgotten}");
+    assert_eq!(forgotten["kind"], "entry");
+    let (code, gone) = daemon.get(&format!("/entries/{id}")).await;
+    assert_eq!(code, 404, "{gone}");
+    let (code, chain) = daemon.get(&format!("/entries/{id}/history")).await;
+    assert_eq!(code, 200);
+    let statuses: Vec<&Value> = chain["versions"].as_array().unwrap().iter().map(|v| &v["status"]).collect();
+    assert_eq!(statuses, [&json!("deleted")], "{chain}");
+    let (code, _) = daemon.delete(&format!("/entries/{id}")).await;
+    assert_eq!(code, 404, "deleting twice");
+    let (_, found) = daemon.get("/search?q=Lisbon").await;
+    assert!(found["hits"].as_array().unwrap().iter().all(|h| h["id"] != id), "forgotten entry still found: {found}");
+
+    let (code, rebuilt) = daemon.post("/reindex", json!({"clear": true})).await;
+    assert_eq!(code, 200, "{rebuilt}");
+    assert_eq!(rebuilt["stats"]["upserted"], rebuilt["docs"]);
+    let (_, found) = daemon.get("/search?q=dog%20Rex").await;
+    assert!(found["hits"][0]["text"].as_str().unwrap().contains("Rex"), "{found}");
+
+    let text = daemon.metrics().await;
+    assert_eq!(metric(&text, r#"memfold_facts_ingested_total{via="facts"}"#), 3.0);
+    assert_eq!(metric(&text, r#"memfold_passes_total{outcome="applied"}"#), 1.0);
+    assert!(metric(&text, r#"memfold_ops_total{op="ADD"}"#) >= 1.0);
+    assert!(metric(&text, r#"memfold_llm_calls_total{purpose="consolidate"}"#) >= 1.0);
+    assert!(metric(&text, r#"memfold_llm_prompt_tokens_total{purpose="consolidate"}"#) > 0.0);
+    assert_eq!(metric(&text, "memfold_pass_duration_seconds_count"), 1.0);
+    assert_eq!(metric(&text, "memfold_pending_facts"), 0.0);
+    assert_eq!(metric(&text, "memfold_entries"), entries.len() as f64 - 1.0);
+
+    let report = verify(&fixture.root());
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["tombstoned"], 1);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn turns_are_extracted_by_the_llm_and_an_llm_failure_stores_nothing() {
+    let fixture = Fixture::new();
+    let fake = FakeOpenAi::start_in_thread();
+    let env = llm_env(&fake);
+    let daemon = fixture.serve(&with(&env, &[])).await;
+
+    fake.push_chat(FakeReply::Content(
+        json!({"facts": [{"text": "The user has a cat named Miso."}, {"text": "  "}]}).to_string(),
+    ));
+    let turn = json!({"messages": [
+        {"role": "user", "content": "I got a cat! Her name is Miso."},
+        {"role": "assistant", "content": "Congratulations!"},
+    ]});
+    let (code, added) = daemon.post("/turns", turn.clone()).await;
+    assert_eq!(code, 200, "{added}");
+    assert_eq!(added["facts"].as_array().unwrap().len(), 1, "{added}");
+    assert_eq!(added["facts"][0]["text"], "The user has a cat named Miso.");
+    assert!(added["llm"]["calls"].as_u64().unwrap() >= 1);
+    let request = &fake.chat_requests()[0];
+    assert!(request["messages"][0]["content"].as_str().unwrap().contains("facts worth remembering"));
+    let user = request["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains("user: I got a cat! Her name is Miso.") && user.contains("assistant: Congratulations!"));
+    let archive = std::fs::read_dir(fixture.root().join("archive")).unwrap().next().unwrap().unwrap().path();
+    assert!(std::fs::read_to_string(&archive).unwrap().contains(r#""src":"turn""#));
+
+    // The LLM fails: 503 (unavailable) or 502 (unusable reply), and nothing is stored anywhere.
+    let before = verify(&fixture.root());
+    let (code, error) = daemon.post("/turns", json!({"text": "user: my sister Ana lives in Porto"})).await;
+    assert_eq!(code, 503, "{error}");
+    assert_eq!(error["error"]["code"], "llm_unavailable");
+    assert!(error["error"]["message"].as_str().unwrap().contains("nothing was stored"), "{error}");
+    fake.push_chat(FakeReply::Content("I cannot do that".into()));
+    fake.push_chat(FakeReply::Content("still no JSON".into()));
+    let (code, error) = daemon.post("/turns", json!({"text": "user: my sister Ana lives in Porto"})).await;
+    assert_eq!(code, 502, "{error}");
+    assert_eq!(error["error"]["code"], "llm_bad_reply");
+    let after = verify(&fixture.root());
+    assert_eq!(before["facts"], after["facts"], "a failed extraction stored something");
+    assert_eq!(after["facts"], 1);
+
+    let (code, _) = daemon.post("/turns", json!({"messages": []})).await;
+    assert_eq!(code, 400);
+    let text = daemon.metrics().await;
+    assert_eq!(metric(&text, r#"memfold_facts_ingested_total{via="turns"}"#), 1.0);
+    assert!(metric(&text, r#"memfold_llm_calls_total{purpose="extract"}"#) >= 1.0);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_token_is_required_on_every_route_but_healthz_when_set() {
+    let fixture = Fixture::new();
+    // The variable must not start with MEMFOLD_: those are configuration keys.
+    let env = [("MEMFOLD_SERVER__TOKEN_ENV", "HTTP_TEST_TOKEN"), ("HTTP_TEST_TOKEN", "s3cret")];
+    let daemon = fixture.serve(&env).await;
+    let client = &daemon.client;
+
+    let (code, _) = daemon.get("/healthz").await;
+    assert_eq!(code, 200, "healthz needs no token");
+    for path in ["/status", "/entries", "/search?q=x", "/metrics", "/runs"] {
+        let (code, body) = daemon.get(path).await;
+        assert_eq!(code, 401, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "unauthorized");
+    }
+    let (code, _) = daemon.send(client.get(daemon.url("/status")).bearer_auth("wrong")).await;
+    assert_eq!(code, 401);
+    let (code, _) = daemon.post("/facts", json!({"facts": [{"text": "Likes tea"}]})).await;
+    assert_eq!(code, 401);
+    assert_eq!(verify(&fixture.root())["facts"], 0, "an unauthorised request stored a fact");
+    let (code, body) = daemon
+        .send(client.post(daemon.url("/facts")).bearer_auth("s3cret").json(&json!({"facts": [{"text": "Likes tea"}]})))
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, status) = daemon.send(client.get(daemon.url("/status")).bearer_auth("s3cret")).await;
+    assert_eq!(code, 200);
+    assert_eq!(status["pending_facts"], 1);
+    daemon.stop().await;
+
+    // Asking for a token that is not there is refused at start rather than served open.
+    let out = memfold(&fixture.root())
+        .args(["serve", "--bind", &format!("127.0.0.1:{}", free_port())])
+        .env("MEMFOLD_SERVER__TOKEN_ENV", "HTTP_TEST_TOKEN_UNSET")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP_TEST_TOKEN_UNSET"));
+}
+
+#[tokio::test]
+async fn errors_are_json_with_fitting_statuses() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_SERVER__MAX_BODY_BYTES", "2000")]).await;
+    let client = &daemon.client;
+    let check = |(code, body): (u16, Value), want: u16, what: &str| {
+        assert_eq!(code, want, "{what}: {body}");
+        assert!(body["error"]["code"].is_string() && body["error"]["message"].is_string(), "{what}: {body}");
+    };
+
+    // 400 bad input
+    check(daemon.send(client.post(daemon.url("/facts")).body("{not json")).await, 400, "broken JSON");
+    check(daemon.post("/facts", json!({"facts": []})).await, 400, "no facts");
+    check(daemon.post("/facts", json!({"facts": [{"text": "  "}]})).await, 400, "empty text");
+    check(daemon.post("/facts", json!({"fact": [{"text": "x"}]})).await, 400, "misspelt key");
+    check(daemon.post("/facts", json!({"facts": [{"text": "x", "date": "yesterday"}]})).await, 400, "bad date");
+    check(daemon.get("/search").await, 400, "no query");
+    check(daemon.get("/search?q=x&k=many").await, 400, "k not a number");
+    check(daemon.get("/search?q=x&k=0").await, 400, "k zero");
+    check(daemon.get("/search?q=x&as_of=someday").await, 400, "bad as_of");
+    check(daemon.post("/consolidate", json!({"force": "yes"})).await, 400, "force not a bool");
+    check(
+        daemon.post("/turns", json!({"text": "a", "messages": [{"role": "user", "content": "b"}]})).await,
+        400,
+        "both",
+    );
+    assert_eq!(verify(&fixture.root())["facts"], 0, "a rejected request stored a fact");
+
+    // 404 unknown id or route
+    check(daemon.get("/entries/m-nothere").await, 404, "unknown entry");
+    check(daemon.get("/entries/m-nothere/history").await, 404, "unknown history");
+    check(daemon.delete("/entries/m-nothere").await, 404, "delete unknown");
+    check(daemon.get("/no/such/route").await, 404, "unknown route");
+    check(daemon.send(client.put(daemon.url("/facts"))).await, 405, "wrong method");
+
+    // 409 consolidation lock held by another process (here: this test)
+    daemon.add(&["Likes tea"]).await;
+    let lock = LockGuard::try_acquire(&fixture.root().join(".memfold/consolidate.lock"), "a test").unwrap();
+    let (code, body) = daemon.post("/consolidate", json!({"force": true})).await;
+    check((code, body.clone()), 409, "lock held");
+    assert_eq!(body["error"]["code"], "lock_held");
+    assert!(body["error"]["message"].as_str().unwrap().contains(&format!("pid {}", std::process::id())), "{body}");
+    drop(lock);
+    let (code, report) = daemon.post("/consolidate", json!({"force": true, "dry_run": true})).await;
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(report["applied"], false);
+
+    // 413 body too large
+    let big = json!({"facts": [{"text": "x".repeat(5000)}]});
+    let (code, body) = daemon.post("/facts", big).await;
+    check((code, body.clone()), 413, "too large");
+    assert_eq!(body["error"]["code"], "body_too_large");
+
+    // 503 no LLM configured
+    let (code, body) = daemon.post("/turns", json!({"text": "user: I live in Porto"})).await;
+    check((code, body.clone()), 503, "no llm");
+    assert_eq!(body["error"]["code"], "llm_unavailable");
+    assert!(body["error"]["message"].as_str().unwrap().contains("no LLM is configured"), "{body}");
+
+    let text = daemon.metrics().await;
+    assert!(metric(&text, r#"memfold_http_responses_total{code="400"}"#) >= 11.0);
+    assert_eq!(verify(&fixture.root())["facts"], 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_edit_during_a_pass_is_a_conflict_and_the_scheduler_tries_again() {
+    let fixture = Fixture::new();
+    let fake = FakeOpenAi::start_in_thread();
+    fake.set_chat_handler(add_everything);
+    fake.push_chat(FakeReply::Stall(Duration::from_secs(3)));
+    let env = llm_env(&fake);
+    let daemon = fixture.serve(&with(&env, &[])).await;
+    let ids = daemon.add(&["Works at Acme as a welder"]).await;
+
+    let request = daemon.client.post(daemon.url("/consolidate")).json(&json!({"force": true}));
+    let pending = tokio::spawn(async move { request.send().await.unwrap() });
+    eventually(Duration::from_secs(30), "the pass to ask the LLM", async || (fake.chat_calls() >= 1).then_some(()))
+        .await;
+    let memory = fixture.root().join("consolidated/memory.md");
+    let mut text = std::fs::read_to_string(&memory).unwrap();
+    text.push_str("Likes tea, typed by hand.\n");
+    std::fs::write(&memory, text).unwrap();
+
+    let response = pending.await.unwrap();
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "stale_write", "{body}");
+
+    // The scheduler tries again a few seconds later, with the hand edit read this time.
+    eventually(Duration::from_secs(30), "the retry to be applied", async || {
+        let (_, status) = daemon.get("/status").await;
+        let passes = status["daemon"]["passes"].as_array().unwrap().clone();
+        passes.into_iter().find(|p| p["trigger"] == "retry" && p["state"] == "done" && p["applied"] == true)
+    })
+    .await;
+    let (_, listed) = daemon.get("/entries").await;
+    let entries = listed["entries"].as_array().unwrap();
+    assert!(entries.iter().any(|e| e["sources"] == json!(ids)), "{listed}");
+    assert!(entries.iter().any(|e| e["content"] == "Likes tea, typed by hand."), "{listed}");
+    let text = daemon.metrics().await;
+    assert_eq!(metric(&text, r#"memfold_passes_total{outcome="stale"}"#), 1.0);
+    assert_eq!(verify(&fixture.root())["ok"], true);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_longer_than_the_request_timeout_answers_202_and_finishes() {
+    let fixture = Fixture::new();
+    let fake = FakeOpenAi::start_in_thread();
+    fake.set_chat_handler(add_everything);
+    fake.push_chat(FakeReply::Stall(Duration::from_secs(3)));
+    let env = llm_env(&fake);
+    let daemon = fixture.serve(&with(&env, &[("MEMFOLD_SERVER__REQUEST_TIMEOUT_SECS", "1")])).await;
+    daemon.add(&["Speaks Portuguese and German"]).await;
+
+    let (code, accepted) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 202, "{accepted}");
+    let request = accepted["request"].as_str().unwrap().to_string();
+    let record = eventually(Duration::from_secs(30), "the background pass", async || {
+        let (_, status) = daemon.get("/status").await;
+        let passes = status["daemon"]["passes"].as_array().unwrap().clone();
+        passes.into_iter().find(|p| p["request"] == request.as_str() && p["state"] == "done")
+    })
+    .await;
+    assert_eq!(record["applied"], true, "{record}");
+    let (_, status) = daemon.get("/status").await;
+    assert_eq!(status["last_run"]["id"], record["run"]);
+    assert_eq!(status["pending_facts"], 0);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_stalled_pass_exits_cleanly_and_the_next_serve_resumes() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let fake = FakeOpenAi::start_in_thread();
+    fake.set_chat_handler(add_everything);
+    fake.push_chat(FakeReply::Stall(Duration::from_secs(120)));
+    let env = llm_env(&fake);
+    let env = with(&env, &[("MEMFOLD_SERVER__REQUEST_TIMEOUT_SECS", "1")]);
+    let mut daemon = fixture.serve(&env).await;
+    let ids = daemon.add(&["Lives in Porto", "Has two children"]).await;
+    let (code, accepted) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 202, "{accepted}");
+    eventually(Duration::from_secs(30), "the pass to ask the LLM", async || (fake.chat_calls() >= 1).then_some(()))
+        .await;
+
+    let (status, took) = daemon.terminate().await;
+    assert!(status.success(), "exit {status}:\n{}", daemon.logs());
+    assert!(took < STOP_TIMEOUT, "took {took:?}");
+    let logs = daemon.logs();
+    assert!(logs.contains("pass abandoned") && logs.contains("memfold stopped"), "{logs}");
+    let report = verify(&root);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["pending"], 2, "the abandoned pass wrote nothing");
+    assert_eq!(temp_files(&root), Vec::<PathBuf>::new(), "temp files left behind");
+    assert!(memfold::lock::holder(&root.join(".memfold/consolidate.lock")).is_none());
+    assert!(memfold::lock::holder(&root.join(".memfold/serve.lock")).is_none());
+
+    let daemon = fixture.serve(&env).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["applied"], true, "{report}");
+    let (_, listed) = daemon.get("/entries").await;
+    let mut sources: Vec<&str> = listed["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["sources"].as_array().unwrap())
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    sources.sort();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort();
+    assert_eq!(sources, want, "{listed}");
+    let report = verify(&root);
+    assert_eq!((report["ok"].clone(), report["pending"].clone()), (json!(true), json!(0)), "{report}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn runs_can_be_listed_and_undone_and_plans_listed() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[]).await; // offline decider
+    let ids = daemon.add(&["Lives in Porto", "Has two children"]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let run = report["run"].as_str().unwrap().to_string();
+
+    let (code, listed) = daemon.get("/runs").await;
+    assert_eq!(code, 200, "{listed}");
+    assert_eq!(listed["runs"][0]["run"], run.as_str(), "{listed}");
+    let (code, undone) = daemon.post(&format!("/runs/{run}/undo"), json!({})).await;
+    assert_eq!(code, 200, "{undone}");
+    let mut facts: Vec<&str> = undone["facts"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    facts.sort();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort();
+    assert_eq!(facts, want, "{undone}");
+    let (_, listed) = daemon.get("/entries").await;
+    assert_eq!(listed["entries"], json!([]), "undo left entries behind");
+    let (_, status) = daemon.get("/status").await;
+    assert_eq!(status["pending_facts"], 2, "{status}");
+    let (code, again) = daemon.post(&format!("/runs/{run}/undo"), json!({})).await;
+    assert_eq!(code, 409, "undoing twice: {again}");
+    let (code, _) = daemon.post("/runs/r-20000101T000000Z-0000/undo", json!({})).await;
+    assert_eq!(code, 404);
+    let (code, _) = daemon.post("/runs/..%2Fstate/undo", json!({})).await;
+    assert_eq!(code, 400);
+
+    let (code, plans) = daemon.get("/plans").await;
+    assert_eq!(code, 200);
+    assert_eq!(plans["plans"], json!([]));
+    for action in ["apply", "reject"] {
+        let (code, body) = daemon.post(&format!("/plans/p-nothere/{action}"), json!({})).await;
+        assert_eq!(code, 404, "{action}: {body}");
+    }
+    assert_eq!(verify(&fixture.root())["ok"], true);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_serve_on_the_same_root_exits_with_a_clear_message() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[]).await;
+    let out = memfold(&fixture.root())
+        .args(["serve", "--bind", &format!("127.0.0.1:{}", free_port())])
+        .env("MEMFOLD_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("memfold serve already running"), "{stderr}");
+    assert!(stderr.contains(&format!("pid {}", daemon.pid())), "{stderr}");
+    // The first one is unaffected.
+    let (code, _) = daemon.get("/status").await;
+    assert_eq!(code, 200);
+    daemon.stop().await;
+}
