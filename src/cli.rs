@@ -275,6 +275,12 @@ fn status(root: &Root, config: &Config, json: bool) -> Result<i32> {
         println!("root:          {}", root.dir().display());
         println!("gate:          {} ({})", if gate.open { "open" } else { "shut" }, gate.reason);
         println!("pending facts: {}", status.pending_facts);
+        if status.held_facts > 0 {
+            println!(
+                "  held:        {} (in a plan, undone or rejected: `consolidate --force` takes them up)",
+                status.held_facts
+            );
+        }
         println!("entries:       {}", status.entries);
         match &status.last_run {
             Some(run) => println!("last run:      {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops),

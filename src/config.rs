@@ -244,7 +244,7 @@ pub struct ServerConfig {
     pub token_env: String,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
-    /// `POST /consolidate` answers 202 with the run id when a pass takes longer than this.
+    /// `POST /consolidate` answers 202 with a request id when a pass takes longer than this.
     pub request_timeout_secs: u64,
 }
 

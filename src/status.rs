@@ -18,7 +18,11 @@ use crate::state::LastRun;
 pub struct Status {
     /// Whether a pass would start now, and why not.
     pub gate: Gate,
+    /// Facts not yet consolidated or tombstoned.
     pub pending_facts: usize,
+    /// Pending facts the gate does not count: in a pending plan, flagged by an undo or a
+    /// rejected plan (they wait for a forced pass), or given up after `max_attempts`.
+    pub held_facts: usize,
     /// Current entries in `consolidated/memory.md`.
     pub entries: usize,
     pub last_run: Option<LastRun>,
@@ -31,6 +35,9 @@ pub struct Status {
 pub fn status(root: &Root, config: &Config) -> Result<Status, LedgerError> {
     let ledger = Ledger::load(root)?;
     let pending = ledger.pending().len();
+    // The gate counts what an unforced pass would take up, so it agrees with the pass.
+    let under_review = crate::review::facts_under_review(root);
+    let eligible = crate::consolidate::pass::eligible(&ledger, &under_review, &config.consolidation, false).len();
     let holder = lock::holder(&root.consolidate_lock());
     let gate = gate::evaluate(
         &config.consolidation,
@@ -38,13 +45,14 @@ pub fn status(root: &Root, config: &Config) -> Result<Status, LedgerError> {
             lock_holder: holder.as_deref(),
             last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
             now: Utc::now(),
-            pending,
+            pending: eligible,
             force: false,
         },
     );
     Ok(Status {
         gate,
         pending_facts: pending,
+        held_facts: pending - eligible,
         entries: ledger.memory.entries().count(),
         last_run: ledger.state.last_run.clone(),
         watermark: ledger.state.watermark,

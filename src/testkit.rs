@@ -118,26 +118,28 @@ impl FakeOpenAi {
         format!("http://{}/v1", self.addr)
     }
 
-    /// An enabled chat config pointing here, with a short timeout and one retry.
+    /// An enabled chat config pointing here, with a generous timeout and one retry.
     pub fn llm_config(&self) -> LlmConfig {
         LlmConfig {
             base_url: self.base_url(),
             model: FAKE_CHAT_MODEL.into(),
             api_key_env: String::new(),
-            timeout_secs: 5,
+            // Generous: a loaded CI machine must not turn a slow reply into a failure.
+            timeout_secs: 30,
             max_retries: 1,
             ..LlmConfig::default()
         }
     }
 
-    /// An `openai` embedding config pointing here, with a short timeout and one retry.
+    /// An `openai` embedding config pointing here, with a generous timeout and one retry.
     pub fn embedding_config(&self) -> EmbeddingConfig {
         EmbeddingConfig {
             provider: EmbeddingProvider::Openai,
             base_url: self.base_url(),
             model: FAKE_EMBEDDING_MODEL.into(),
             api_key_env: String::new(),
-            timeout_secs: 5,
+            // Generous: a loaded CI machine must not turn a slow reply into a failure.
+            timeout_secs: 30,
             max_retries: 1,
             ..EmbeddingConfig::default()
         }

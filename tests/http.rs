@@ -615,6 +615,8 @@ async fn runs_can_be_listed_and_undone_and_plans_listed() {
     assert_eq!(listed["entries"], json!([]), "undo left entries behind");
     let (_, status) = daemon.get("/status").await;
     assert_eq!(status["pending_facts"], 2, "{status}");
+    assert_eq!(status["held_facts"], 2, "undone facts wait for a forced pass: {status}");
+    assert_eq!(status["gate"]["open"], false, "the gate agrees with the pass: {status}");
     let (code, again) = daemon.post(&format!("/runs/{run}/undo"), json!({})).await;
     assert_eq!(code, 409, "undoing twice: {again}");
     let (code, _) = daemon.post("/runs/r-20000101T000000Z-0000/undo", json!({})).await;

@@ -151,6 +151,29 @@ pub struct Pass<'a> {
     pub index: Option<&'a Index>,
 }
 
+/// The pending facts a pass takes up: not in a pending plan (they wait for it), not given up on
+/// after `max_attempts`, and, unless forced, not flagged by an undo or a rejected plan (so the
+/// same decision is not made again by itself). `status` counts the same facts.
+pub fn eligible<'a>(
+    ledger: &'a Ledger,
+    under_review: &std::collections::HashSet<String>,
+    cfg: &crate::config::ConsolidationConfig,
+    force: bool,
+) -> Vec<&'a Fact> {
+    ledger
+        .pending()
+        .into_iter()
+        .filter(|f| !under_review.contains(&f.id))
+        .filter(|f| {
+            ledger
+                .state
+                .facts
+                .get(&f.id)
+                .is_none_or(|p| p.attempts < cfg.max_attempts && (force || p.reverted_run.is_none()))
+        })
+        .collect()
+}
+
 fn run_id(now: DateTime<Utc>, facts: &[&Fact]) -> String {
     let ids: Vec<&str> = facts.iter().map(|f| f.id.as_str()).collect();
     let hash = crate::files::content_hash(format!("{now}\n{}", ids.join(",")));
@@ -177,24 +200,11 @@ impl Pass<'_> {
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         let cfg = &self.config.consolidation;
-        // Facts in a pending plan wait for it; facts of an undone run or a rejected plan wait
-        // for a forced pass, so the same decision is not made again by itself.
         let root = self.root.clone();
         let under_review = tokio::task::spawn_blocking(move || crate::review::facts_under_review(&root))
             .await
             .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-        let pending: Vec<&Fact> = ledger
-            .pending()
-            .into_iter()
-            .filter(|f| !under_review.contains(&f.id))
-            .filter(|f| {
-                ledger
-                    .state
-                    .facts
-                    .get(&f.id)
-                    .is_none_or(|p| p.attempts < cfg.max_attempts && (opts.force || p.reverted_run.is_none()))
-            })
-            .collect();
+        let pending = eligible(&ledger, &under_review, cfg, opts.force);
         let gate = gate::evaluate(
             cfg,
             &GateInput {
