@@ -2,28 +2,14 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn memfold(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memfold"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .env_remove("MEMFOLD_ROOT")
-        .env("MEMFOLD_LOG", "warn")
-        .output()
-        .expect("memfold runs")
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
+mod common;
+use common::{json, memfold};
 
 fn init() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    assert!(memfold(dir.path(), &["init"]).status.success());
+    assert!(memfold(dir.path(), &["init"], &[]).status.success());
     dir
 }
 
@@ -37,18 +23,19 @@ fn init_add_verify_as_the_readme_shows() {
     let added = json(&memfold(
         root,
         &["add", "--json", "--source", "chat", "Moved to Lisbon in October.", "Has a dog named Rex."],
+        &[],
     ));
     let facts = added["facts"].as_array().unwrap();
     assert_eq!(facts.len(), 2);
     assert!(facts[0]["id"].as_str().unwrap().starts_with("f-"));
     assert_eq!(facts[0]["text"], "Moved to Lisbon in October.");
-    let verify = json(&memfold(root, &["verify", "--json"]));
+    let verify = json(&memfold(root, &["verify", "--json"], &[]));
     assert_eq!(verify["ok"], true, "{verify}");
     assert_eq!(verify["facts"], 2);
     assert_eq!(verify["pending"], 2);
     assert_eq!(verify["consolidated"], 0);
     assert_eq!(verify["tombstoned"], 0);
-    let status = json(&memfold(root, &["status", "--json"]));
+    let status = json(&memfold(root, &["status", "--json"], &[]));
     assert_eq!(status["pending_facts"], 2);
     assert_eq!(status["gate"]["open"], false);
     assert!(status["gate"]["reason"].as_str().unwrap().contains("min_facts"), "{status}");
@@ -83,13 +70,13 @@ fn concurrent_add_from_four_processes_loses_nothing() {
                     let texts: Vec<String> = (0..10).map(|i| format!("writer {w} batch {batch} fact {i}")).collect();
                     let mut args = vec!["add"];
                     args.extend(texts.iter().map(String::as_str));
-                    let out = memfold(root, &args);
+                    let out = memfold(root, &args, &[]);
                     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
                 }
             });
         }
     });
-    let verify = json(&memfold(root, &["verify", "--json"]));
+    let verify = json(&memfold(root, &["verify", "--json"], &[]));
     assert_eq!(verify["ok"], true, "{verify}");
     assert_eq!(verify["facts"], 2000);
     let text: String = std::fs::read_dir(root.join("archive"))
@@ -112,7 +99,7 @@ fn malformed_archive_line_is_reported_and_the_rest_loads() {
         "# 2026-11-20\n\n- Likes tea\nthis is not a fact line\n- Likes coffee\n",
     )
     .unwrap();
-    let out = memfold(root, &["verify", "--json"]);
+    let out = memfold(root, &["verify", "--json"], &[]);
     assert_eq!(out.status.code(), Some(1), "verify fails while a line is malformed");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["ok"], false);
@@ -126,7 +113,7 @@ fn hand_appended_lines_get_ids_and_are_pending() {
     let dir = init();
     let root = dir.path();
     std::fs::write(root.join("archive/2026-11-21.md"), "- Written by hand\n- 08:30 Also by hand\n").unwrap();
-    let verify = json(&memfold(root, &["verify", "--json"]));
+    let verify = json(&memfold(root, &["verify", "--json"], &[]));
     assert_eq!(verify["ok"], true, "{verify}");
     assert_eq!(verify["pending"], 2);
 }
@@ -134,12 +121,12 @@ fn hand_appended_lines_get_ids_and_are_pending() {
 #[test]
 fn uninitialised_root_and_unknown_config_key_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let out = memfold(dir.path(), &["status"]);
+    let out = memfold(dir.path(), &["status"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("memfold init"));
     let dir = init();
     std::fs::write(dir.path().join("memfold.toml"), "[consolidation]\nmin_fact = 3\n").unwrap();
-    let out = memfold(dir.path(), &["status"]);
+    let out = memfold(dir.path(), &["status"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("min_fact"), "{}", String::from_utf8_lossy(&out.stderr));
 }

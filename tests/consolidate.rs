@@ -6,72 +6,17 @@
 
 use std::sync::Arc;
 
-use chrono::NaiveDate;
-use memfold::config::Config;
-use memfold::consolidate::pass::{Pass, PassError, PassOptions, PassReport};
+use memfold::consolidate::pass::{PassError, PassOptions};
 use memfold::corpus;
-use memfold::files::Root;
-use memfold::files::archive::{self, NewFact};
-use memfold::files::entries::EntryFile;
 use memfold::index::{DocKind, SearchOpts};
 use memfold::ledger::Ledger;
 use memfold::lock::LockGuard;
 use memfold::state::State;
-use memfold::testkit::{FakeOpenAi, FakeReply};
+use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
-struct Env {
-    _dir: tempfile::TempDir,
-    root: Root,
-    config: Config,
-    llm: FakeOpenAi,
-}
-
-async fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let root = Root::new(dir.path());
-    root.init().unwrap();
-    let llm = FakeOpenAi::start().await;
-    let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
-    config.llm = llm.llm_config();
-    Env { _dir: dir, root, config, llm }
-}
-
-fn d(s: &str) -> NaiveDate {
-    s.parse().unwrap()
-}
-
-fn add(env: &Env, date: &str, texts: &[&str]) -> Vec<String> {
-    let facts: Vec<NewFact> =
-        texts.iter().map(|t| NewFact { text: t.to_string(), date: Some(d(date)), source: None }).collect();
-    let now = d(date).and_hms_opt(12, 0, 0).unwrap();
-    archive::append(&env.root, &facts, now).unwrap().into_iter().map(|f| f.id).collect()
-}
-
-async fn pass(env: &Env, opts: PassOptions) -> Result<PassReport, PassError> {
-    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
-    let decider = memfold::cli::decider(&env.config).unwrap();
-    Pass { root: &env.root, config: &env.config, embedder: index.embedder(), decider: &decider, index: Some(&index) }
-        .run(opts)
-        .await
-}
-
-async fn force(env: &Env) -> PassReport {
-    pass(env, PassOptions { force: true, dry_run: false }).await.unwrap()
-}
-
-fn memory(env: &Env) -> EntryFile {
-    EntryFile::read(&env.root.memory(), "memory.md").unwrap()
-}
-
-fn history(env: &Env) -> EntryFile {
-    EntryFile::read(&env.root.history(), "history.md").unwrap()
-}
-
-fn assert_verified(env: &Env) {
-    let report = memfold::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
-    assert!(report.ok, "verify: {:?}", report.problems);
-}
+mod common;
+use common::{add, assert_verified, d, env, force, history, memory, pass};
 
 /// The cluster document inside a chat request.
 fn cluster(request: &Value) -> Value {

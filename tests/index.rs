@@ -2,7 +2,9 @@
 //! appended by hand is found after the watcher runs; a dead embedding endpoint loses nothing.
 
 use std::path::Path;
-use std::process::{Command, Output};
+
+mod common;
+use common::{memfold, ok};
 use std::time::{Duration, Instant};
 
 use memfold::config::Config;
@@ -10,20 +12,6 @@ use memfold::corpus;
 use memfold::files::Root;
 use memfold::index::SearchOpts;
 use memfold::watch::Watcher;
-
-fn memfold(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memfold"));
-    cmd.arg("--root").arg(root).args(args).env_remove("MEMFOLD_ROOT").env("MEMFOLD_LOG", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("memfold runs")
-}
-
-fn ok(out: Output) -> serde_json::Value {
-    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
-}
 
 const QUERIES: &[&str] = &["tea", "where does she live", "dog", "job at a bank", "music", "allergy", "cello lessons"];
 

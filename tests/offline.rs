@@ -2,32 +2,17 @@
 //! decider, promotion to MEMORY.md, forgetting, hand deletes and rebuild.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn memfold(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memfold"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .env_remove("MEMFOLD_ROOT")
-        .env_remove("MEMFOLD_LLM__BASE_URL")
-        .env("MEMFOLD_LOG", "warn")
-        .output()
-        .expect("memfold runs")
-}
-
-fn ok(out: Output) -> serde_json::Value {
-    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
-}
+mod common;
+use common::{memfold, ok};
 
 fn search(root: &Path, q: &str) -> Vec<String> {
-    let hits = ok(memfold(root, &["search", "--json", "-k", "20", q]));
+    let hits = ok(memfold(root, &["search", "--json", "-k", "20", q], &[]));
     hits["hits"].as_array().unwrap().iter().map(|h| h["text"].as_str().unwrap().to_string()).collect()
 }
 
 fn verify_ok(root: &Path) {
-    let report = ok(memfold(root, &["verify", "--json"]));
+    let report = ok(memfold(root, &["verify", "--json"], &[]));
     assert_eq!(report["ok"], true, "{report}");
 }
 
@@ -37,7 +22,7 @@ fn read(root: &Path, file: &str) -> String {
 
 fn setup() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    ok(memfold(dir.path(), &["init"]));
+    ok(memfold(dir.path(), &["init"], &[]));
     dir
 }
 
@@ -48,14 +33,15 @@ fn add_consolidate_search_and_memory_md_with_no_network() {
     ok(memfold(
         root,
         &["add", "--date", "2026-05-27", "Works at Google", "Has a dog named Rex", "Favourite colour is purple"],
+        &[],
     ));
-    ok(memfold(root, &["add", "--date", "2026-05-28", "Has a dog named Rex"]));
-    let report = ok(memfold(root, &["consolidate", "--force", "--json"]));
+    ok(memfold(root, &["add", "--date", "2026-05-28", "Has a dog named Rex"], &[]));
+    let report = ok(memfold(root, &["consolidate", "--force", "--json"], &[]));
     assert_eq!(report["decider"], "offline");
     assert_eq!(report["applied"], true);
     assert_eq!(report["llm"]["calls"], 0);
-    ok(memfold(root, &["add", "--date", "2026-05-30", "Now works at Microsoft", "Favourite colour is cyan"]));
-    let report = ok(memfold(root, &["consolidate", "--force", "--json"]));
+    ok(memfold(root, &["add", "--date", "2026-05-30", "Now works at Microsoft", "Favourite colour is cyan"], &[]));
+    let report = ok(memfold(root, &["consolidate", "--force", "--json"], &[]));
     let kinds: Vec<&str> = report["ops"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap()).collect();
     assert!(kinds.iter().filter(|k| **k == "REPLACE").count() == 2, "{report}");
 
@@ -75,8 +61,8 @@ fn add_consolidate_search_and_memory_md_with_no_network() {
 fn forgotten_things_never_come_back() {
     let dir = setup();
     let root = dir.path();
-    ok(memfold(root, &["add", "--date", "2026-06-01", "Home address is 12 Rua Augusta", "Likes green tea"]));
-    ok(memfold(root, &["consolidate", "--force"]));
+    ok(memfold(root, &["add", "--date", "2026-06-01", "Home address is 12 Rua Augusta", "Likes green tea"], &[]));
+    ok(memfold(root, &["consolidate", "--force"], &[]));
     let memory = std::fs::read_to_string(root.join("consolidated/memory.md")).unwrap();
     let id = memory
         .lines()
@@ -84,14 +70,14 @@ fn forgotten_things_never_come_back() {
         .find(|(_, content)| content.contains("Rua Augusta"))
         .map(|(header, _)| header.split("\"id\":\"").nth(1).unwrap().split('"').next().unwrap().to_string())
         .unwrap();
-    let forgot = ok(memfold(root, &["forget", "--json", "--reason", "privacy", &id]));
+    let forgot = ok(memfold(root, &["forget", "--json", "--reason", "privacy", &id], &[]));
     assert_eq!(forgot["kind"], "entry");
     assert!(!read(root, "MEMORY.md").contains("Rua Augusta"));
     // The same fact arrives again, word for word.
-    ok(memfold(root, &["add", "Home address is 12 Rua Augusta"]));
+    ok(memfold(root, &["add", "Home address is 12 Rua Augusta"], &[]));
     // A pending fact forgotten directly.
-    let added = ok(memfold(root, &["add", "--json", "Bank PIN is 4321"]));
-    ok(memfold(root, &["forget", added["facts"][0]["id"].as_str().unwrap()]));
+    let added = ok(memfold(root, &["add", "--json", "Bank PIN is 4321"], &[]));
+    ok(memfold(root, &["forget", added["facts"][0]["id"].as_str().unwrap()], &[]));
     // A hand-deleted entry.
     let memory = read(root, "consolidated/memory.md");
     let kept: Vec<&str> = memory.split("\n\n").filter(|b| !b.contains("green tea")).collect();
@@ -108,11 +94,11 @@ fn forgotten_things_never_come_back() {
         let memory = read(root, "consolidated/memory.md");
         assert!(!memory.contains("Augusta") && !memory.contains("PIN") && !memory.contains("green tea"), "{memory}");
     };
-    ok(memfold(root, &["consolidate", "--force"]));
+    ok(memfold(root, &["consolidate", "--force"], &[]));
     gone(root);
-    ok(memfold(root, &["reindex", "--clear"]));
+    ok(memfold(root, &["reindex", "--clear"], &[]));
     gone(root);
-    ok(memfold(root, &["rebuild"]));
+    ok(memfold(root, &["rebuild"], &[]));
     gone(root);
     let history = read(root, "consolidated/history.md");
     assert!(history.contains("\"status\":\"deleted\""), "kept in history, not lost: {history}");
@@ -123,8 +109,8 @@ fn forgotten_things_never_come_back() {
 fn rebuild_reconsolidates_the_archive_and_keeps_pinned_and_hand_written_entries() {
     let dir = setup();
     let root = dir.path();
-    ok(memfold(root, &["add", "--date", "2026-06-01", "Plays the cello", "Name is John"]));
-    ok(memfold(root, &["consolidate", "--force"]));
+    ok(memfold(root, &["add", "--date", "2026-06-01", "Plays the cello", "Name is John"], &[]));
+    ok(memfold(root, &["consolidate", "--force"], &[]));
     let memory = read(root, "consolidated/memory.md");
     let name_id = memory
         .lines()
@@ -132,11 +118,11 @@ fn rebuild_reconsolidates_the_archive_and_keeps_pinned_and_hand_written_entries(
         .find(|(_, c)| c.contains("John"))
         .map(|(h, _)| h.split("\"id\":\"").nth(1).unwrap().split('"').next().unwrap().to_string())
         .unwrap();
-    ok(memfold(root, &["pin", &name_id]));
+    ok(memfold(root, &["pin", &name_id], &[]));
     let mut memory = read(root, "consolidated/memory.md");
     memory.push_str("\nAlways answers in French.\n");
     std::fs::write(root.join("consolidated/memory.md"), memory).unwrap();
-    let report = ok(memfold(root, &["rebuild", "--json"]));
+    let report = ok(memfold(root, &["rebuild", "--json"], &[]));
     assert_eq!(report["applied"], true);
     let after = read(root, "consolidated/memory.md");
     assert_eq!(after.matches("Plays the cello").count(), 1, "{after}");

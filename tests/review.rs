@@ -5,72 +5,26 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use chrono::NaiveDate;
-use memfold::config::{Config, Mode};
-use memfold::consolidate::pass::{Pass, PassOptions, PassReport};
-use memfold::corpus;
-use memfold::files::Root;
-use memfold::files::archive::{self, NewFact};
+use memfold::config::Mode;
+use memfold::consolidate::pass::{PassOptions, PassReport};
 use memfold::files::entries::EntryFile;
 use memfold::ledger::{FactFate, Ledger};
 use memfold::review::{self, PlanStatus, ReviewError};
 use memfold::state::State;
-use memfold::testkit::{FakeOpenAi, FakeReply};
+use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
-struct Env {
-    _dir: tempfile::TempDir,
-    root: Root,
-    config: Config,
-    llm: FakeOpenAi,
-}
-
-async fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let root = Root::new(dir.path());
-    root.init().unwrap();
-    let llm = FakeOpenAi::start().await;
-    let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
-    config.llm = llm.llm_config();
-    Env { _dir: dir, root, config, llm }
-}
-
-fn d(s: &str) -> NaiveDate {
-    s.parse().unwrap()
-}
-
-fn add(env: &Env, date: &str, texts: &[&str]) -> Vec<String> {
-    let facts: Vec<NewFact> =
-        texts.iter().map(|t| NewFact { text: t.to_string(), date: Some(d(date)), source: None }).collect();
-    let now = d(date).and_hms_opt(12, 0, 0).unwrap();
-    archive::append(&env.root, &facts, now).unwrap().into_iter().map(|f| f.id).collect()
-}
+mod common;
+use common::{Env, add, d, env, force, history, memfold, memory};
 
 async fn pass(env: &Env, force: bool) -> PassReport {
-    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
-    let decider = memfold::cli::decider(&env.config).unwrap();
-    Pass { root: &env.root, config: &env.config, embedder: index.embedder(), decider: &decider, index: Some(&index) }
-        .run(PassOptions { force, dry_run: false })
-        .await
-        .unwrap()
-}
-
-async fn force(env: &Env) -> PassReport {
-    pass(env, true).await
+    common::pass(env, PassOptions { force, dry_run: false }).await.unwrap()
 }
 
 fn memory_text(env: &Env) -> String {
     std::fs::read_to_string(env.root.memory()).unwrap()
-}
-
-fn memory(env: &Env) -> EntryFile {
-    EntryFile::read(&env.root.memory(), "memory.md").unwrap()
-}
-
-fn history(env: &Env) -> EntryFile {
-    EntryFile::read(&env.root.history(), "history.md").unwrap()
 }
 
 fn entry_with(env: &Env, word: &str) -> String {
@@ -540,18 +494,6 @@ async fn unknown_and_malformed_ids_are_told_apart() {
     }
 }
 
-fn memfold(root: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memfold"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .env_remove("MEMFOLD_ROOT")
-        .env("MEMFOLD_LOG", "warn")
-        .envs(env.iter().copied())
-        .output()
-        .expect("memfold runs")
-}
-
 fn cli_json(out: &Output) -> Value {
     assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
@@ -562,35 +504,35 @@ fn the_cli_reviews_applies_lists_undoes_and_shows_history() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let review = [("MEMFOLD_CONSOLIDATION__MODE", "review")];
-    assert!(memfold(root, &[], &["init"]).status.success());
-    cli_json(&memfold(root, &[], &["add", "--json", "--date", "2026-05-27", "Has a dog named Rex."]));
+    assert!(memfold(root, &["init"], &[]).status.success());
+    cli_json(&memfold(root, &["add", "--json", "--date", "2026-05-27", "Has a dog named Rex."], &[]));
     let before = std::fs::read(root.join("consolidated/memory.md")).unwrap();
-    let report = cli_json(&memfold(root, &review, &["consolidate", "--force", "--json"]));
+    let report = cli_json(&memfold(root, &["consolidate", "--force", "--json"], &review));
     assert_eq!(report["applied"], false, "{report}");
     let plan = report["plans"][0].as_str().unwrap().to_string();
     assert_eq!(std::fs::read(root.join("consolidated/memory.md")).unwrap(), before);
-    let plans = cli_json(&memfold(root, &[], &["plans", "--json"]));
+    let plans = cli_json(&memfold(root, &["plans", "--json"], &[]));
     assert_eq!(plans["plans"][0]["id"], plan.as_str());
     assert!(plans["plans"][0]["diff"].as_str().unwrap().contains("+Has a dog named Rex."), "{plans}");
-    let text = memfold(root, &[], &["plans"]);
+    let text = memfold(root, &["plans"], &[]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("+Has a dog named Rex."));
 
-    let applied = cli_json(&memfold(root, &[], &["apply", &plan, "--json"]));
+    let applied = cli_json(&memfold(root, &["apply", &plan, "--json"], &[]));
     assert_eq!(applied["run"], plan.as_str());
-    let runs = cli_json(&memfold(root, &[], &["runs", "--json"]));
+    let runs = cli_json(&memfold(root, &["runs", "--json"], &[]));
     assert_eq!(runs["runs"][0]["ops"]["ADD"], 1, "{runs}");
     assert_eq!(runs["runs"][0]["facts"], 1);
     let memory = std::fs::read_to_string(root.join("consolidated/memory.md")).unwrap();
     let id = EntryFile::parse(&memory, "memory.md").entries().next().unwrap().id().to_string();
-    let chain = cli_json(&memfold(root, &[], &["history", &id, "--json"]));
+    let chain = cli_json(&memfold(root, &["history", &id, "--json"], &[]));
     assert_eq!(chain["versions"][0]["status"], "current");
 
-    let undone = cli_json(&memfold(root, &[], &["undo", &plan, "--json"]));
+    let undone = cli_json(&memfold(root, &["undo", &plan, "--json"], &[]));
     assert_eq!(undone["exact"], true, "{undone}");
     assert_eq!(std::fs::read(root.join("consolidated/memory.md")).unwrap(), before);
-    let verify = cli_json(&memfold(root, &[], &["verify", "--json"]));
+    let verify = cli_json(&memfold(root, &["verify", "--json"], &[]));
     assert_eq!((verify["ok"].as_bool(), verify["pending"].as_u64()), (Some(true), Some(1)), "{verify}");
-    let again = memfold(root, &[], &["undo", &plan]);
+    let again = memfold(root, &["undo", &plan], &[]);
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("undone already"));
 }

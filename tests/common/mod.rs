@@ -1,0 +1,98 @@
+//! Helpers shared by the integration tests: the `memfold` binary, and a memory root with a fake LLM.
+// Each test binary uses a different subset of these.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use chrono::NaiveDate;
+use memfold::config::Config;
+use memfold::consolidate::pass::{Pass, PassError, PassOptions, PassReport};
+use memfold::corpus;
+use memfold::files::Root;
+use memfold::files::archive::{self, NewFact};
+use memfold::files::entries::EntryFile;
+use memfold::ledger::Ledger;
+use memfold::testkit::FakeOpenAi;
+
+/// Run the binary on `root` with extra environment; no LLM unless `env` configures one.
+pub fn memfold(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memfold"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .env_remove("MEMFOLD_ROOT")
+        .env_remove("MEMFOLD_LLM__BASE_URL")
+        .env("MEMFOLD_LOG", "warn")
+        .envs(env.iter().copied())
+        .output()
+        .expect("memfold runs")
+}
+
+/// Assert success and parse stdout as JSON (Null when it is not JSON).
+pub fn ok(out: Output) -> serde_json::Value {
+    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// Assert success and parse stdout as JSON, which it must be.
+pub fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+pub fn d(s: &str) -> NaiveDate {
+    s.parse().unwrap()
+}
+
+/// A fresh memory root whose LLM is a fake OpenAI-compatible server.
+pub struct Env {
+    _dir: tempfile::TempDir,
+    pub root: Root,
+    pub config: Config,
+    pub llm: FakeOpenAi,
+}
+
+pub async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Root::new(dir.path());
+    root.init().unwrap();
+    let llm = FakeOpenAi::start().await;
+    let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    config.llm = llm.llm_config();
+    Env { _dir: dir, root, config, llm }
+}
+
+/// Append facts dated `date`; their ids.
+pub fn add(env: &Env, date: &str, texts: &[&str]) -> Vec<String> {
+    let facts: Vec<NewFact> =
+        texts.iter().map(|t| NewFact { text: t.to_string(), date: Some(d(date)), source: None }).collect();
+    let now = d(date).and_hms_opt(12, 0, 0).unwrap();
+    archive::append(&env.root, &facts, now).unwrap().into_iter().map(|f| f.id).collect()
+}
+
+/// One pass through the library, with the real index and the configured decider.
+pub async fn pass(env: &Env, opts: PassOptions) -> Result<PassReport, PassError> {
+    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let decider = memfold::cli::decider(&env.config).unwrap();
+    Pass { root: &env.root, config: &env.config, embedder: index.embedder(), decider: &decider, index: Some(&index) }
+        .run(opts)
+        .await
+}
+
+pub async fn force(env: &Env) -> PassReport {
+    pass(env, PassOptions { force: true, dry_run: false }).await.unwrap()
+}
+
+pub fn memory(env: &Env) -> EntryFile {
+    EntryFile::read(&env.root.memory(), "memory.md").unwrap()
+}
+
+pub fn history(env: &Env) -> EntryFile {
+    EntryFile::read(&env.root.history(), "history.md").unwrap()
+}
+
+pub fn assert_verified(env: &Env) {
+    let report = memfold::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
+    assert!(report.ok, "verify: {:?}", report.problems);
+}
