@@ -254,7 +254,7 @@ impl Pass<'_> {
             lexical_k: cfg.lexical_k,
             min_similarity: cfg.min_similarity,
         };
-        let (clusters, linked) =
+        let (clusters, linked, related) =
             tokio::task::spawn_blocking(move || neighbourhoods(&entries, &facts, &vectors, params))
                 .await
                 .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
@@ -264,12 +264,15 @@ impl Pass<'_> {
         let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.clone(), started);
         let today = chrono::Local::now().date_naive();
         let mut failures: Vec<(String, String)> = Vec::new();
+        let mut decide_wait = std::time::Duration::ZERO;
         let mut held: Vec<ProposedOp> = Vec::new();
         for c in &clusters {
             let mark = planner.journal_len();
             for (facts, mut entries) in chunks(c, &linked, cfg.cluster_max) {
-                // Later calls of a split cluster see what the earlier ones added.
-                entries.extend(planner.added_since(mark));
+                // Later calls of a split cluster see what earlier ones added from facts linked to theirs.
+                let near: BTreeSet<&str> =
+                    facts.iter().flat_map(|f| related.get(f).into_iter().flatten().map(String::as_str)).collect();
+                entries.extend(planner.added_since(mark, &near, cfg.cluster_max));
                 let doc = planner.doc(&facts, &entries);
                 report.clusters.push(ClusterReport {
                     candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
@@ -277,7 +280,7 @@ impl Pass<'_> {
                 });
                 let asked = std::time::Instant::now();
                 let decided = self.decider.decide(&doc, today, &mut report.llm).await;
-                report.timings.decide_ms += ms(asked);
+                decide_wait += asked.elapsed();
                 match decided {
                     Ok(ops) => {
                         let valid = validate(&doc, ops, cfg.max_content_chars);
@@ -307,6 +310,7 @@ impl Pass<'_> {
                 }
             }
         }
+        report.timings.decide_ms = decide_wait.as_millis() as u64;
         report.failed_facts = failures.iter().map(|(f, _)| f.clone()).collect();
         let mut plan = planner.finish(ledger.memory.hash.clone());
         plan.llm = report.llm;
@@ -368,14 +372,18 @@ impl Pass<'_> {
     }
 }
 
+/// Fact id → linked ids.
+type Linked = HashMap<String, BTreeSet<String>>;
+
 /// Neighbour links and clusters of `(id, text)` entries and facts whose vectors follow
-/// `vectors` in that order (entries first); also which entries each fact is linked to.
+/// `vectors` in that order (entries first); also which entries, and which other facts, each
+/// fact is linked to.
 fn neighbourhoods(
     entries: &[(String, String)],
     facts: &[(String, String)],
     vectors: &[Vec<f32>],
     params: NeighbourParams,
-) -> (Vec<cluster::Cluster>, HashMap<String, BTreeSet<String>>) {
+) -> (Vec<cluster::Cluster>, Linked, Linked) {
     let (entry_vecs, fact_vecs) = vectors.split_at(entries.len());
     fn nodes<'a>(items: &'a [(String, String)], vecs: &'a [Vec<f32>]) -> Vec<Node<'a>> {
         items.iter().zip(vecs).map(|((id, text), v)| Node { id, text, vector: v }).collect()
@@ -383,11 +391,16 @@ fn neighbourhoods(
     let (entry_nodes, fact_nodes) = (nodes(entries, entry_vecs), nodes(facts, fact_vecs));
     let links = cluster::neighbours(&fact_nodes, &entry_nodes, params);
     let clusters = cluster::clusters(&fact_nodes, &entry_nodes, &links);
-    let mut linked: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let mut linked: Linked = HashMap::new();
     for &(i, j) in &links.fact_entry {
         linked.entry(facts[i].0.clone()).or_default().insert(entries[j].0.clone());
     }
-    (clusters, linked)
+    let mut related: Linked = HashMap::new();
+    for &(i, j) in &links.fact_fact {
+        related.entry(facts[i].0.clone()).or_default().insert(facts[j].0.clone());
+        related.entry(facts[j].0.clone()).or_default().insert(facts[i].0.clone());
+    }
+    (clusters, linked, related)
 }
 
 /// Split a cluster into decision calls of about `max` facts + entries each.

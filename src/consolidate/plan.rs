@@ -97,13 +97,16 @@ impl<'a> Planner<'a> {
         self.journal.len()
     }
 
-    /// Entries added by ADD ops since `mark` that are still current.
-    pub fn added_since(&self, mark: usize) -> Vec<String> {
+    /// Entries added by ADD ops since `mark` from any of the facts in `from`, still current,
+    /// newest first, at most `max`.
+    pub fn added_since(&self, mark: usize, from: &BTreeSet<&str>, max: usize) -> Vec<String> {
         self.journal[mark.min(self.journal.len())..]
             .iter()
-            .filter(|r| r.op.op.kind() == "ADD")
+            .rev()
+            .filter(|r| r.op.op.kind() == "ADD" && r.op.op.facts().iter().any(|f| from.contains(f.as_str())))
             .flat_map(|r| r.changes.iter().map(|c| c.entry.clone()))
             .filter(|id| self.memory.get(id).is_some())
+            .take(max)
             .collect()
     }
 
