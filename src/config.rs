@@ -353,11 +353,13 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
 
 /// Variables read elsewhere that are not configuration keys.
 const NON_KEY_VARS: &[&str] = &["MEMFOLD_ROOT", "MEMFOLD_LOG", "MEMFOLD_CONFIG"];
+/// Prefixes of variables that belong to memfold's own tests and benchmarks, not to configuration.
+const NON_KEY_PREFIXES: &[&str] = &["MEMFOLD_TEST_", "MEMFOLD_BENCH_"];
 
 fn apply_env(table: &mut toml::Table, env: &BTreeMap<String, String>) -> Result<(), ConfigError> {
     let defaults = toml::Table::try_from(Config::default()).expect("defaults serialise");
     for (var, raw) in env {
-        if NON_KEY_VARS.contains(&var.as_str()) {
+        if NON_KEY_VARS.contains(&var.as_str()) || NON_KEY_PREFIXES.iter().any(|p| var.starts_with(p)) {
             continue;
         }
         let Some(rest) = var.strip_prefix("MEMFOLD_") else { continue };
@@ -486,6 +488,16 @@ mod tests {
         assert!(err.to_string().contains("MEMFOLD_LLM__MODLE"), "{err}");
         let err = Config::load_with_env(&flags, &env(&[("MEMFOLD_CONSOLIDATION__MIN_FACTS", "many")])).unwrap_err();
         assert!(err.to_string().contains("expected an integer"), "{err}");
+    }
+
+    #[test]
+    fn test_and_bench_variables_are_not_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let vars = env(&[("MEMFOLD_TEST_MINILM_DIR", "/x"), ("MEMFOLD_BENCH_FACTS", "10"), ("MEMFOLD_LOG", "debug")]);
+        Config::load_with_env(&flags, &vars).unwrap();
+        let err = Config::load_with_env(&flags, &env(&[("MEMFOLD_TESTS", "1")])).unwrap_err();
+        assert!(err.to_string().contains("MEMFOLD_TESTS"), "{err}");
     }
 
     #[test]
