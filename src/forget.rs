@@ -82,7 +82,7 @@ fn bury(root: &Root, entry: &Entry, reason: &str) -> Result<Tombstone, ForgetErr
     meta.valid_until = Some(chrono::Local::now().date_naive());
     meta.extra.insert("reason".into(), serde_json::Value::String(reason.to_string()));
     let block = Entry::new(meta, &entry.content);
-    append_block(root, &block).map_err(ForgetError::History)?;
+    crate::files::append_history(root, std::slice::from_ref(&block)).map_err(ForgetError::History)?;
     let mut ids = vec![entry.id().to_string()];
     ids.extend(entry.meta.sources.iter().cloned());
     let tombstone = Tombstone {
@@ -93,17 +93,6 @@ fn bury(root: &Root, entry: &Entry, reason: &str) -> Result<Tombstone, ForgetErr
     };
     append_jsonl(&root.tombstones(), std::slice::from_ref(&tombstone))?;
     Ok(tombstone)
-}
-
-/// Append one block to `history.md`, separated by a blank line.
-pub fn append_block(root: &Root, entry: &Entry) -> std::io::Result<()> {
-    let existing = std::fs::read_to_string(root.history()).unwrap_or_default();
-    let mut text = String::new();
-    if !existing.is_empty() && !existing.ends_with("\n\n") {
-        text.push_str(if existing.ends_with('\n') { "\n" } else { "\n\n" });
-    }
-    text.push_str(&entry.render());
-    crate::files::atomic::append_durable(&root.history(), text.as_bytes())
 }
 
 /// Set or clear `pinned` on an entry.

@@ -978,12 +978,8 @@ fn reinsert(memory: &mut EntryFile, entry: Entry, before: Option<&EntryFile>) {
 
 /// `text` with `blocks` appended, separated by blank lines.
 fn with_blocks(mut text: String, blocks: &[Entry]) -> String {
-    for block in blocks {
-        if !text.is_empty() && !text.ends_with("\n\n") {
-            text.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
-        }
-        text.push_str(&block.render());
-    }
+    let appended = crate::files::entries::blocks_after(&text, blocks);
+    text.push_str(&appended);
     text
 }
 

@@ -35,16 +35,7 @@ pub enum ApplyError {
 pub fn apply(root: &Root, plan: &Plan, started: DateTime<Utc>) -> Result<(), ApplyError> {
     let history_path = root.history();
     let history_len = std::fs::metadata(&history_path).map(|m| m.len()).unwrap_or(0);
-    if !plan.history.is_empty() {
-        let existing = std::fs::read_to_string(&history_path).unwrap_or_default();
-        let mut text = String::new();
-        if !existing.is_empty() && !existing.ends_with("\n\n") {
-            text.push_str(if existing.ends_with('\n') { "\n" } else { "\n\n" });
-        }
-        let blocks: Vec<String> = plan.history.iter().map(|e| e.render()).collect();
-        text.push_str(&blocks.join("\n"));
-        crate::files::atomic::append_durable(&history_path, text.as_bytes()).map_err(ApplyError::History)?;
-    }
+    crate::files::append_history(root, &plan.history).map_err(ApplyError::History)?;
     match crate::files::write_memory(root, &plan.memory_after, &plan.memory_hash_before) {
         Ok(()) => {}
         Err(WriteError::Stale { .. }) => {

@@ -39,10 +39,8 @@ impl Pass<'_> {
                     set_aside.push(Entry::new(meta, &entry.content));
                 }
             }
-            for block in &set_aside {
-                crate::forget::append_block(&root, block)
-                    .map_err(|e| PassError::Apply(super::apply::ApplyError::History(e)))?;
-            }
+            crate::files::append_history(&root, &set_aside)
+                .map_err(|e| PassError::Apply(super::apply::ApplyError::History(e)))?;
             write_memory(&root, &fresh.render(), &ledger.memory.hash).map_err(|e| PassError::Apply(e.into()))?;
             tracing::info!(run = %run, set_aside = set_aside.len(), kept = fresh.entries().count(), "rebuild: entries set aside");
             Ok(())

@@ -128,6 +128,20 @@ pub fn derived_id(content: &str) -> String {
     format!("m-{}", &content_hash(content.trim())[..8])
 }
 
+/// The text that appends `blocks` to a file whose content ends with `tail`: each block
+/// starts after one blank line (none at the very start of a file).
+pub fn blocks_after(tail: &str, blocks: &[Entry]) -> String {
+    let mut out = String::new();
+    for block in blocks {
+        let end = if out.is_empty() { tail } else { out.as_str() };
+        if !end.is_empty() && !end.ends_with("\n\n") {
+            out.push_str(if end.ends_with('\n') { "\n" } else { "\n\n" });
+        }
+        out.push_str(&block.render());
+    }
+    out
+}
+
 /// Make content safe to write as one entry: no blank lines outside code fences (they would
 /// split it), no header look-alikes, fences closed, no surrounding whitespace.
 pub fn clean_content(content: &str) -> String {
