@@ -162,23 +162,23 @@ pub fn append_jsonl<T: Serialize>(path: &Path, records: &[T]) -> Result<(), Stat
     if records.is_empty() {
         return Ok(());
     }
+    append_durable(path, json_lines(records).as_bytes())
+        .map_err(|source| StateError::Append { path: path.display().to_string(), source })
+}
+
+/// One JSON document per line.
+fn json_lines<T: Serialize>(records: &[T]) -> String {
     let mut buf = String::new();
     for record in records {
         buf.push_str(&serde_json::to_string(record).unwrap_or_default());
         buf.push('\n');
     }
-    append_durable(path, buf.as_bytes())
-        .map_err(|source| StateError::Append { path: path.display().to_string(), source })
+    buf
 }
 
 /// Rewrite a `.jsonl` log atomically with only `records` (used to compact rolling logs).
 pub fn rewrite_jsonl<T: Serialize>(path: &Path, records: &[T]) -> Result<(), StateError> {
-    let mut buf = String::new();
-    for record in records {
-        buf.push_str(&serde_json::to_string(record).unwrap_or_default());
-        buf.push('\n');
-    }
-    write_atomic(path, buf.as_bytes(), None)?;
+    write_atomic(path, json_lines(records).as_bytes(), None)?;
     Ok(())
 }
 
