@@ -4,6 +4,10 @@
 //! `first_seen` is the earliest source date, `updated` the newest, `sources` the union — and
 //! the decider's text only ever becomes content. Later chunks of a large cluster are decided
 //! against the planner's current state, so they see the earlier chunks' results.
+//!
+//! A pass looks entries up once per op and per neighbour, tens of thousands of times against
+//! tens of thousands of entries, so the planner keeps an id → position map of `memory.md`
+//! instead of searching the file, and removes entries from the file only at [`Planner::finish`].
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -13,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
 use crate::files::archive::Fact;
 use crate::files::content_hash;
-use crate::files::entries::{Entry, EntryFile, EntryMeta};
+use crate::files::entries::{Entry, EntryFile, EntryMeta, Item};
 use crate::llm::Usage;
 
 /// An entry's text before and after one op (rendered blocks; None = absent).
@@ -63,6 +67,13 @@ pub struct Planner<'a> {
     now: DateTime<Utc>,
     facts: &'a HashMap<String, Fact>,
     memory: EntryFile,
+    /// Positions in `memory.items` of each current entry, in file order (an id written twice
+    /// by hand has two; the first one is the entry, as with [`EntryFile::get`]).
+    at: HashMap<String, Vec<usize>>,
+    /// Positions of entries removed so far; they leave `memory.items` at `finish`.
+    removed: BTreeSet<usize>,
+    /// Fact id → (journal seq, entry id) of each ADD made from that fact.
+    adds: HashMap<String, Vec<(usize, String)>>,
     memory_before: String,
     history: Vec<Entry>,
     journal: Vec<JournalRecord>,
@@ -73,12 +84,21 @@ pub struct Planner<'a> {
 impl<'a> Planner<'a> {
     pub fn new(memory: EntryFile, facts: &'a HashMap<String, Fact>, run: String, now: DateTime<Utc>) -> Planner<'a> {
         let memory_before = memory.render();
+        let mut at: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, item) in memory.items.iter().enumerate() {
+            if let Item::Entry(e) = item {
+                at.entry(e.id().to_string()).or_default().push(i);
+            }
+        }
         Planner {
             run,
             today: now.date_naive(),
             now,
             facts,
             memory,
+            at,
+            removed: BTreeSet::new(),
+            adds: HashMap::new(),
             memory_before,
             history: Vec::new(),
             journal: Vec::new(),
@@ -87,9 +107,34 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// The current state of the file being planned.
-    pub fn memory(&self) -> &EntryFile {
-        &self.memory
+    /// The current entry with this id.
+    fn get(&self, id: &str) -> Option<&Entry> {
+        match self.memory.items.get(*self.at.get(id)?.first()?)? {
+            Item::Entry(e) => Some(e),
+            Item::Trivia(_) => None,
+        }
+    }
+
+    fn get_mut(&mut self, id: &str) -> Option<&mut Entry> {
+        match self.memory.items.get_mut(*self.at.get(id)?.first()?)? {
+            Item::Entry(e) => Some(e),
+            Item::Trivia(_) => None,
+        }
+    }
+
+    fn push(&mut self, entry: Entry) {
+        self.at.entry(entry.id().to_string()).or_default().push(self.memory.items.len());
+        self.memory.push(entry);
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(positions) = self.at.get_mut(id) else { return };
+        if !positions.is_empty() {
+            self.removed.insert(positions.remove(0));
+        }
+        if positions.is_empty() {
+            self.at.remove(id);
+        }
     }
 
     /// A mark for [`Planner::added_since`].
@@ -100,21 +145,22 @@ impl<'a> Planner<'a> {
     /// Entries added by ADD ops since `mark` from any of the facts in `from`, still current,
     /// newest first, at most `max`.
     pub fn added_since(&self, mark: usize, from: &BTreeSet<&str>, max: usize) -> Vec<String> {
-        self.journal[mark.min(self.journal.len())..]
+        let mut added: Vec<&(usize, String)> = from
             .iter()
-            .rev()
-            .filter(|r| r.op.op.kind() == "ADD" && r.op.op.facts().iter().any(|f| from.contains(f.as_str())))
-            .flat_map(|r| r.changes.iter().map(|c| c.entry.clone()))
-            .filter(|id| self.memory.get(id).is_some())
-            .take(max)
-            .collect()
+            .filter_map(|f| self.adds.get(*f))
+            .flatten()
+            .filter(|(seq, id)| *seq >= mark && self.get(id).is_some())
+            .collect();
+        added.sort_by_key(|a| std::cmp::Reverse(a.0));
+        added.dedup_by_key(|a| a.0);
+        added.into_iter().take(max).map(|(_, id)| id.clone()).collect()
     }
 
     /// The decision document for these facts and entries, as things stand now.
     pub fn doc(&self, facts: &[String], entries: &[String]) -> ClusterDoc {
         let neighbors = entries
             .iter()
-            .filter_map(|id| self.memory.get(id))
+            .filter_map(|id| self.get(id))
             .map(|e| Neighbor {
                 id: e.id().to_string(),
                 content: e.content.clone(),
@@ -171,13 +217,16 @@ impl<'a> Planner<'a> {
                     };
                     let entry = Entry::new(meta, content);
                     let after = Some(entry.render());
-                    self.memory.push(entry);
+                    self.push(entry);
+                    for fact in facts {
+                        self.adds.entry(fact.clone()).or_default().push((self.journal.len(), id.clone()));
+                    }
                     self.record(op, vec![Change { entry: id, before: None, after }]);
                 }
                 Op::Replace { target, facts, content, .. } => {
                     let (first, last) = self.dates(facts);
                     let today = self.today;
-                    let Some(old) = self.memory.get(target).cloned() else { continue };
+                    let Some(old) = self.get(target).cloned() else { continue };
                     let mut meta = old.meta.clone();
                     meta.sources = union(&meta.sources, facts);
                     meta.first_seen = min_date(meta.first_seen, first);
@@ -189,19 +238,17 @@ impl<'a> Planner<'a> {
                     self.retire(&old, "replaced", target, valid_until);
                     let new = Entry::new(meta, content);
                     let after = Some(new.render());
-                    if let Some(slot) = self.memory.get_mut(target) {
+                    if let Some(slot) = self.get_mut(target) {
                         *slot = new;
                     }
                     self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
                 }
                 Op::Remove { target, into, .. } => {
-                    let (Some(old), Some(survivor)) =
-                        (self.memory.get(target).cloned(), self.memory.get(into).cloned())
-                    else {
+                    let (Some(old), Some(survivor)) = (self.get(target).cloned(), self.get(into).cloned()) else {
                         continue;
                     };
                     self.retire(&old, "merged", into, self.today);
-                    self.memory.remove(target);
+                    self.remove(target);
                     let mut meta = survivor.meta.clone();
                     meta.sources = union(&meta.sources, &old.meta.sources);
                     meta.first_seen = min_date(meta.first_seen, old.meta.first_seen);
@@ -215,7 +262,7 @@ impl<'a> Planner<'a> {
                     );
                 }
                 Op::Duplicate { facts, target } => {
-                    let Some(old) = self.memory.get(target).cloned() else { continue };
+                    let Some(old) = self.get(target).cloned() else { continue };
                     let (first, _) = self.dates(facts);
                     let mut meta = old.meta.clone();
                     meta.sources = union(&meta.sources, facts);
@@ -228,7 +275,7 @@ impl<'a> Planner<'a> {
     }
 
     fn replace_meta(&mut self, id: &str, meta: EntryMeta) -> Option<String> {
-        let entry = self.memory.get_mut(id)?;
+        let entry = self.get_mut(id)?;
         entry.meta = meta;
         entry.touch();
         Some(entry.render())
@@ -240,11 +287,19 @@ impl<'a> Planner<'a> {
         let hash = content_hash(format!("{}\n{content}", sorted.join(",")));
         (8..=hash.len())
             .map(|n| format!("m-{}", &hash[..n]))
-            .find(|id| self.memory.get(id).is_none())
+            .find(|id| self.get(id).is_none())
             .unwrap_or_else(|| format!("m-{hash}-{}", self.journal.len()))
     }
 
     pub fn finish(mut self, memory_hash_before: String) -> Plan {
+        if !self.removed.is_empty() {
+            let mut at = 0;
+            let removed = &self.removed;
+            self.memory.items.retain(|_| {
+                at += 1;
+                !removed.contains(&(at - 1))
+            });
+        }
         self.memory.assign_headers();
         Plan {
             run: self.run,
@@ -299,7 +354,7 @@ mod tests {
             [fact("f-g", "2026-05-27", "Works at Google"), fact("f-m", "2026-05-30", "Started at Microsoft")].into();
         let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now());
         planner.apply(&[ProposedOp::new(Op::Add { facts: vec!["f-g".into()], content: "Works at Google.".into() })]);
-        let id = planner.memory().entries().next().unwrap().id().to_string();
+        let id = planner.journal[0].changes[0].entry.clone();
         planner.apply(&[ProposedOp::new(Op::Replace {
             target: id.clone(),
             facts: vec!["f-m".into()],
@@ -328,12 +383,46 @@ mod tests {
             ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "Likes tea.".into() }),
             ProposedOp::new(Op::Add { facts: vec!["f-2".into()], content: "Enjoys tea.".into() }),
         ]);
-        let ids: Vec<String> = planner.memory().entries().map(|e| e.id().to_string()).collect();
+        let ids: Vec<String> = planner.journal.iter().map(|r| r.changes[0].entry.clone()).collect();
         planner.apply(&[ProposedOp::new(Op::Remove { target: ids[1].clone(), into: ids[0].clone(), why: None })]);
         let plan = planner.finish(content_hash(""));
         let memory = EntryFile::parse(&plan.memory_after, "memory.md");
         assert_eq!(memory.entries().count(), 1);
         assert_eq!(memory.get(&ids[0]).unwrap().meta.sources, ["f-1", "f-2"]);
         assert_eq!(plan.history[0].meta.status.as_deref(), Some("merged"));
+    }
+
+    #[test]
+    fn added_since_lists_current_adds_from_those_facts_newest_first() {
+        let facts: HashMap<_, _> =
+            [fact("f-1", "2026-05-01", "a"), fact("f-2", "2026-05-02", "b"), fact("f-3", "2026-05-03", "c")].into();
+        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now());
+        planner.apply(&[ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "Before the mark.".into() })]);
+        let mark = planner.journal_len();
+        planner.apply(&[
+            ProposedOp::new(Op::Add { facts: vec!["f-1".into(), "f-2".into()], content: "From both.".into() }),
+            ProposedOp::new(Op::Add { facts: vec!["f-3".into()], content: "Not asked for.".into() }),
+            ProposedOp::new(Op::Add { facts: vec!["f-2".into()], content: "Newest.".into() }),
+        ]);
+        let ids: Vec<String> = planner.journal.iter().map(|r| r.changes[0].entry.clone()).collect();
+        let from: BTreeSet<&str> = ["f-1", "f-2"].into();
+        assert_eq!(planner.added_since(mark, &from, 10), [ids[3].clone(), ids[1].clone()]);
+        assert_eq!(planner.added_since(mark, &from, 1), [ids[3].clone()]);
+        planner.apply(&[ProposedOp::new(Op::Remove { target: ids[3].clone(), into: ids[1].clone(), why: None })]);
+        assert_eq!(planner.added_since(mark, &from, 10), [ids[1].clone()]);
+    }
+
+    #[test]
+    fn an_id_written_twice_by_hand_is_found_again_after_its_first_copy_is_removed() {
+        let text = "<!--m {\"id\":\"m-a\"}-->\nFirst copy.\n\n<!--m {\"id\":\"m-a\"}-->\nSecond copy.\n\n<!--m {\"id\":\"m-b\"}-->\nOther.\n";
+        let memory = EntryFile::parse(text, "memory.md");
+        let facts = HashMap::new();
+        let mut planner = Planner::new(memory, &facts, "r-1".into(), now());
+        planner.apply(&[ProposedOp::new(Op::Remove { target: "m-a".into(), into: "m-b".into(), why: None })]);
+        assert_eq!(planner.get("m-a").map(|e| e.content.as_str()), Some("Second copy."));
+        let plan = planner.finish(content_hash(text));
+        let after = EntryFile::parse(&plan.memory_after, "memory.md");
+        let contents: Vec<&str> = after.entries().map(|e| e.content.as_str()).collect();
+        assert_eq!(contents, ["Second copy.", "Other."]);
     }
 }
