@@ -44,14 +44,15 @@ pub struct Links {
     pub fact_fact: Vec<(usize, usize)>,
 }
 
-/// Find neighbour links by cosine (vectors are unit length, so cosine = dot product) and by words.
-pub fn neighbours(facts: &[Node], entries: &[Node], params: NeighbourParams) -> Links {
+/// Find neighbour links by cosine (vectors are unit length, so cosine = dot product) and by
+/// words. Fails only if the matrix product does (out of memory, say).
+pub fn neighbours(facts: &[Node], entries: &[Node], params: NeighbourParams) -> candle_core::Result<Links> {
     let mut links = Links::default();
     let floor = params.min_similarity;
-    for (i, near) in top_k_dot(facts, entries, params.neighbor_k, false, floor).into_iter().enumerate() {
+    for (i, near) in top_k_dot(facts, entries, params.neighbor_k, false, floor)?.into_iter().enumerate() {
         links.fact_entry.extend(near.into_iter().map(|j| (i, j)));
     }
-    for (i, near) in top_k_dot(facts, facts, params.neighbor_k, true, floor).into_iter().enumerate() {
+    for (i, near) in top_k_dot(facts, facts, params.neighbor_k, true, floor)?.into_iter().enumerate() {
         links.fact_fact.extend(near.into_iter().map(|j| (i, j)));
     }
     if params.lexical_k > 0 {
@@ -62,63 +63,105 @@ pub fn neighbours(facts: &[Node], entries: &[Node], params: NeighbourParams) -> 
             links.fact_fact.extend(fact_words.top(fact.text, params.lexical_k, Some(i)).into_iter().map(|j| (i, j)));
         }
     }
-    links
+    Ok(links)
 }
 
 /// Exact top-k by dot product (at least `floor`) for every query, in chunks to bound memory.
 /// With `same_set`, a query is never its own neighbour.
-fn top_k_dot(queries: &[Node], targets: &[Node], k: usize, same_set: bool, floor: f32) -> Vec<Vec<usize>> {
+fn top_k_dot(
+    queries: &[Node],
+    targets: &[Node],
+    k: usize,
+    same_set: bool,
+    floor: f32,
+) -> candle_core::Result<Vec<Vec<usize>>> {
     if targets.is_empty() || k == 0 {
-        return vec![Vec::new(); queries.len()];
+        return Ok(vec![Vec::new(); queries.len()]);
     }
     let dim = targets[0].vector.len();
-    let matrix: Vec<f32> = targets.iter().flat_map(|t| pad(t.vector, dim)).collect();
-    const CHUNK: usize = 512;
+    let scorer = Scorer::new(targets, dim)?;
+    // 256 rows × 50k targets is a 51 MB score block: big enough for the matrix product to run
+    // at full speed, small enough that its memory is reused from chunk to chunk.
+    const CHUNK: usize = 256;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut out = Vec::with_capacity(queries.len());
     for (c, chunk) in queries.chunks(CHUNK).enumerate() {
         let q: Vec<f32> = chunk.iter().flat_map(|n| pad(n.vector, dim)).collect();
-        let scores = matmul_t(&q, chunk.len(), &matrix, targets.len(), dim);
-        for (r, row) in scores.chunks(targets.len()).enumerate() {
-            let me = c * CHUNK + r;
-            let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
-            for (j, &s) in row.iter().enumerate() {
-                if (same_set && j == me) || s < floor {
-                    continue;
+        scorer.scores(q, chunk.len(), |scores| {
+            // Selecting is a scan of every score; split the rows over the cores.
+            let rows: Vec<(usize, &[f32])> =
+                scores.chunks(targets.len()).enumerate().map(|(r, row)| (c * CHUNK + r, row)).collect();
+            let per_worker = rows.len().div_ceil(workers).max(1);
+            std::thread::scope(|s| {
+                let parts: Vec<_> = rows
+                    .chunks(per_worker)
+                    .map(|part| {
+                        s.spawn(move || {
+                            part.iter()
+                                .map(|&(me, row)| best_of(row, k, floor, same_set.then_some(me)))
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                for part in parts {
+                    out.extend(part.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
                 }
-                if best.len() < k || s > best[best.len() - 1].0 {
-                    let at = best.partition_point(|&(b, bj)| b > s || (b == s && bj < j));
-                    best.insert(at, (s, j));
-                    best.truncate(k);
-                }
-            }
-            out.push(best.into_iter().map(|(_, j)| j).collect());
+            });
+        })?;
+    }
+    Ok(out)
+}
+
+/// The indices of the `k` highest scores of at least `floor`, best first (ties: lower index),
+/// leaving out `skip`.
+fn best_of(row: &[f32], k: usize, floor: f32, skip: Option<usize>) -> Vec<usize> {
+    let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
+    let mut bar = floor;
+    for (j, &s) in row.iter().enumerate() {
+        // Once `best` is full only a score above the k-th can enter, so most scores stop here.
+        if s < bar || (best.len() == k && s <= bar) || Some(j) == skip {
+            continue;
+        }
+        let at = best.partition_point(|&(b, bj)| b > s || (b == s && bj < j));
+        best.insert(at, (s, j));
+        best.truncate(k);
+        if best.len() == k {
+            bar = bar.max(best[k - 1].0);
         }
     }
-    out
+    best.into_iter().map(|(_, j)| j).collect()
 }
 
 fn pad(v: &[f32], dim: usize) -> impl Iterator<Item = f32> + '_ {
     v.iter().copied().chain(std::iter::repeat(0.0)).take(dim)
 }
 
-/// `a (n×d) · bᵀ (m×d)` → n×m, row-major, using candle's optimised CPU matmul.
-fn matmul_t(a: &[f32], n: usize, b: &[f32], m: usize, d: usize) -> Vec<f32> {
-    use candle_core::{Device, Tensor};
-    let product = (|| -> candle_core::Result<Vec<f32>> {
-        let a = Tensor::from_slice(a, (n, d), &Device::Cpu)?;
-        let b = Tensor::from_slice(b, (m, d), &Device::Cpu)?;
-        a.matmul(&b.t()?)?.flatten_all()?.to_vec1::<f32>()
-    })();
-    product.unwrap_or_else(|_| {
-        // Shapes are built above, so this is unreachable in practice; keep a plain fallback.
-        let mut out = vec![0.0; n * m];
-        for i in 0..n {
-            for j in 0..m {
-                out[i * m + j] = (0..d).map(|x| a[i * d + x] * b[j * d + x]).sum();
-            }
+/// Dot products of query vectors with a fixed set of target vectors, using candle's optimised
+/// CPU matrix product. The targets become a tensor once, and each block of scores is read
+/// where the product wrote it.
+struct Scorer {
+    /// The targets as a `d × m` view, ready to multiply.
+    targets: candle_core::Tensor,
+    d: usize,
+}
+
+impl Scorer {
+    fn new(targets: &[Node], d: usize) -> candle_core::Result<Scorer> {
+        let matrix: Vec<f32> = targets.iter().flat_map(|t| pad(t.vector, d)).collect();
+        let targets = candle_core::Tensor::from_vec(matrix, (targets.len(), d), &candle_core::Device::Cpu)?.t()?;
+        Ok(Scorer { targets, d })
+    }
+
+    /// Call `f` with the `n × m` row-major scores of `n` queries (`q` is `n × d`).
+    fn scores<T>(&self, q: Vec<f32>, n: usize, f: impl FnOnce(&[f32]) -> T) -> candle_core::Result<T> {
+        use candle_core::{Device, Storage, Tensor};
+        let product = Tensor::from_vec(q, (n, self.d), &Device::Cpu)?.matmul(&self.targets)?;
+        let (storage, layout) = product.storage_and_layout();
+        match (&*storage, layout.contiguous_offsets()) {
+            (Storage::Cpu(cpu), Some((from, to))) => Ok(f(&cpu.as_slice::<f32>()?[from..to])),
+            _ => Err(candle_core::Error::Msg("matrix product left outside CPU memory".into())),
         }
-        out
-    })
+    }
 }
 
 /// Lower-cased words of 3+ letters, without a few very common ones.
@@ -241,7 +284,8 @@ mod tests {
             Node { id: "m-job", text: "works at google", vector: &va },
             Node { id: "m-pet", text: "owns a dog named rex", vector: &vc },
         ];
-        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 1, lexical_k: 0, min_similarity: 0.25 });
+        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 1, lexical_k: 0, min_similarity: 0.25 })
+            .unwrap();
         let clusters = clusters(&facts, &entries, &links);
         assert_eq!(clusters.len(), 2);
         assert_eq!(clusters[0], Cluster { facts: vec!["f-a".into(), "f-b".into()], entries: vec!["m-job".into()] });
@@ -255,7 +299,8 @@ mod tests {
         let ids: Vec<String> = (0..40).map(|i| format!("x-{i}")).collect();
         let facts: Vec<Node> = (0..20).map(|i| Node { id: &ids[i], text: &texts[i], vector: &vs[i] }).collect();
         let entries: Vec<Node> = (20..40).map(|i| Node { id: &ids[i], text: &texts[i], vector: &vs[i] }).collect();
-        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 2, lexical_k: 2, min_similarity: 0.0 });
+        let links =
+            neighbours(&facts, &entries, NeighbourParams { neighbor_k: 2, lexical_k: 2, min_similarity: 0.0 }).unwrap();
         let clusters = clusters(&facts, &entries, &links);
         let mut seen = std::collections::HashSet::new();
         for c in &clusters {
@@ -275,7 +320,8 @@ mod tests {
             Node { id: "m-1", text: "Lives in Lisbon", vector: &vb },
             Node { id: "m-2", text: "Unrelated", vector: &va },
         ];
-        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 1, lexical_k: 1, min_similarity: 0.25 });
+        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 1, lexical_k: 1, min_similarity: 0.25 })
+            .unwrap();
         let c = clusters(&facts, &entries, &links);
         assert_eq!(c[0].entries, ["m-1", "m-2"]);
     }
@@ -285,7 +331,7 @@ mod tests {
         let vs: Vec<Vec<f32>> =
             (0..700).map(|i| unit(&[(i as f32 * 0.37).sin(), (i as f32 * 0.11).cos(), 1.0])).collect();
         let nodes: Vec<Node> = vs.iter().map(|v| Node { id: "x", text: "", vector: v }).collect();
-        let got = top_k_dot(&nodes[..600], &nodes[600..], 3, false, -1.0);
+        let got = top_k_dot(&nodes[..600], &nodes[600..], 3, false, -1.0).unwrap();
         for (i, near) in got.iter().enumerate() {
             let mut scan: Vec<(f32, usize)> = (0..100)
                 .map(|j| (nodes[i].vector.iter().zip(nodes[600 + j].vector).map(|(a, b)| a * b).sum(), j))
@@ -300,5 +346,31 @@ mod tests {
                 assert!((w - h).abs() < 1e-5, "row {i}: {want:?} vs {have:?}");
             }
         }
+    }
+
+    #[test]
+    fn within_one_set_a_query_is_never_its_own_neighbour() {
+        // More queries than one scoring block, so rows of later blocks are checked too.
+        let vs: Vec<Vec<f32>> =
+            (0..600).map(|i| unit(&[(i as f32 * 0.37).sin(), (i as f32 * 0.11).cos(), 1.0])).collect();
+        let nodes: Vec<Node> = vs.iter().map(|v| Node { id: "x", text: "", vector: v }).collect();
+        let dot = |a: usize, b: usize| -> f32 { nodes[a].vector.iter().zip(nodes[b].vector).map(|(x, y)| x * y).sum() };
+        let got = top_k_dot(&nodes, &nodes, 2, true, -1.0).unwrap();
+        for (i, near) in got.iter().enumerate() {
+            assert!(!near.contains(&i), "row {i} lists itself");
+            let mut scan: Vec<(f32, usize)> = (0..600).filter(|&j| j != i).map(|j| (dot(i, j), j)).collect();
+            scan.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let have: Vec<f32> = near.iter().map(|&j| dot(i, j)).collect();
+            assert!((scan[0].0 - have[0]).abs() < 1e-5 && (scan[1].0 - have[1]).abs() < 1e-5, "row {i}");
+        }
+    }
+
+    #[test]
+    fn best_of_keeps_the_top_scores_above_the_floor() {
+        let row = [0.1, 0.9, 0.5, 0.9, 0.2, 0.7];
+        assert_eq!(best_of(&row, 3, 0.0, None), [1, 3, 5]);
+        assert_eq!(best_of(&row, 3, 0.0, Some(3)), [1, 5, 2]);
+        assert_eq!(best_of(&row, 10, 0.6, None), [1, 3, 5]);
+        assert!(best_of(&row, 2, 0.95, None).is_empty());
     }
 }

@@ -38,6 +38,8 @@ pub enum PassError {
     Ledger(#[from] LedgerError),
     #[error("embedding for consolidation: {0}")]
     Embed(#[from] EmbedError),
+    #[error("finding neighbours: {0}")]
+    Neighbours(#[from] candle_core::Error),
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(transparent)]
@@ -257,7 +259,7 @@ impl Pass<'_> {
         let (clusters, linked, related) =
             tokio::task::spawn_blocking(move || neighbourhoods(&entries, &facts, &vectors, params))
                 .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         report.timings.neighbours_ms = ms(step);
 
         let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
@@ -383,13 +385,13 @@ fn neighbourhoods(
     facts: &[(String, String)],
     vectors: &[Vec<f32>],
     params: NeighbourParams,
-) -> (Vec<cluster::Cluster>, Linked, Linked) {
+) -> candle_core::Result<(Vec<cluster::Cluster>, Linked, Linked)> {
     let (entry_vecs, fact_vecs) = vectors.split_at(entries.len());
     fn nodes<'a>(items: &'a [(String, String)], vecs: &'a [Vec<f32>]) -> Vec<Node<'a>> {
         items.iter().zip(vecs).map(|((id, text), v)| Node { id, text, vector: v }).collect()
     }
     let (entry_nodes, fact_nodes) = (nodes(entries, entry_vecs), nodes(facts, fact_vecs));
-    let links = cluster::neighbours(&fact_nodes, &entry_nodes, params);
+    let links = cluster::neighbours(&fact_nodes, &entry_nodes, params)?;
     let clusters = cluster::clusters(&fact_nodes, &entry_nodes, &links);
     let mut linked: Linked = HashMap::new();
     for &(i, j) in &links.fact_entry {
@@ -400,7 +402,7 @@ fn neighbourhoods(
         related.entry(facts[i].0.clone()).or_default().insert(facts[j].0.clone());
         related.entry(facts[j].0.clone()).or_default().insert(facts[i].0.clone());
     }
-    (clusters, linked, related)
+    Ok((clusters, linked, related))
 }
 
 /// Split a cluster into decision calls of about `max` facts + entries each.
