@@ -21,19 +21,24 @@
 //! The `key` column is also declared the table's unenforced primary key, which lance uses to
 //! resolve concurrent merge-inserts.
 //!
-//! **Maintenance, at the end of every sync.** The full-text index on `text` is built once the
-//! table has rows; rows added later are searched unindexed until more than
-//! [`IndexTuning::index_lag_rows`] of them pile up, then they are folded in (`optimize`). From
+//! **Maintenance, at the end of every sync.** Once the table has rows it gets a full-text index
+//! on `text`, a bitmap index on `kind` and B-tree indices on `valid_from` and `valid_until`, so
+//! the kind and as-of filters are index lookups rather than scans of every row. Rows added
+//! later are searched unindexed until more than [`IndexTuning::index_lag_rows`] of them pile
+//! up, then they are folded in (`optimize`); each fold adds a delta segment to the ANN index,
+//! and past [`IndexTuning::max_index_deltas`] the deltas are merged into one. From
 //! [`IndexTuning::ann_min_rows`] rows on, an IVF-HNSW-SQ cosine index serves vector search
-//! (flat cosine over 100k rows takes ~100 ms, the ANN index a few ms; building it over 100k rows
-//! takes about a minute, which is logged); it is rebuilt when the table has doubled since it was
-//! trained, and filters stay prefilters with it. More than [`IndexTuning::max_fragments`]
-//! fragments, or more than a fifth of rows deleted, compacts the table (`optimize(All)`, which
-//! also prunes versions older than a week).
+//! (a flat scan of 10k rows already costs more than the ANN search over 100k; building the
+//! index over 100k rows takes about a minute, which is logged); it is rebuilt when the table
+//! has doubled since it was trained, and filters stay prefilters with it. More than
+//! [`IndexTuning::max_fragments`] fragments, or more than a fifth of rows deleted, compacts the
+//! table (`optimize(All)`, which also prunes versions older than a week): every fragment costs
+//! each search another file to read.
 //!
 //! **Search** ([`Index::search`]) fuses the vector top-N and the full-text top-N
 //! (N = max(4k, 20)) by reciprocal rank fusion plus a recency term on `valid_from`; the exact
-//! score is documented in `index/rank.rs`.
+//! score is documented in `index/rank.rs`. The two legs run on separate tasks, so on two or
+//! more cores they run at the same time.
 
 mod lock;
 mod meta;
@@ -50,7 +55,7 @@ use chrono::NaiveDate;
 use futures::TryStreamExt;
 use lancedb::database::CreateTableMode;
 use lancedb::index::Index as LanceIndex;
-use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
+use lancedb::index::scalar::{BTreeIndexBuilder, BitmapIndexBuilder, FtsIndexBuilder, FullTextSearchQuery};
 use lancedb::index::vector::IvfHnswSqIndexBuilder;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::table::{OptimizeAction, OptimizeOptions};
@@ -62,7 +67,7 @@ use crate::config::SearchConfig;
 use crate::embed::{EmbedError, Embedder};
 
 use meta::Meta;
-use rows::{HASH, HIT_COLUMNS, KEY, PATH, TEXT, VECTOR};
+use rows::{HASH, HIT_COLUMNS, KEY, KIND, PATH, TEXT, VALID_FROM, VALID_UNTIL, VECTOR};
 
 /// Name of the table inside the index folder.
 const TABLE: &str = "docs";
@@ -214,6 +219,8 @@ pub struct IndexTuning {
     pub index_lag_rows: usize,
     /// Table fragments before a sync compacts the table.
     pub max_fragments: usize,
+    /// Delta segments an index may gather, one per fold, before a fold merges them into one.
+    pub max_index_deltas: usize,
 }
 
 impl Default for IndexTuning {
@@ -221,9 +228,10 @@ impl Default for IndexTuning {
         IndexTuning {
             write_batch: 5_000,
             embed_batch: 256,
-            ann_min_rows: 20_000,
-            index_lag_rows: 2_000,
-            max_fragments: 32,
+            ann_min_rows: 5_000,
+            index_lag_rows: 256,
+            max_fragments: 8,
+            max_index_deltas: 3,
         }
     }
 }
@@ -565,6 +573,24 @@ impl Index {
         let on = |column: &str| indices.iter().find(|i| i.columns.len() == 1 && i.columns[0] == column);
         let mut built = false;
 
+        // Scalar indices make the kind and as-of filters index lookups instead of scans of
+        // every row; each builds in milliseconds.
+        for column in [KIND, VALID_FROM, VALID_UNTIL] {
+            if on(column).is_none() {
+                let index = match column {
+                    KIND => LanceIndex::Bitmap(BitmapIndexBuilder::default()),
+                    _ => LanceIndex::BTree(BTreeIndexBuilder::default()),
+                };
+                table
+                    .create_index(&[column], index)
+                    .name(format!("{column}_idx"))
+                    .execute()
+                    .await
+                    .db("build a filter index")?;
+                built = true;
+            }
+        }
+
         if on(TEXT).is_none() {
             let started = Instant::now();
             table
@@ -611,17 +637,26 @@ impl Index {
             table.optimize(OptimizeAction::All).await.db("compact the table")?;
             info!(fragments, deleted, elapsed_ms = started.elapsed().as_millis() as u64, "compacted the index");
         } else if !built {
-            let mut lag = 0;
+            let (mut lag, mut segments) = (0, 1);
             for index in &indices {
                 if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
                     lag = lag.max(s.num_unindexed_rows);
+                    segments = segments.max(s.num_indices.unwrap_or(1) as usize);
                 }
             }
             if lag > self.tuning.index_lag_rows {
                 let started = Instant::now();
-                table.optimize(OptimizeAction::Index(OptimizeOptions::default())).await.db("update the indices")?;
+                // A fold adds a delta segment that every search then visits too. Past a few,
+                // the deltas (small, so cheap to rebuild) merge into one beside the base segment.
+                let options = if segments > self.tuning.max_index_deltas {
+                    OptimizeOptions::merge(segments - 1)
+                } else {
+                    OptimizeOptions::default()
+                };
+                table.optimize(OptimizeAction::Index(options)).await.db("update the indices")?;
                 info!(
                     unindexed = lag,
+                    segments,
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "folded new rows into the indices"
                 );
@@ -653,10 +688,18 @@ impl Index {
         let kinds = rank::search_kinds(opts.kinds.as_deref(), opts.history, opts.as_of.is_some());
         let filter = rank::search_filter(&kinds, opts.as_of);
         let vector = self.embed(&[query.to_string()]).await?.remove(0);
-        let (by_vector, by_text) = futures::try_join!(
-            self.vector_leg(&table, &vector, filter.as_deref(), n, &HIT_COLUMNS),
-            self.text_leg(&table, query, filter.as_deref(), n, &HIT_COLUMNS),
-        )?;
+        // Both legs are CPU work done while their streams are polled; spawned, the vector leg
+        // runs on another worker thread instead of taking turns with the text leg.
+        let vector_query = self.vector_query(&table, &vector, filter.as_deref(), n, &HIT_COLUMNS)?;
+        let by_vector = tokio::spawn(async move { collect(vector_query.execute().await, "vector search").await });
+        let by_text = match self.text_leg(&table, query, filter.as_deref(), n, &HIT_COLUMNS).await {
+            Ok(batches) => batches,
+            Err(e) => {
+                by_vector.abort();
+                return Err(e);
+            }
+        };
+        let by_vector = by_vector.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
 
         let mut hits: HashMap<String, Hit> = HashMap::new();
         let mut legs: Vec<Vec<String>> = Vec::new();
@@ -691,14 +734,14 @@ impl Index {
             .collect())
     }
 
-    async fn vector_leg(
+    fn vector_query(
         &self,
         table: &Table,
         vector: &[f32],
         filter: Option<&str>,
         limit: usize,
         columns: &[&str],
-    ) -> Result<Vec<RecordBatch>, IndexError> {
+    ) -> Result<lancedb::query::VectorQuery, IndexError> {
         if vector.len() != self.want.dim {
             return Err(IndexError::Dimension { expected: self.want.dim, got: vector.len() });
         }
@@ -713,7 +756,7 @@ impl Index {
         if let Some(filter) = filter {
             query = query.only_if(filter);
         }
-        collect(query.execute().await, "vector search").await
+        Ok(query)
     }
 
     async fn text_leg(
@@ -760,7 +803,8 @@ impl Index {
         }
         let filter =
             (!parts.is_empty()).then(|| parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND "));
-        let batches = self.vector_leg(&self.table(), vector, filter.as_deref(), k, &[KEY]).await?;
+        let query = self.vector_query(&self.table(), vector, filter.as_deref(), k, &[KEY])?;
+        let batches = collect(query.execute().await, "vector search").await?;
         let mut scored = Vec::new();
         for batch in &batches {
             let keys = rows::strings(batch, KEY)?;

@@ -499,7 +499,8 @@ async fn ann_index_past_the_threshold_keeps_filters() {
     index.sync(&docs, Scope::All, None).await.unwrap();
     let indices = index.table().list_indices().await.unwrap();
     assert!(indices.iter().any(|i| i.columns == [VECTOR]), "{indices:?}");
-    // The vector leg runs on the ANN index with the filter applied before it (a prefilter).
+    // A filtered vector query runs on the ANN index with the filter applied before it (a
+    // prefilter), answered by the bitmap index on `kind` rather than a scan of every row.
     let plan = index
         .table()
         .query()
@@ -511,7 +512,13 @@ async fn ann_index_past_the_threshold_keeps_filters() {
         .explain_plan(true)
         .await
         .unwrap();
-    assert!(plan.contains("ANNSubIndex") && plan.contains("full_filter=kind"), "{plan}");
+    assert!(
+        plan.contains("ANNSubIndex") && plan.contains("ScalarIndexQuery: query=[kind = history]@kind_idx"),
+        "{plan}"
+    );
+    for column in ["kind", "valid_from", "valid_until"] {
+        assert!(indices.iter().any(|i| i.columns == [column]), "no index on {column}: {indices:?}");
+    }
     let meta = meta::read(&index_dir(root.path())).await.unwrap().unwrap();
     assert_eq!(meta.ann_trained_rows, Some(400));
 
@@ -599,4 +606,48 @@ async fn small_syncs_fold_rows_into_indices_and_compact() {
     assert!(max_fragments <= 6, "compacted once past the limit: {max_fragments}");
     assert!(max_lag <= 3, "rows folded into the full-text index once past the limit: {max_lag}");
     assert_eq!(index.digest().await.unwrap(), expected_digest(&docs));
+}
+
+/// Rows folded into the ANN index one small sync at a time: each fold adds a delta segment,
+/// and the deltas are merged before they pile up, so searches visit a bounded number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ann_delta_segments_stay_bounded() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let tuning = IndexTuning {
+        ann_min_rows: 300,
+        index_lag_rows: 2,
+        max_index_deltas: 2,
+        max_fragments: 1_000,
+        ..IndexTuning::default()
+    };
+    let index = Index::open_with(&index_dir(root.path()), embedder, tuning).await.unwrap();
+    let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
+    let mut docs: Vec<Doc> = (0..320usize)
+        .map(|i| {
+            entry(
+                &format!("m-{i}"),
+                &format!("note {i} about {} {}", words[i % 10], words[(i / 10) % 10]),
+                "2026-02-01",
+            )
+        })
+        .collect();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let mut most = 0;
+    for round in 0..8 {
+        for j in 0..3 {
+            docs.push(fact(
+                &format!("f-{round}-{j}"),
+                &format!("round {round} item {j} about a lighthouse"),
+                "2026-11-21",
+            ));
+        }
+        index.sync(&docs, Scope::All, None).await.unwrap();
+        let stats = index.table().index_stats(VECTOR_INDEX).await.unwrap().unwrap();
+        assert_eq!(stats.num_unindexed_rows, 0, "round {round}: folded at once past the lag");
+        most = most.max(stats.num_indices.unwrap_or(1) as usize);
+    }
+    assert!(most <= 3, "a base segment and at most two deltas, saw {most}");
+    let hits = index.search("round 7 item 2 lighthouse", &opts(3)).await.unwrap();
+    assert_eq!(hits[0].key, "f-7-2", "{hits:#?}");
 }
