@@ -19,7 +19,11 @@
 //! `memory.md` before the run and its hash after, so that [`undo`] can restore it byte for byte
 //! when nothing changed it since. When something did, undo works entry by entry from the
 //! journal: every entry the run touched must still be exactly as the run left it, or the
-//! undo is refused with the conflicting ids and nothing is written. An undo moves the undone
+//! undo is refused with the conflicting ids and nothing is written. Only the newest
+//! [`RUNS_WITH_COPIES`] records keep their copy of `memory.md` (byte-for-byte undo of an older
+//! run needs every later run undone first, and the copies add up); older ones keep the hashes,
+//! and their undo works entry by entry, putting removed entries back at the end of the file.
+//! An undo moves the undone
 //! versions to `history.md` with `status: reverted`, marks the history blocks the run wrote
 //! for the versions it puts back `status: restored` (neither kind accounts for facts any
 //! more), puts the previous versions back, removes what the run added, lowers the watermark
@@ -58,6 +62,9 @@ use crate::state::{StateError, read_jsonl};
 
 /// Version of the plan and run files this build writes.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// Run records that keep the text of `memory.md` from before their run.
+pub const RUNS_WITH_COPIES: usize = 20;
 
 const MEMORY: &str = "consolidated/memory.md";
 /// Lines of context in plan diffs.
@@ -688,7 +695,35 @@ pub fn record_run(root: &Root, plan: &Plan, started: DateTime<Utc>, finished: Da
         memory_before: plan.memory_before.clone(),
         undone: None,
     };
-    write_json(&run_path(root, &plan.run), &record, false)
+    write_json(&run_path(root, &plan.run), &record, false)?;
+    if let Err(e) = drop_old_copies(root, RUNS_WITH_COPIES) {
+        tracing::warn!(error = %e, "could not drop memory.md copies from old run records");
+    }
+    Ok(())
+}
+
+/// Empty `memory_before` in every run record but the newest `keep` (run ids begin with their
+/// start time, so file names sort by age). Going from new to old, it stops at the first record
+/// already without a copy: the ones before it were emptied by earlier runs.
+fn drop_old_copies(root: &Root, keep: usize) -> Result<(), ReviewError> {
+    let dir = runs_dir(root);
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|source| ReviewError::Read { path: root.relative(&dir), source })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    let old = paths.len().saturating_sub(keep);
+    for path in paths[..old].iter().rev() {
+        // A record that does not parse is left as it is; `runs` reports it.
+        let Ok(Some(mut record)) = read_json::<RunRecord>(root, path) else { continue };
+        if record.memory_before.is_empty() {
+            break;
+        }
+        record.memory_before.clear();
+        write_json(path, &record, false)?;
+    }
+    Ok(())
 }
 
 /// An applied run as listed (`memfold runs --json`, `GET /runs`).
@@ -829,8 +864,12 @@ pub fn undo(root: &Root, run: &str) -> Result<Undone, ReviewError> {
             ids: conflicts,
         });
     }
-    let exact =
-        record.as_ref().is_some_and(|r| !r.memory_hash_after.is_empty() && r.memory_hash_after == ledger.memory.hash);
+    // Byte for byte only with the copy at hand: old records have had theirs dropped.
+    let exact = record.as_ref().is_some_and(|r| {
+        !r.memory_hash_after.is_empty()
+            && r.memory_hash_after == ledger.memory.hash
+            && content_hash(&r.memory_before) == r.memory_hash_before
+    });
     let before_file = record.as_ref().map(|r| EntryFile::parse(&r.memory_before, MEMORY));
     let mut memory = ledger.memory.clone();
     let (mut restored, mut removed) = (Vec::new(), Vec::new());
@@ -1129,5 +1168,49 @@ mod tests {
         reinsert(&mut now, block("m-b", "B."), Some(&before));
         let ids: Vec<&str> = now.entries().map(Entry::id).collect();
         assert_eq!(ids, ["m-b", "m-c"], "before its old successor when no predecessor is left");
+    }
+
+    #[test]
+    fn only_the_newest_run_records_keep_their_copy_of_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let time: DateTime<Utc> = "2026-06-01T10:00:00Z".parse().unwrap();
+        let write = |n: usize| {
+            let record = RunRecord {
+                version: FORMAT_VERSION,
+                run: format!("r-2026060{n}T100000Z-abcd"),
+                started: time,
+                finished: time,
+                plan: None,
+                ops: BTreeMap::new(),
+                facts: Vec::new(),
+                entries: Vec::new(),
+                history_blocks: 0,
+                llm: Usage::default(),
+                memory_hash_before: content_hash("before"),
+                memory_hash_after: content_hash("after"),
+                memory_before: format!("memory before run {n}\n"),
+                undone: None,
+            };
+            write_json(&run_path(&root, &record.run), &record, false).unwrap();
+        };
+        let copies = || -> Vec<bool> {
+            (1..=6)
+                .filter_map(|n| {
+                    read_json::<RunRecord>(&root, &run_path(&root, &format!("r-2026060{n}T100000Z-abcd"))).unwrap()
+                })
+                .map(|r| !r.memory_before.is_empty())
+                .collect()
+        };
+        for n in 1..=5 {
+            write(n);
+        }
+        drop_old_copies(&root, 2).unwrap();
+        assert_eq!(copies(), [false, false, false, true, true]);
+        write(6);
+        drop_old_copies(&root, 2).unwrap();
+        assert_eq!(copies(), [false, false, false, false, true, true]);
+        let kept = read_json::<RunRecord>(&root, &run_path(&root, "r-20260601T100000Z-abcd")).unwrap().unwrap();
+        assert_eq!(kept.memory_hash_after, content_hash("after"), "the hashes stay");
     }
 }

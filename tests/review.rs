@@ -536,3 +536,32 @@ fn the_cli_reviews_applies_lists_undoes_and_shows_history() {
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("undone already"));
 }
+
+#[tokio::test]
+async fn undo_of_a_run_whose_copy_of_memory_was_dropped_goes_entry_by_entry() {
+    let env = env().await;
+    script(&env, |_| Vec::new());
+    add(&env, "2026-05-27", &["Likes tea"]);
+    force(&env).await;
+    let before = memory_text(&env);
+    let added = add(&env, "2026-05-28", &["Plays chess on weekends"]);
+    let run = force(&env).await.run.unwrap();
+    // As an old record looks once newer runs have pushed it out of the window.
+    let path = env.root.state_dir().join("runs").join(format!("{run}.json"));
+    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    record["memory_before"] = json!("");
+    std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
+
+    let undone = review::undo(&env.root, &run).unwrap();
+    assert!(!undone.exact, "no copy to restore byte for byte: {undone:?}");
+    assert_eq!(undone.facts, added);
+    let entries = |file: &EntryFile| -> Vec<(String, String)> {
+        file.entries().map(|e| (e.id().to_string(), e.content.clone())).collect()
+    };
+    assert_eq!(
+        entries(&memory(&env)),
+        entries(&EntryFile::parse(&before, "memory.md")),
+        "the entry the run added is gone, the rest is untouched"
+    );
+    assert_verified(&env);
+}
