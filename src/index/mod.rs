@@ -641,19 +641,21 @@ impl Index {
             for index in &indices {
                 if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
                     lag = lag.max(s.num_unindexed_rows);
-                    segments = segments.max(s.num_indices.unwrap_or(1) as usize);
+                    if index.name == VECTOR_INDEX {
+                        segments = s.num_indices.unwrap_or(1) as usize;
+                    }
                 }
             }
             if lag > self.tuning.index_lag_rows {
                 let started = Instant::now();
-                // A fold adds a delta segment that every search then visits too. Past a few,
-                // the deltas (small, so cheap to rebuild) merge into one beside the base segment.
-                let options = if segments > self.tuning.max_index_deltas {
-                    OptimizeOptions::merge(segments - 1)
-                } else {
-                    OptimizeOptions::default()
-                };
-                table.optimize(OptimizeAction::Index(options)).await.db("update the indices")?;
+                // A fold adds a delta segment to the ANN index that every search then visits
+                // too. Past a few, the deltas (small, so cheap to rebuild) and the new rows merge
+                // into one segment beside the base.
+                if segments > self.tuning.max_index_deltas {
+                    let merge = OptimizeOptions::merge(segments - 1).index_names(vec![VECTOR_INDEX.to_string()]);
+                    table.optimize(OptimizeAction::Index(merge)).await.db("merge the vector index deltas")?;
+                }
+                table.optimize(OptimizeAction::Index(OptimizeOptions::default())).await.db("update the indices")?;
                 info!(
                     unindexed = lag,
                     segments,
