@@ -247,6 +247,15 @@ pub struct RunRecord {
     pub undone: Option<UndoRecord>,
 }
 
+impl RunRecord {
+    /// Whether `memory_before` is the text the run started from: false once the copy was
+    /// dropped (see [`RUNS_WITH_COPIES`]) and for records that never had one. A run on an
+    /// empty file has an empty copy that is still true.
+    fn has_copy(&self) -> bool {
+        content_hash(&self.memory_before) == self.memory_hash_before
+    }
+}
+
 fn runs_dir(root: &Root) -> PathBuf {
     root.state_dir().join("runs")
 }
@@ -704,7 +713,8 @@ pub fn record_run(root: &Root, plan: &Plan, started: DateTime<Utc>, finished: Da
 
 /// Empty `memory_before` in every run record but the newest `keep` (run ids begin with their
 /// start time, so file names sort by age). Going from new to old, it stops at the first record
-/// already without a copy: the ones before it were emptied by earlier runs.
+/// already without a copy: the ones before it were emptied by earlier runs. (An empty copy,
+/// from a run on an empty file, is a copy: it does not stop the walk.)
 fn drop_old_copies(root: &Root, keep: usize) -> Result<(), ReviewError> {
     let dir = runs_dir(root);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -717,11 +727,13 @@ fn drop_old_copies(root: &Root, keep: usize) -> Result<(), ReviewError> {
     for path in paths[..old].iter().rev() {
         // A record that does not parse is left as it is; `runs` reports it.
         let Ok(Some(mut record)) = read_json::<RunRecord>(root, path) else { continue };
-        if record.memory_before.is_empty() {
+        if !record.has_copy() {
             break;
         }
-        record.memory_before.clear();
-        write_json(path, &record, false)?;
+        if !record.memory_before.is_empty() {
+            record.memory_before.clear();
+            write_json(path, &record, false)?;
+        }
     }
     Ok(())
 }
@@ -865,11 +877,9 @@ pub fn undo(root: &Root, run: &str) -> Result<Undone, ReviewError> {
         });
     }
     // Byte for byte only with the copy at hand: old records have had theirs dropped.
-    let exact = record.as_ref().is_some_and(|r| {
-        !r.memory_hash_after.is_empty()
-            && r.memory_hash_after == ledger.memory.hash
-            && content_hash(&r.memory_before) == r.memory_hash_before
-    });
+    let exact = record
+        .as_ref()
+        .is_some_and(|r| !r.memory_hash_after.is_empty() && r.memory_hash_after == ledger.memory.hash && r.has_copy());
     let before_file = record.as_ref().map(|r| EntryFile::parse(&r.memory_before, MEMORY));
     let mut memory = ledger.memory.clone();
     let (mut restored, mut removed) = (Vec::new(), Vec::new());
@@ -1176,6 +1186,8 @@ mod tests {
         let root = Root::new(dir.path());
         let time: DateTime<Utc> = "2026-06-01T10:00:00Z".parse().unwrap();
         let write = |n: usize| {
+            // Run 3 started from an empty memory.md: its (empty) copy is real.
+            let before = if n == 3 { String::new() } else { format!("memory before run {n}\n") };
             let record = RunRecord {
                 version: FORMAT_VERSION,
                 run: format!("r-2026060{n}T100000Z-abcd"),
@@ -1187,9 +1199,9 @@ mod tests {
                 entries: Vec::new(),
                 history_blocks: 0,
                 llm: Usage::default(),
-                memory_hash_before: content_hash("before"),
+                memory_hash_before: content_hash(&before),
                 memory_hash_after: content_hash("after"),
-                memory_before: format!("memory before run {n}\n"),
+                memory_before: before,
                 undone: None,
             };
             write_json(&run_path(&root, &record.run), &record, false).unwrap();
@@ -1205,6 +1217,7 @@ mod tests {
         for n in 1..=5 {
             write(n);
         }
+        // Runs 1 and 2 lie past run 3's empty copy: the walk goes on through it.
         drop_old_copies(&root, 2).unwrap();
         assert_eq!(copies(), [false, false, false, true, true]);
         write(6);
