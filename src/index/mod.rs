@@ -67,7 +67,7 @@ use crate::config::SearchConfig;
 use crate::embed::{EmbedError, Embedder};
 
 use meta::Meta;
-use rows::{HASH, HIT_COLUMNS, KEY, KIND, PATH, TEXT, VALID_FROM, VALID_UNTIL, VECTOR};
+use rows::{HASH, HIT, KEY, KIND, PATH, TEXT, VALID_FROM, VALID_UNTIL, VECTOR};
 
 /// Name of the table inside the index folder.
 const TABLE: &str = "docs";
@@ -692,9 +692,9 @@ impl Index {
         let vector = self.embed(&[query.to_string()]).await?.remove(0);
         // Both legs are CPU work done while their streams are polled; spawned, the vector leg
         // runs on another worker thread instead of taking turns with the text leg.
-        let vector_query = self.vector_query(&table, &vector, filter.as_deref(), n, &HIT_COLUMNS)?;
+        let vector_query = self.vector_query(&table, &vector, filter.as_deref(), n, &[HIT])?;
         let by_vector = tokio::spawn(async move { collect(vector_query.execute().await, "vector search").await });
-        let by_text = match self.text_leg(&table, query, filter.as_deref(), n, &HIT_COLUMNS).await {
+        let by_text = match self.text_leg(&table, query, filter.as_deref(), n, &[HIT]).await {
             Ok(batches) => batches,
             Err(e) => {
                 by_vector.abort();
@@ -886,32 +886,7 @@ impl Index {
 
 /// Rows of a search leg with their leg score (`_distance` or `_score`).
 fn parse_hits(batch: &RecordBatch, score_column: &str) -> Result<Vec<(Hit, f64)>, IndexError> {
-    let keys = rows::strings(batch, KEY)?;
-    let ids = rows::strings(batch, rows::ID)?;
-    let kinds = rows::kinds(batch)?;
-    let texts = rows::strings(batch, TEXT)?;
-    let paths = rows::strings(batch, PATH)?;
-    let sources = rows::sources(batch)?;
-    let from = rows::dates(batch, rows::VALID_FROM)?;
-    let until = rows::dates(batch, rows::VALID_UNTIL)?;
-    let scores = rows::floats(batch, score_column)?;
-    let mut out = Vec::with_capacity(keys.len());
-    for (i, key) in keys.into_iter().enumerate() {
-        let valid_from = from[i].ok_or_else(|| IndexError::Corrupt(format!("row {key} has no valid_from")))?;
-        let hit = Hit {
-            key,
-            id: ids[i].clone(),
-            kind: kinds[i],
-            text: texts[i].clone(),
-            score: 0.0,
-            sources: sources[i].clone(),
-            path: paths[i].clone(),
-            valid_from,
-            valid_until: until[i],
-        };
-        out.push((hit, scores[i]));
-    }
-    Ok(out)
+    Ok(rows::hits(batch)?.into_iter().zip(rows::floats(batch, score_column)?).collect())
 }
 
 async fn collect(

@@ -376,6 +376,26 @@ async fn embedder_change_drops_and_rebuilds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_of_an_older_row_layout_is_rebuilt() {
+    let root = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    let embedder = BagOfWords::new("bow:v1:64", 64);
+    open(root.path(), embedder.clone()).await.sync(&docs, Scope::All, None).await.unwrap();
+    // The table as an earlier version of memfold left it: same embedder, older rows.
+    let meta_path = index_dir(root.path()).join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["schema_version"] = (rows::SCHEMA_VERSION - 1).into();
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+
+    let index = open(root.path(), embedder).await;
+    assert_eq!(index.len().await.unwrap(), 0, "rows of another layout are dropped, not misread");
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(index.digest().await.unwrap(), expected_digest(&docs));
+    let hits = index.search("Lisbon flat", &opts(1)).await.unwrap();
+    assert_eq!((hits[0].key.as_str(), hits[0].sources.as_slice()), ("m-lisbon", ["f-m-lisbon".to_string()].as_slice()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn digest_matches_content_hash_and_repairs_duplicates() {
     let root = tempfile::tempdir().unwrap();
     let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
