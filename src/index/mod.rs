@@ -93,6 +93,9 @@ pub enum DocKind {
 }
 
 impl DocKind {
+    /// Every kind.
+    pub const ALL: [DocKind; 3] = [DocKind::Entry, DocKind::History, DocKind::Fact];
+
     /// The stored (and JSON) spelling.
     pub fn as_str(self) -> &'static str {
         match self {

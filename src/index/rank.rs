@@ -28,9 +28,10 @@ pub(super) fn sql_date(d: NaiveDate) -> String {
     format!("DATE '{}'", d.format("%Y-%m-%d"))
 }
 
-/// `kind IN (...)`, or `None` for "every kind" (an empty list).
+/// `kind IN (...)`, or `None` for every kind (an empty list, or all of them: a filter that
+/// keeps every row still costs each search leg a lookup per row).
 pub(super) fn kind_filter(kinds: &[DocKind]) -> Option<String> {
-    if kinds.is_empty() {
+    if kinds.is_empty() || DocKind::ALL.iter().all(|k| kinds.contains(k)) {
         return None;
     }
     let list: Vec<String> = kinds.iter().map(|k| sql_str(k.as_str())).collect();
@@ -147,6 +148,7 @@ mod tests {
         assert_eq!(sql_str("it's"), "'it''s'");
         assert_eq!(key_list(&["a".into(), "b'c".into()], true), "key NOT IN ('a', 'b''c')");
         assert_eq!(kind_filter(&[]), None);
+        assert_eq!(kind_filter(&[DocKind::Fact, DocKind::History, DocKind::Entry]), None);
         assert_eq!(
             search_filter(&[DocKind::Entry], Some(day("2026-01-02"))).unwrap(),
             "(kind IN ('entry')) AND (valid_from <= DATE '2026-01-02' AND (valid_until IS NULL OR valid_until > DATE '2026-01-02'))"
