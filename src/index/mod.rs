@@ -73,6 +73,10 @@ use rows::{HASH, HIT, KEY, KIND, PATH, TEXT, VALID_FROM, VALID_UNTIL, VECTOR};
 const TABLE: &str = "docs";
 /// Name of the full-text index on `text`.
 const FTS_INDEX: &str = "text_idx";
+/// The HNSW search breadth per requested neighbour. lance's default, 1.5 per neighbour, found
+/// only 63% of the exact top 10 among the 40 candidates of a search leg at 100k rows; 8 finds
+/// about 90% for about 1 ms more per search.
+const HNSW_EF_PER_NEIGHBOUR: usize = 8;
 /// Name of the ANN index on `vector`.
 const VECTOR_INDEX: &str = "vector_idx";
 /// Keys per `key IN (...)` filter.
@@ -757,6 +761,7 @@ impl Index {
             .column(VECTOR)
             .distance_type(DistanceType::Cosine)
             .limit(limit)
+            .ef(limit * HNSW_EF_PER_NEIGHBOUR)
             .select(Select::columns(columns));
         if let Some(filter) = filter {
             query = query.only_if(filter);
