@@ -8,11 +8,11 @@
 use std::time::Instant;
 
 use memfold::config::Config;
-use memfold::consolidate::pass::{Pass, PassOptions};
-use memfold::corpus;
+use memfold::consolidate::pass::PassOptions;
+use memfold::files::Root;
 use memfold::files::archive::{self, NewFact};
 use memfold::files::entries::{Entry, EntryFile, EntryMeta};
-use memfold::files::{Root, content_hash, write_memory};
+use memfold::memory::Memory;
 use memfold::testkit::{FakeOpenAi, FakeReply};
 
 const NAMES: &[&str] =
@@ -75,7 +75,7 @@ async fn main() {
         };
         memory.push(Entry::new(meta, &sentence(i, 0)));
     }
-    write_memory(&root, &memory.render(), &content_hash("")).expect("memory.md");
+    std::fs::write(root.memory(), memory.render()).expect("memory.md");
     let facts: Vec<NewFact> = (0..n_facts)
         .map(|i| NewFact {
             text: sentence(i * 5 % n_entries.max(1), 1),
@@ -92,23 +92,22 @@ async fn main() {
     llm.set_chat_handler(|_| FakeReply::Content(r#"{"ops":[],"lines":[]}"#.into()));
     let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
     config.llm = llm.llm_config();
-    let index = corpus::open_index(&root, &config).await.expect("index");
+    let memory = Memory::open(config).await.expect("open");
     let t = Instant::now();
-    let (_, stats) = corpus::refresh(&root, &index).await.expect("initial index");
+    let done = memory.reindex(false, None).await.expect("initial index");
     let index_secs = t.elapsed().as_secs_f64();
     println!(
         "initial index: {} docs in {index_secs:.1}s ({:.0} docs/s)",
-        stats.upserted,
-        stats.upserted as f64 / index_secs
+        done.stats.upserted,
+        done.stats.upserted as f64 / index_secs
     );
 
-    let decider = memfold::cli::decider(&config).expect("decider");
-    let pass =
-        Pass { root: &root, config: &config, embedder: index.embedder(), decider: &decider, index: Some(&index) };
-    let report = pass.run(PassOptions { force: true, dry_run: false }).await.expect("pass");
+    let wall = Instant::now();
+    let report = memory.consolidate(PassOptions { force: true, dry_run: false }).await.expect("pass");
+    let wall = wall.elapsed().as_secs_f64();
     let t = &report.timings;
     let without_llm = t.total_ms.saturating_sub(t.decide_ms);
-    println!("pass over {n_facts} new facts against {n_entries} entries:");
+    println!("pass over {n_facts} new facts against {n_entries} entries: {wall:.2}s wall clock");
     println!(
         "  total {:.2}s, excluding the LLM {:.2}s (embed {:.2}s, neighbours+clusters {:.2}s, decide wait {:.2}s, write {:.2}s, promote {:.2}s, reindex {:.2}s)",
         t.total_ms as f64 / 1e3,

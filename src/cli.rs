@@ -12,16 +12,10 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use crate::config::{Config, Overrides};
-use crate::consolidate::decide::Decider;
-use crate::consolidate::pass::{Pass, PassError, PassOptions};
-use crate::corpus;
-use crate::files::Root;
-use crate::files::archive::{self, NewFact};
-use crate::forget;
-use crate::index::{Index, Scope, SearchOpts};
-use crate::ledger::Ledger;
-use crate::llm::{ChatClient, Prompts};
-use crate::recall;
+use crate::consolidate::pass::PassOptions;
+use crate::error::Error;
+use crate::files::archive::NewFact;
+use crate::memory::{Memory, SearchRequest};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -195,33 +189,32 @@ pub struct AddArgs {
 pub fn run(cli: Cli) -> Result<i32> {
     let overrides = Overrides { root: cli.global.root.clone(), config: cli.global.config.clone() };
     let config = Config::load(&overrides).context("loading configuration")?;
-    let root = Root::new(&config.root);
-    match cli.command {
-        Command::Init { json } => init(&root, json),
-        command => {
-            if !root.is_initialized() {
-                bail!(
-                    "{} is not a memfold root; run `memfold init --root {}` first",
-                    root.dir().display(),
-                    root.dir().display()
-                );
+    if let Command::Init { json } = cli.command {
+        return init(&config, json);
+    }
+    let runtime = runtime()?;
+    let code = runtime.block_on(async {
+        let memory = Memory::open(config).await?;
+        match cli.command {
+            Command::Init { .. } => unreachable!("handled above"),
+            Command::Add(args) => add(&memory, args),
+            Command::Status { json } => status(&memory, json).await,
+            Command::Verify { json } => verify(&memory, json).await,
+            Command::Search(args) => search(&memory, args).await,
+            Command::Reindex { clear, json } => reindex(&memory, clear, json).await,
+            Command::Curate(verb) => curate(&memory, verb).await,
+            Command::Review(verb) => review(&memory, verb).await,
+            Command::Serve { bind } => {
+                crate::daemon::serve(memory, bind, crate::http::serve).await.map(|()| 0).map_err(Into::into)
             }
-            match command {
-                Command::Init { .. } => unreachable!("handled above"),
-                Command::Add(args) => add(&root, args),
-                Command::Status { json } => status(&root, &config, json),
-                Command::Verify { json } => verify(&root, &config, json),
-                Command::Search(args) => runtime()?.block_on(search(&root, &config, args)),
-                Command::Reindex { clear, json } => runtime()?.block_on(reindex(&root, &config, clear, json)),
-                Command::Curate(verb) => runtime()?.block_on(curate(&root, &config, verb)),
-                Command::Review(verb) => review(&root, &config, verb),
-                Command::Serve { bind } => serve(&root, config.clone(), bind),
-                Command::Consolidate { force, dry_run, json } => {
-                    runtime()?.block_on(consolidate(&root, &config, PassOptions { force, dry_run }, json))
-                }
+            Command::Consolidate { force, dry_run, json } => {
+                consolidate(&memory, PassOptions { force, dry_run }, json).await
             }
         }
-    }
+    });
+    // An atomic write already handed to a blocking thread finishes before the process exits.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+    code
 }
 
 fn print_json(value: &impl serde::Serialize) -> Result<()> {
@@ -229,17 +222,17 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-fn init(root: &Root, json: bool) -> Result<i32> {
-    root.init().with_context(|| format!("creating memory root {}", root.dir().display()))?;
+fn init(config: &Config, json: bool) -> Result<i32> {
+    let dir = Memory::init(config).with_context(|| format!("creating memory root {}", config.root.display()))?;
     if json {
-        print_json(&json!({"root": root.dir()}))?;
+        print_json(&json!({"root": dir}))?;
     } else {
-        println!("memory root ready at {}", root.dir().display());
+        println!("memory root ready at {}", dir.display());
     }
     Ok(0)
 }
 
-fn add(root: &Root, args: AddArgs) -> Result<i32> {
+fn add(memory: &Memory, args: AddArgs) -> Result<i32> {
     let mut texts = args.facts;
     if args.stdin {
         for line in std::io::stdin().lock().lines() {
@@ -254,7 +247,7 @@ fn add(root: &Root, args: AddArgs) -> Result<i32> {
     }
     let facts: Vec<NewFact> =
         texts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
-    let added = archive::append(root, &facts, chrono::Local::now().naive_local())?;
+    let added = memory.add(facts)?;
     if args.json {
         let facts: Vec<_> = added.iter().map(|f| json!({"id": f.id, "date": f.date, "text": f.text})).collect();
         print_json(&json!({ "facts": facts }))?;
@@ -266,13 +259,13 @@ fn add(root: &Root, args: AddArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn status(root: &Root, config: &Config, json: bool) -> Result<i32> {
-    let status = crate::status::status(root, config)?;
+async fn status(memory: &Memory, json: bool) -> Result<i32> {
+    let status = memory.status().await?;
     if json {
         print_json(&status)?;
     } else {
         let gate = &status.gate;
-        println!("root:          {}", root.dir().display());
+        println!("root:          {}", memory.root().dir().display());
         println!("gate:          {} ({})", if gate.open { "open" } else { "shut" }, gate.reason);
         println!("pending facts: {}", status.pending_facts);
         if status.held_facts > 0 {
@@ -293,11 +286,8 @@ fn status(root: &Root, config: &Config, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-fn verify(root: &Root, config: &Config, json: bool) -> Result<i32> {
-    let ledger = Ledger::load(root)?;
-    let index_problems =
-        if root.index_dir().exists() { runtime()?.block_on(index_check(root, config))? } else { Vec::new() };
-    let report = crate::verify::verify(&ledger, index_problems);
+async fn verify(memory: &Memory, json: bool) -> Result<i32> {
+    let report = memory.verify().await?;
     if json {
         print_json(&report)?;
     } else {
@@ -321,47 +311,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
-/// Bring the index up to date, then check that it holds exactly what the files say.
-async fn index_check(root: &Root, config: &Config) -> Result<Vec<crate::files::Problem>> {
-    let index = corpus::open_index(root, config).await?;
-    let (ledger, _) = corpus::refresh(root, &index).await?;
-    let want: std::collections::BTreeMap<String, String> =
-        corpus::docs(&ledger).iter().map(|d| (d.key.clone(), Index::content_hash(d))).collect();
-    let have = index.digest().await?;
-    let mut problems = Vec::new();
-    let rows = index.len().await?;
-    if rows != have.len() {
-        problems.push(crate::files::Problem::new(
-            ".memfold/index",
-            0,
-            format!("{rows} rows for {} keys: a key is duplicated", have.len()),
-        ));
-    }
-    for (key, hash) in &want {
-        if have.get(key) != Some(hash) {
-            problems.push(crate::files::Problem::new(
-                ".memfold/index",
-                0,
-                format!("row {key} does not match the files"),
-            ));
-        }
-    }
-    for key in have.keys().filter(|k| !want.contains_key(*k)) {
-        problems.push(crate::files::Problem::new(".memfold/index", 0, format!("row {key} has no source in the files")));
-    }
-    Ok(problems)
-}
-
-async fn search(root: &Root, config: &Config, args: SearchArgs) -> Result<i32> {
-    let index = corpus::open_index(root, config).await?;
-    corpus::refresh(root, &index).await?;
-    let mut opts = SearchOpts::new(&config.search, chrono::Local::now().date_naive());
-    opts.k = args.k.unwrap_or(config.search.default_k);
-    opts.as_of = args.as_of;
-    opts.history = args.history;
-    let hits = index.search(&args.query, &opts).await?;
-    let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
-    recall::record(root, &args.query, &ids, config.recall.window_days)?;
+async fn search(memory: &Memory, args: SearchArgs) -> Result<i32> {
+    let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.history };
+    let hits = memory.search(&args.query, &request).await?;
     if args.json {
         print_json(&json!({ "hits": hits }))?;
     } else {
@@ -372,15 +324,9 @@ async fn search(root: &Root, config: &Config, args: SearchArgs) -> Result<i32> {
     Ok(0)
 }
 
-async fn reindex(root: &Root, config: &Config, clear: bool, json: bool) -> Result<i32> {
-    let index = corpus::open_index(root, config).await?;
-    if clear {
-        index.clear().await?;
-    }
-    let ledger = Ledger::load(root)?;
-    let docs = corpus::docs(&ledger);
+async fn reindex(memory: &Memory, clear: bool, json: bool) -> Result<i32> {
     let bar = interactive().then(|| {
-        let bar = indicatif::ProgressBar::new(docs.len() as u64);
+        let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} docs ({per_sec}, {eta} left)")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -393,42 +339,26 @@ async fn reindex(root: &Root, config: &Config, clear: bool, json: bool) -> Resul
             bar.set_position(done as u64);
         }
     };
-    let started = std::time::Instant::now();
-    let stats = index.sync(&docs, Scope::All, Some(&progress)).await?;
+    let done = memory.reindex(clear, Some(&progress)).await?;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let secs = started.elapsed().as_secs_f64();
     if json {
-        print_json(&json!({"docs": docs.len(), "stats": stats, "seconds": secs}))?;
+        print_json(&done)?;
     } else {
+        let stats = done.stats;
         println!(
-            "{} docs: {} embedded, {} written, {} deleted, {} unchanged in {secs:.2}s",
-            docs.len(),
-            stats.embedded,
-            stats.upserted,
-            stats.deleted,
-            stats.unchanged
+            "{} docs: {} embedded, {} written, {} deleted, {} unchanged in {:.2}s",
+            done.docs, stats.embedded, stats.upserted, stats.deleted, stats.unchanged, done.seconds
         );
     }
     Ok(0)
 }
 
-/// The configured decider: the LLM when `[llm] base_url` is set, else the offline rules.
-pub fn decider(config: &Config) -> Result<Decider> {
-    Ok(match ChatClient::from_config(&config.llm)? {
-        Some(client) => Decider::Llm { client, prompts: Prompts::load(&config.llm.prompts_dir)? },
-        None => Decider::Offline,
-    })
-}
-
-async fn consolidate(root: &Root, config: &Config, opts: PassOptions, json: bool) -> Result<i32> {
-    let index = corpus::open_index(root, config).await?;
-    let decider = decider(config)?;
-    let pass = Pass { root, config, embedder: index.embedder(), decider: &decider, index: Some(&index) };
-    let report = match pass.run(opts).await {
+async fn consolidate(memory: &Memory, opts: PassOptions, json: bool) -> Result<i32> {
+    let report = match memory.consolidate(opts).await {
         Ok(report) => report,
-        Err(PassError::Busy(err)) => {
+        Err(err @ Error::Busy(_)) => {
             eprintln!("{err}");
             return Ok(0);
         }
@@ -439,10 +369,7 @@ async fn consolidate(root: &Root, config: &Config, opts: PassOptions, json: bool
     } else if !report.gate.open {
         println!("not consolidating: {}", report.gate.reason);
     } else {
-        for op in &report.ops {
-            let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
-            println!("{:<9} {:<14} {}", op.op, op.target.as_deref().unwrap_or("(new)"), what.replace('\n', " "));
-        }
+        print_ops(&report);
         let verb = match (opts.dry_run, report.applied || report.plans.is_empty()) {
             (true, _) => "would apply",
             (false, true) => "applied",
@@ -467,18 +394,17 @@ async fn consolidate(root: &Root, config: &Config, opts: PassOptions, json: bool
     Ok(0)
 }
 
-async fn curate(root: &Root, config: &Config, verb: Curate) -> Result<i32> {
-    let refresh = || async {
-        if root.index_dir().exists() {
-            let index = corpus::open_index(root, config).await?;
-            corpus::refresh(root, &index).await?;
-        }
-        anyhow::Ok(())
-    };
+fn print_ops(report: &crate::consolidate::pass::PassReport) {
+    for op in &report.ops {
+        let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
+        println!("{:<9} {:<14} {}", op.op, op.target.as_deref().unwrap_or("(new)"), what.replace('\n', " "));
+    }
+}
+
+async fn curate(memory: &Memory, verb: Curate) -> Result<i32> {
     match verb {
         Curate::Forget { id, reason, json } => {
-            let done = forget::forget(root, &id, reason.as_deref())?;
-            refresh().await?;
+            let done = memory.forget(&id, reason.as_deref()).await?;
             if json {
                 print_json(&done)?;
             } else {
@@ -486,20 +412,15 @@ async fn curate(root: &Root, config: &Config, verb: Curate) -> Result<i32> {
             }
         }
         Curate::Pin { id } => {
-            forget::pin(root, &id, true)?;
-            refresh().await?;
+            memory.pin(&id, true).await?;
             println!("pinned {id}");
         }
         Curate::Unpin { id } => {
-            forget::pin(root, &id, false)?;
-            refresh().await?;
+            memory.pin(&id, false).await?;
             println!("unpinned {id}");
         }
         Curate::Rebuild { json } => {
-            let index = corpus::open_index(root, config).await?;
-            let decider = decider(config)?;
-            let pass = Pass { root, config, embedder: index.embedder(), decider: &decider, index: Some(&index) };
-            let report = pass.rebuild().await?;
+            let report = memory.rebuild().await?;
             if json {
                 print_json(&report)?;
             } else {
@@ -510,37 +431,11 @@ async fn curate(root: &Root, config: &Config, verb: Curate) -> Result<i32> {
     Ok(0)
 }
 
-fn serve(root: &Root, mut config: Config, bind: Option<String>) -> Result<i32> {
-    if let Some(bind) = bind {
-        config.server.bind = bind;
-    }
-    let runtime = runtime()?;
-    let result = runtime.block_on(crate::daemon::serve(root.clone(), config));
-    // An atomic write already handed to a blocking thread finishes before the process exits.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
-    result?;
-    Ok(0)
-}
-
-fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
-    use crate::review;
-    // After a change to memory.md: bring the index up to date and rewrite MEMORY.md.
-    let after_change = || -> Result<()> {
-        runtime()?.block_on(async {
-            if root.index_dir().exists() {
-                let index = corpus::open_index(root, config).await?;
-                corpus::refresh(root, &index).await?;
-            }
-            let decider = decider(config)?;
-            if let Err(e) = crate::promote::promote(root, config, decider.promoter()).await {
-                tracing::warn!(error = %e, "MEMORY.md not rewritten");
-            }
-            anyhow::Ok(())
-        })
-    };
+async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
+    use crate::consolidate::records::PlanStatus;
     match verb {
         ReviewVerb::Runs { json } => {
-            let runs = review::runs(root)?;
+            let runs = memory.runs().await?;
             if json {
                 print_json(&json!({ "runs": runs }))?;
                 return Ok(0);
@@ -565,8 +460,7 @@ fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
             }
         }
         ReviewVerb::Undo { run, json } => {
-            let done = review::undo(root, &run)?;
-            after_change()?;
+            let done = memory.undo(&run).await?;
             if json {
                 print_json(&done)?;
             } else {
@@ -581,7 +475,7 @@ fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
             }
         }
         ReviewVerb::Plans { json } => {
-            let plans = review::plans(root)?;
+            let plans = memory.plans().await?;
             if json {
                 print_json(&json!({ "plans": plans }))?;
                 return Ok(0);
@@ -591,8 +485,8 @@ fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
             }
             for plan in &plans {
                 let status = match plan.status {
-                    review::PlanStatus::Pending => "pending",
-                    review::PlanStatus::Rejected => "rejected",
+                    PlanStatus::Pending => "pending",
+                    PlanStatus::Rejected => "rejected",
                 };
                 println!(
                     "plan {}  {status} ({})  made {}  {} ops, {} facts, +{} -{} lines{}",
@@ -605,7 +499,7 @@ fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
                     plan.stat.removed,
                     if plan.stale { " (memory.md changed since)" } else { "" }
                 );
-                if plan.status == review::PlanStatus::Rejected {
+                if plan.status == PlanStatus::Rejected {
                     continue;
                 }
                 for op in &plan.ops {
@@ -626,8 +520,7 @@ fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
             }
         }
         ReviewVerb::Apply { plan, json } => {
-            let applied = review::apply_plan(root, &plan)?;
-            after_change()?;
+            let applied = memory.apply_plan(&plan).await?;
             if json {
                 print_json(&applied)?;
             } else {
@@ -642,7 +535,7 @@ fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
             }
         }
         ReviewVerb::Reject { plan, json } => {
-            let rejected = review::reject_plan(root, &plan)?;
+            let rejected = memory.reject_plan(&plan).await?;
             if json {
                 print_json(&rejected)?;
             } else {
@@ -654,7 +547,7 @@ fn review(root: &Root, config: &Config, verb: ReviewVerb) -> Result<i32> {
             }
         }
         ReviewVerb::History { id, json } => {
-            let chain = review::history_chain(root, &id)?;
+            let chain = memory.history(&id).await?;
             if json {
                 print_json(&chain)?;
                 return Ok(0);

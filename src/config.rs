@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::{Clock, Zone};
+
 /// Errors while loading configuration.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -35,6 +37,7 @@ pub struct Config {
     pub recall: RecallConfig,
     pub search: SearchConfig,
     pub server: ServerConfig,
+    pub time: TimeConfig,
 }
 
 impl Default for Config {
@@ -48,6 +51,7 @@ impl Default for Config {
             recall: RecallConfig::default(),
             search: SearchConfig::default(),
             server: ServerConfig::default(),
+            time: TimeConfig::default(),
         }
     }
 }
@@ -259,6 +263,19 @@ impl Default for ServerConfig {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeConfig {
+    /// Where days begin: `local` (the machine's zone), `utc`, or a fixed offset like `+02:00`.
+    pub zone: String,
+}
+
+impl Default for TimeConfig {
+    fn default() -> Self {
+        TimeConfig { zone: "local".into() }
+    }
+}
+
 /// Values from the command line, the top of the precedence order.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -332,7 +349,15 @@ impl Config {
         if self.embedding.provider == EmbeddingProvider::Minilm && self.embedding.model_dir.trim().is_empty() {
             return bad("embedding.model_dir", "is required when embedding.provider = \"minilm\"");
         }
+        if let Err(message) = Zone::parse(&self.time.zone) {
+            return bad("time.zone", &message);
+        }
         Ok(())
+    }
+
+    /// The clock every day and time memfold writes comes from.
+    pub fn clock(&self) -> Clock {
+        Clock::new(Zone::parse(&self.time.zone).unwrap_or(Zone::Local))
     }
 
     /// The bearer token the server requires, if `server.token_env` names a set variable.

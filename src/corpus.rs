@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use chrono::NaiveDate;
 
 use crate::files::Root;
+use crate::files::entries::HistoryStatus;
 use crate::index::{Doc, DocKind, Index, IndexError, Scope, SyncStats};
 use crate::ledger::{FactFate, Ledger, LedgerError};
 
@@ -40,7 +41,8 @@ pub fn docs(ledger: &Ledger) -> Vec<Doc> {
         // Every version of a forgotten entry leaves the index, not just the deleted one; a
         // version an undo took back (`reverted`) or put back (`restored`, now current again)
         // is not a past truth either.
-        let set_aside = matches!(e.meta.status.as_deref(), Some("deleted" | "reverted" | "restored"));
+        let set_aside =
+            matches!(e.meta.status, Some(HistoryStatus::Deleted | HistoryStatus::Reverted | HistoryStatus::Restored));
         if set_aside || tombstoned.contains(e.id()) {
             continue;
         }

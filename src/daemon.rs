@@ -2,20 +2,21 @@
 //!
 //! [`serve`] takes the serve lock (`.memfold/serve.lock`, so a second daemon on the same root
 //! exits with a message naming the first), opens the index, binds the listener, starts
-//! watching the root, then runs four workers that share one [`AppState`]:
+//! watching the root, then runs four workers that share one [`Daemon`], which holds the
+//! [`Memory`] every use case goes through:
 //!
-//! - `http`: the axum server of [`crate::http`]. Handlers are thin: they parse, call the
-//!   library (blocking work in `spawn_blocking`) and answer JSON.
+//! - `http`: the HTTP server the caller hands in (the axum router of `crate::http`; this
+//!   module does not depend on it). Handlers are thin: they parse, call [`Memory`] and answer.
 //! - `scheduler`: the only place a consolidation pass runs, one at a time. It checks the gate
 //!   every `consolidation.interval_seconds` (the first check is at start) and runs the passes
 //!   `POST /consolidate` sends it over a channel, answering on a oneshot. A pass refused
 //!   because `memory.md` changed under it is tried again after [`STALE_RETRY`]; a pass refused
 //!   because another process holds the consolidation lock is left for the next tick.
-//! - `indexer`: brings the index up to date with the files ([`corpus::refresh`], by content
+//! - `indexer`: brings the index up to date with the files ([`Memory::refresh`], by content
 //!   hash) whenever ingest or the watcher marks it dirty; a search refreshes first if it is
 //!   still dirty, so facts are searchable as soon as `POST /facts` has answered.
 //! - `watcher`: [`Watcher`] events → tombstone entries deleted from `memory.md` by hand
-//!   ([`crate::forget::reconcile`]) → mark the index dirty.
+//!   ([`Memory::reconcile`]) → mark the index dirty.
 //!
 //! **Ingest** groups concurrent `POST /facts` requests into one archive append (one lock, one
 //! read of the day file, one fsync): each request queues its facts, and whoever gets the
@@ -26,35 +27,31 @@
 //! **Shutdown.** SIGINT and SIGTERM (or a worker ending on its own) send `true` on one watch
 //! channel. Every worker selects on it: the server stops accepting and lets open requests
 //! finish (for at most [`HTTP_DRAIN`]); the scheduler drops a pass in flight, which leaves the
-//! files as they were, except that an atomic write already started in `spawn_blocking` runs to
-//! its end (`memfold serve` gives blocking tasks up to 10 s when it shuts its runtime down);
+//! files as they were, except that a commit already started runs to its end on its blocking
+//! thread, holding the consolidation lock until it is done (`memfold serve` gives blocking
+//! tasks up to 10 s when it shuts its runtime down; a commit cut short even so is finished by
+//! the next process that opens the root);
 //! the indexer and the watcher stop. The workers are joined, each logged by name, then the
 //! serve lock is released; a second signal stops waiting for the workers. Logs go to stderr
 //! unbuffered, so there is nothing left to flush.
 
 use std::collections::{HashMap, VecDeque};
-use std::future::IntoFuture;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
 
-use crate::config::Config;
-use crate::consolidate::apply::ApplyError;
-use crate::consolidate::decide::Decider;
-use crate::consolidate::pass::{Pass, PassError, PassOptions, PassReport};
-use crate::corpus::{self, RefreshError};
+use crate::consolidate::pass::{PassOptions, PassReport};
+use crate::error::{Error, Kind};
 use crate::files::Root;
-use crate::files::archive::{self, Fact, NewFact};
-use crate::index::{Index, Scope, SyncStats};
-use crate::ledger::Ledger;
-use crate::llm::{ChatClient, LlmError, Prompts};
+use crate::files::archive::{Fact, NewFact};
 use crate::lock::{LockError, LockGuard};
+use crate::memory::Memory;
 use crate::metrics::{Metrics, PassOutcome, Via};
 use crate::watch::{WatchError, Watcher};
 
@@ -82,9 +79,7 @@ pub enum DaemonError {
     #[error(transparent)]
     Lock(#[from] LockError),
     #[error("opening the index: {0}")]
-    Index(#[from] corpus::OpenError),
-    #[error(transparent)]
-    Llm(#[from] LlmError),
+    Index(Error),
     #[error("binding {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
     #[error(transparent)]
@@ -100,37 +95,20 @@ pub enum DaemonError {
 }
 
 /// Everything the handlers and workers share. No lock in here is held across an await except
-/// the two that exist to serialise one kind of work (index refreshes, archive appends).
-pub struct AppState {
-    pub root: Root,
-    pub config: Config,
-    pub index: Arc<Index>,
-    /// The chat model for `POST /turns`, when one is configured.
-    pub chat: Option<ChatClient>,
-    pub prompts: Prompts,
+/// the one that exists to serialise archive appends.
+pub struct Daemon {
+    pub memory: Memory,
     pub metrics: Metrics,
     /// The bearer token every route but `/healthz` requires, when set.
     pub token: Option<String>,
+    /// The address the server listens on.
+    pub addr: std::net::SocketAddr,
     started: Instant,
     started_at: DateTime<Utc>,
     scheduler: mpsc::Sender<PassRequest>,
-    fresh: Freshness,
     ingest: Ingest,
     passes: Mutex<VecDeque<PassRecord>>,
     requests: AtomicU64,
-}
-
-/// Generation counters that say whether the index may be behind the files.
-#[derive(Default)]
-struct Freshness {
-    /// Bumped whenever the files may have changed.
-    wanted: AtomicU64,
-    /// The `wanted` value the last successful refresh started from.
-    done: AtomicU64,
-    /// One refresh at a time.
-    refreshing: tokio::sync::Mutex<()>,
-    /// Wakes the indexer.
-    notify: Notify,
 }
 
 /// Facts waiting to be appended, and the mutex whose holder appends them (group commit).
@@ -138,24 +116,12 @@ struct Freshness {
 struct Ingest {
     queue: Mutex<Vec<Waiting>>,
     writer: tokio::sync::Mutex<()>,
-    /// Remembers the day files between appends (only the blocking append locks it).
-    appender: Mutex<archive::Appender>,
 }
 
 struct Waiting {
     facts: Vec<NewFact>,
     via: Via,
-    reply: oneshot::Sender<Result<Vec<Fact>, String>>,
-}
-
-/// Why ingest failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum IngestError {
-    #[error("{0}")]
-    Archive(String),
-    #[error("the archive append was interrupted (shutting down); the facts may not have been written")]
-    Interrupted,
+    reply: oneshot::Sender<Result<Vec<Fact>, Error>>,
 }
 
 /// A pass for the scheduler to run.
@@ -163,7 +129,7 @@ struct PassRequest {
     id: String,
     trigger: Trigger,
     opts: PassOptions,
-    reply: Option<oneshot::Sender<Result<PassReport, PassError>>>,
+    reply: Option<oneshot::Sender<Result<PassReport, Error>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -201,7 +167,7 @@ pub struct PassRecord {
 /// What became of a `POST /consolidate`.
 pub enum PassReply {
     /// The pass finished within `server.request_timeout_secs`.
-    Done(Box<Result<PassReport, PassError>>),
+    Done(Box<Result<PassReport, Error>>),
     /// Still queued or running; its record in `daemon.passes` has this id.
     Running(String),
 }
@@ -220,53 +186,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl AppState {
-    /// Say the files may have changed: the indexer refreshes soon, a search refreshes first.
-    pub fn mark_dirty(&self) {
-        self.fresh.wanted.fetch_add(1, Ordering::SeqCst);
-        self.fresh.notify.notify_one();
-    }
-
-    /// Refresh the index unless no change was marked since the last refresh started.
-    pub async fn ensure_fresh(&self) -> Result<(), RefreshError> {
-        let target = self.fresh.wanted.load(Ordering::SeqCst);
-        if self.fresh.done.load(Ordering::SeqCst) >= target {
-            return Ok(());
-        }
-        let _one = self.fresh.refreshing.lock().await;
-        if self.fresh.done.load(Ordering::SeqCst) >= target {
-            return Ok(()); // someone refreshed while we waited
-        }
-        let generation = self.fresh.wanted.load(Ordering::SeqCst);
-        let result = corpus::refresh(&self.root, &self.index).await;
+impl Daemon {
+    /// Bring the index up to date if the files may have changed, counting the refresh.
+    pub async fn refresh(&self) -> Result<(), Error> {
+        let result = self.memory.refresh().await;
         self.metrics.refreshed(result.is_ok());
-        let (_, stats) = result?;
-        self.fresh.done.fetch_max(generation, Ordering::SeqCst);
-        debug!(upserted = stats.upserted, deleted = stats.deleted, unchanged = stats.unchanged, "index refreshed");
-        Ok(())
-    }
-
-    /// Rebuild (`clear`) or bring up to date every row of the index, between other refreshes.
-    pub async fn reindex(&self, clear: bool) -> Result<(usize, SyncStats), RefreshError> {
-        let _one = self.fresh.refreshing.lock().await;
-        let generation = self.fresh.wanted.load(Ordering::SeqCst);
-        if clear {
-            self.index.clear().await?;
-        }
-        let root = self.root.clone();
-        let ledger = tokio::task::spawn_blocking(move || Ledger::load(&root))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
-        let docs = corpus::docs(&ledger);
-        let stats = self.index.sync(&docs, Scope::All, None).await?;
-        self.fresh.done.fetch_max(generation, Ordering::SeqCst);
-        info!(clear, docs = docs.len(), upserted = stats.upserted, deleted = stats.deleted, "reindexed");
-        Ok((docs.len(), stats))
+        result
     }
 
     /// Append facts to the archive, grouped with other requests waiting at the same time.
-    /// The facts must be valid (non-empty text); answers them in the order given.
-    pub async fn ingest(self: &Arc<Self>, facts: Vec<NewFact>, via: Via) -> Result<Vec<Fact>, IngestError> {
+    /// Answers them in the order given; a refused batch (a fact without text) stores nothing.
+    pub async fn ingest(self: &Arc<Self>, facts: Vec<NewFact>, via: Via) -> Result<Vec<Fact>, Error> {
         let (reply, answer) = oneshot::channel();
         lock(&self.ingest.queue).push(Waiting { facts, via, reply });
         {
@@ -278,15 +208,18 @@ impl AppState {
                 let _ = tokio::task::spawn_blocking(move || state.append_batch(batch)).await;
             }
         }
-        answer.await.map_err(|_| IngestError::Interrupted)?.map_err(IngestError::Archive)
+        answer.await.map_err(|_| {
+            Error::Other(
+                "the archive append was interrupted (shutting down); the facts may not have been written".into(),
+            )
+        })?
     }
 
     fn append_batch(&self, mut batch: Vec<Waiting>) {
         let sizes: Vec<usize> = batch.iter().map(|w| w.facts.len()).collect();
         let all: Vec<NewFact> = batch.iter_mut().flat_map(|w| std::mem::take(&mut w.facts)).collect();
         let started = Instant::now();
-        let appended = lock(&self.ingest.appender).append(&self.root, &all, chrono::Local::now().naive_local());
-        match appended {
+        match self.memory.add(all) {
             Ok(facts) => {
                 debug!(
                     requests = batch.len(),
@@ -299,13 +232,18 @@ impl AppState {
                     self.metrics.facts_ingested(waiting.via, n);
                     let _ = waiting.reply.send(Ok(facts.by_ref().take(n).collect()));
                 }
-                self.mark_dirty();
             }
             Err(e) => {
                 error!(error = %e, requests = batch.len(), "archive append failed");
                 let message = e.to_string();
+                let kind = e.kind();
                 for waiting in batch {
-                    let _ = waiting.reply.send(Err(message.clone()));
+                    let e = if kind == Kind::BadInput {
+                        Error::BadInput(message.clone())
+                    } else {
+                        Error::Other(message.clone())
+                    };
+                    let _ = waiting.reply.send(Err(e));
                 }
             }
         }
@@ -324,7 +262,7 @@ impl AppState {
                 mpsc::error::TrySendError::Closed(_) => RequestError::ShuttingDown,
             });
         }
-        let wait = Duration::from_secs(self.config.server.request_timeout_secs);
+        let wait = Duration::from_secs(self.memory.config().server.request_timeout_secs);
         match tokio::time::timeout(wait, answer).await {
             Ok(Ok(result)) => Ok(PassReply::Done(Box::new(result))),
             Ok(Err(_)) => Err(RequestError::ShuttingDown),
@@ -389,25 +327,36 @@ impl PassRecord {
     }
 }
 
-/// Run the daemon until SIGINT or SIGTERM, then shut down gracefully.
-pub async fn serve(root: Root, config: Config) -> Result<(), DaemonError> {
+/// The HTTP server a daemon runs as its `http` worker: given the daemon, a bound listener and
+/// the shutdown signal, it serves until told to stop.
+pub trait HttpServer: FnOnce(Arc<Daemon>, tokio::net::TcpListener, watch::Receiver<bool>) -> Self::Serving {
+    type Serving: Future<Output = Result<(), String>> + Send + 'static;
+}
+
+impl<F, Fut> HttpServer for F
+where
+    F: FnOnce(Arc<Daemon>, tokio::net::TcpListener, watch::Receiver<bool>) -> Fut,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    type Serving = Fut;
+}
+
+/// Run the daemon on `memory` until SIGINT or SIGTERM, then shut down gracefully. `bind`
+/// overrides `server.bind`; `http` serves the API.
+pub async fn serve(memory: Memory, bind: Option<String>, http: impl HttpServer) -> Result<(), DaemonError> {
+    let root = memory.root().clone();
+    let config = memory.config().clone();
+    let bind = bind.unwrap_or_else(|| config.server.bind.clone());
     let serve_lock = LockGuard::try_acquire(&root.serve_lock(), "memfold serve")?;
     let token = config.server_token();
     if token.is_none() && !config.server.token_env.is_empty() {
         return Err(DaemonError::TokenMissing { var: config.server.token_env.clone() });
     }
-    let index = Arc::new(corpus::open_index(&root, &config).await?);
-    let prompts = Prompts::load(&config.llm.prompts_dir)?;
-    let chat = ChatClient::from_config(&config.llm)?;
-    let decider = match &chat {
-        Some(client) => Decider::Llm { client: client.clone(), prompts: prompts.clone() },
-        None => Decider::Offline,
-    };
-    let listener = tokio::net::TcpListener::bind(&config.server.bind)
+    memory.index().await.map_err(DaemonError::Index)?;
+    let listener = tokio::net::TcpListener::bind(&bind)
         .await
-        .map_err(|source| DaemonError::Bind { addr: config.server.bind.clone(), source })?;
-    let addr =
-        listener.local_addr().map_err(|source| DaemonError::Bind { addr: config.server.bind.clone(), source })?;
+        .map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
+    let addr = listener.local_addr().map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
     // notify reports canonical paths; the watcher must compare them with a canonical root.
     let canonical = root
         .dir()
@@ -421,18 +370,14 @@ pub async fn serve(root: Root, config: Config) -> Result<(), DaemonError> {
 
     let (stop_tx, stop) = watch::channel(false);
     let (scheduler_tx, scheduler_rx) = mpsc::channel(SCHEDULER_QUEUE);
-    let state = Arc::new(AppState {
-        root: root.clone(),
-        config,
-        index,
-        chat,
-        prompts,
+    let state = Arc::new(Daemon {
+        memory,
         metrics: Metrics::default(),
         token,
+        addr,
         started: Instant::now(),
         started_at: Utc::now(),
         scheduler: scheduler_tx,
-        fresh: Freshness::default(),
         ingest: Ingest::default(),
         passes: Mutex::new(VecDeque::new()),
         requests: AtomicU64::new(0),
@@ -441,17 +386,17 @@ pub async fn serve(root: Root, config: Config) -> Result<(), DaemonError> {
         %addr,
         root = %root.dir().display(),
         auth = state.token.is_some(),
-        decider = decider.name(),
-        interval_secs = state.config.consolidation.interval_seconds,
+        decider = state.memory.decider_name(),
+        interval_secs = config.consolidation.interval_seconds,
         "memfold serving"
     );
 
     let mut workers = Workers::default();
-    workers.spawn("http", http_worker(listener, crate::http::router(state.clone()), stop.clone()));
-    workers.spawn("scheduler", scheduler_worker(state.clone(), decider, scheduler_rx, stop.clone()));
+    workers.spawn("http", http(state.clone(), listener, stop.clone()));
+    workers.spawn("scheduler", scheduler_worker(state.clone(), scheduler_rx, stop.clone()));
     workers.spawn("indexer", indexer_worker(state.clone(), stop.clone()));
     workers.spawn("watcher", watcher_worker(state.clone(), watcher, stop.clone()));
-    state.mark_dirty(); // the first refresh catches up with whatever changed while nobody watched
+    state.memory.mark_dirty(); // the first refresh catches up with whatever changed while nobody watched
 
     let mut failure = None;
     tokio::select! {
@@ -559,34 +504,16 @@ impl Signals {
 }
 
 /// Resolves once shutdown has been signalled.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
 
-async fn http_worker(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), String> {
-    let mut graceful = stop.clone();
-    let server =
-        axum::serve(listener, router).with_graceful_shutdown(async move { stopped(&mut graceful).await }).into_future();
-    tokio::select! {
-        result = server => result.map_err(|e| format!("http server: {e}")),
-        _ = async { stopped(&mut stop).await; tokio::time::sleep(HTTP_DRAIN).await } => {
-            warn!(drain_secs = HTTP_DRAIN.as_secs(), "requests still open after the drain time; closing them");
-            Ok(())
-        }
-    }
-}
-
 async fn scheduler_worker(
-    state: Arc<AppState>,
-    decider: Decider,
+    state: Arc<Daemon>,
     mut requests: mpsc::Receiver<PassRequest>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let every = Duration::from_secs(state.config.consolidation.interval_seconds.max(1));
+    let every = Duration::from_secs(state.memory.config().consolidation.interval_seconds.max(1));
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // (when, options, retries so far) of a pass to try again after a stale refusal.
@@ -628,15 +555,8 @@ async fn scheduler_worker(
         record.started = Some(Utc::now());
         state.record(record.clone());
         let started = Instant::now();
-        let pass = Pass {
-            root: &state.root,
-            config: &state.config,
-            embedder: state.index.embedder(),
-            decider: &decider,
-            index: Some(&state.index),
-        };
         let result = tokio::select! {
-            result = pass.run(request.opts) => result,
+            result = state.memory.consolidate(request.opts) => result,
             _ = stopped(&mut stop) => {
                 info!(request = %request.id, "shutdown: pass abandoned; the files are as they were (or as its atomic write left them, if it had started)");
                 state.metrics.pass(PassOutcome::Abandoned, None, started.elapsed());
@@ -653,8 +573,8 @@ async fn scheduler_worker(
             Ok(report) if report.dry_run => PassOutcome::DryRun,
             Ok(report) if report.applied => PassOutcome::Applied,
             Ok(_) => PassOutcome::Unchanged,
-            Err(PassError::Busy(_)) => PassOutcome::Busy,
-            Err(PassError::Apply(ApplyError::Stale)) => PassOutcome::Stale,
+            Err(e) if e.kind() == Kind::Busy => PassOutcome::Busy,
+            Err(e) if e.kind() == Kind::Stale => PassOutcome::Stale,
             Err(_) => PassOutcome::Failed,
         };
         state.metrics.pass(outcome, result.as_ref().ok(), elapsed);
@@ -665,9 +585,6 @@ async fn scheduler_worker(
                 record.applied = report.applied;
                 record.ops = report.ops.len();
                 record.gate = Some(report.gate.reason.clone());
-                if report.applied {
-                    state.mark_dirty();
-                }
                 if outcome == PassOutcome::GateShut {
                     debug!(request = %request.id, reason = %report.gate.reason, "gate shut");
                 } else {
@@ -711,7 +628,7 @@ async fn scheduler_worker(
     Ok(())
 }
 
-async fn indexer_worker(state: Arc<AppState>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+async fn indexer_worker(state: Arc<Daemon>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
     // A refresh re-reads every file, so under sustained ingest the indexer rests
     // INDEX_REST_FACTOR times as long as its last refresh took: background indexing then
     // uses a bounded share of the CPU, and a search still refreshes first when it must.
@@ -719,7 +636,7 @@ async fn indexer_worker(state: Arc<AppState>, mut stop: watch::Receiver<bool>) -
     loop {
         tokio::select! {
             _ = stopped(&mut stop) => break,
-            _ = state.fresh.notify.notified() => {}
+            _ = state.memory.changed() => {}
         }
         tokio::select! {
             _ = stopped(&mut stop) => break,
@@ -728,7 +645,7 @@ async fn indexer_worker(state: Arc<AppState>, mut stop: watch::Receiver<bool>) -
         let started = Instant::now();
         tokio::select! {
             _ = stopped(&mut stop) => break,
-            result = state.ensure_fresh() => if let Err(e) = result {
+            result = state.refresh() => if let Err(e) = result {
                 warn!(error = %e, "index refresh failed; trying again on the next change or search");
             }
         }
@@ -738,7 +655,7 @@ async fn indexer_worker(state: Arc<AppState>, mut stop: watch::Receiver<bool>) -
 }
 
 async fn watcher_worker(
-    state: Arc<AppState>,
+    state: Arc<Daemon>,
     mut watcher: Watcher,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
@@ -752,16 +669,10 @@ async fn watcher_worker(
         };
         let memory = changes.is_empty() || changes.iter().any(|p| p.ends_with("consolidated/memory.md"));
         debug!(paths = changes.len(), memory, "files changed");
-        if memory {
-            let root = state.root.clone();
-            match tokio::task::spawn_blocking(move || crate::forget::reconcile(&root)).await {
-                Ok(Ok(gone)) if !gone.is_empty() => info!(entries = ?gone, "tombstoned entries deleted by hand"),
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => warn!(error = %e, "could not reconcile hand edits of memory.md"),
-                Err(e) => warn!(error = %e, "reconciling hand edits panicked"),
-            }
+        if memory && let Err(e) = state.memory.reconcile().await {
+            warn!(error = %e, "could not record hand edits of memory.md");
         }
-        state.mark_dirty();
+        state.memory.mark_dirty();
     }
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;

@@ -6,35 +6,23 @@
 //! index or a rebuild again, and a fact re-added word for word stays forgotten.
 //!
 //! memfold keeps `.memfold/memory.seen.md`, the text of `memory.md` as it last wrote or
-//! reconciled it. An entry with a header that is in the seen copy but gone from
-//! `memory.md` was deleted by a person; [`reconcile`] tombstones it the same way.
+//! reconciled it (the commit writes it with every `memory.md` it writes). An entry with a
+//! header that is in the seen copy but gone from `memory.md` was deleted by a person;
+//! [`plan_reconcile`] tombstones it the same way.
+//!
+//! Every function here is pure: it returns the [`Change`] that does it, for
+//! [`crate::commit`].
 
-use chrono::Utc;
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::files::atomic::WriteError;
-use crate::files::entries::{Entry, EntryFile};
-use crate::files::{Root, write_memory};
-use crate::ledger::{FactFate, Ledger, LedgerError, fact_text_hash};
-use crate::lock::{LockError, LockGuard};
-use crate::state::{StateError, Tombstone, append_jsonl};
-
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ForgetError {
-    #[error("no entry or pending fact has id {0}")]
-    NotFound(String),
-    #[error(transparent)]
-    Busy(#[from] LockError),
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error("appending to consolidated/history.md: {0}")]
-    History(std::io::Error),
-}
+use crate::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
+use crate::error::Error;
+use crate::files::content_hash;
+use crate::files::entries::{Entry, EntryFile, HistoryStatus};
+use crate::ledger::{FactFate, Ledger, fact_text_hash};
+use crate::state::Tombstone;
+use crate::verify::DELETED_BY_HAND;
 
 /// What `forget` did.
 #[derive(Debug, Clone, Serialize)]
@@ -46,121 +34,142 @@ pub struct Forgotten {
     pub tombstoned: Vec<String>,
 }
 
+/// `MEMORY.md` as it is now, for dropping the lines of entries that leave memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Promoted<'a> {
+    pub text: &'a str,
+}
+
+impl Promoted<'_> {
+    /// The guarded `MEMORY.md` write that drops the lines of `ids`, if any are there.
+    fn without(&self, ids: &[String]) -> Option<(String, String)> {
+        crate::promote::without_lines(self.text, ids).map(|text| (content_hash(self.text), text))
+    }
+}
+
 /// Forget an entry or a pending fact.
-pub fn forget(root: &Root, id: &str, reason: Option<&str>) -> Result<Forgotten, ForgetError> {
-    let _lock = LockGuard::try_acquire(&root.consolidate_lock(), "consolidation")?;
-    reconcile_locked(root)?;
-    let ledger = Ledger::load(root)?;
-    if ledger.memory.get(id).is_some() {
+pub fn plan_forget(
+    ledger: &Ledger,
+    promoted: Promoted,
+    id: &str,
+    reason: Option<&str>,
+    now: DateTime<Utc>,
+    today: NaiveDate,
+) -> Result<(Change, Forgotten), Error> {
+    let mut change = Change::new(format!("forget {id}"));
+    if let Some(entry) = ledger.memory.get(id) {
         let mut memory = ledger.memory.clone();
-        let entry = memory.remove(id).ok_or_else(|| ForgetError::NotFound(id.to_string()))?;
-        let tombstone = bury(root, &entry, reason.unwrap_or("forgotten"))?;
-        write_memory(root, &memory.render(), &ledger.memory.hash)?;
-        crate::promote::drop_lines(root, &[id.to_string()]);
-        return Ok(Forgotten { id: id.to_string(), kind: "entry", tombstoned: tombstone.ids });
+        memory.remove(id);
+        let (block, tombstone) = bury(entry, reason.unwrap_or("forgotten"), now, today);
+        let text = memory.render();
+        change.memory = Some(MemoryWrite {
+            before: ledger.memory.hash.clone(),
+            text,
+            entries: vec![EntryDelta::of(id, Some(&entry.render()), None)],
+        });
+        change.history = Some(HistoryWrite::Append(vec![block]));
+        change.memory_md = promoted.without(&[id.to_string()]);
+        let forgotten = Forgotten { id: id.to_string(), kind: "entry", tombstoned: tombstone.ids.clone() };
+        change.tombstones.push(tombstone);
+        return Ok((change, forgotten));
     }
     let fates = ledger.fates();
     let fact = ledger
         .facts
         .iter()
         .find(|f| f.id == id && fates.get(f.id.as_str()) == Some(&FactFate::Pending))
-        .ok_or_else(|| ForgetError::NotFound(id.to_string()))?;
+        .ok_or_else(|| Error::NotFound { message: format!("no entry or pending fact has id {id}") })?;
     let tombstone = Tombstone {
         ids: vec![fact.id.clone()],
         text_hash: fact_text_hash(&fact.text),
-        time: Utc::now(),
+        time: now,
         reason: reason.map(str::to_string),
     };
-    append_jsonl(&root.tombstones(), std::slice::from_ref(&tombstone))?;
-    Ok(Forgotten { id: id.to_string(), kind: "fact", tombstoned: tombstone.ids })
+    let forgotten = Forgotten { id: id.to_string(), kind: "fact", tombstoned: tombstone.ids.clone() };
+    change.tombstones.push(tombstone);
+    Ok((change, forgotten))
 }
 
-/// Move an entry to history as deleted and tombstone it with its sources.
-fn bury(root: &Root, entry: &Entry, reason: &str) -> Result<Tombstone, ForgetError> {
+/// An entry's deleted version for `history.md` and the tombstone for it and its sources.
+fn bury(entry: &Entry, reason: &str, now: DateTime<Utc>, today: NaiveDate) -> (Entry, Tombstone) {
     let mut meta = entry.meta.clone();
-    meta.status = Some("deleted".into());
-    meta.valid_until = Some(chrono::Local::now().date_naive());
+    meta.status = Some(HistoryStatus::Deleted);
+    meta.valid_until = Some(today);
     meta.extra.insert("reason".into(), serde_json::Value::String(reason.to_string()));
     let block = Entry::new(meta, &entry.content);
-    crate::files::append_history(root, std::slice::from_ref(&block)).map_err(ForgetError::History)?;
     let mut ids = vec![entry.id().to_string()];
     ids.extend(entry.meta.sources.iter().cloned());
-    let tombstone = Tombstone {
-        ids,
-        text_hash: fact_text_hash(&entry.content),
-        time: Utc::now(),
-        reason: Some(reason.to_string()),
-    };
-    append_jsonl(&root.tombstones(), std::slice::from_ref(&tombstone))?;
-    Ok(tombstone)
+    let tombstone =
+        Tombstone { ids, text_hash: fact_text_hash(&entry.content), time: now, reason: Some(reason.to_string()) };
+    (block, tombstone)
 }
 
-/// Set or clear `pinned` on an entry.
-pub fn pin(root: &Root, id: &str, pinned: bool) -> Result<(), ForgetError> {
-    let _lock = LockGuard::try_acquire(&root.consolidate_lock(), "consolidation")?;
-    reconcile_locked(root)?;
-    let ledger = Ledger::load(root)?;
+/// Set or clear `pinned` on an entry (an empty change when it already is).
+pub fn plan_pin(ledger: &Ledger, id: &str, pinned: bool) -> Result<Change, Error> {
     let mut memory = ledger.memory.clone();
-    let entry = memory.get_mut(id).ok_or_else(|| ForgetError::NotFound(id.to_string()))?;
+    let entry = memory
+        .get_mut(id)
+        .ok_or_else(|| Error::NotFound { message: format!("no entry or pending fact has id {id}") })?;
+    let mut change = Change::new(format!("{} {id}", if pinned { "pin" } else { "unpin" }));
     if entry.meta.pinned == pinned {
-        return Ok(());
+        return Ok(change);
     }
+    let before = entry.render();
     entry.meta.pinned = pinned;
     entry.touch();
-    write_memory(root, &memory.render(), &ledger.memory.hash)?;
-    Ok(())
+    let after = entry.render();
+    change.memory = Some(MemoryWrite {
+        before: ledger.memory.hash.clone(),
+        text: memory.render(),
+        entries: vec![EntryDelta::of(id, Some(&before), Some(&after))],
+    });
+    Ok(change)
 }
 
-/// Tombstone entries a person deleted from `memory.md` by hand; returns their ids.
-/// Skips quietly (returns nothing) while a pass holds the lock; the next call catches up.
-pub fn reconcile(root: &Root) -> Result<Vec<String>, ForgetError> {
-    match LockGuard::try_acquire(&root.consolidate_lock(), "consolidation") {
-        Ok(_lock) => reconcile_locked(root),
-        Err(LockError::Held { .. }) => Ok(Vec::new()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// [`reconcile`] for a caller that holds the consolidation lock.
-pub fn reconcile_locked(root: &Root) -> Result<Vec<String>, ForgetError> {
-    let read = |path: std::path::PathBuf, name: &str| -> Result<Option<String>, ForgetError> {
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(LedgerError::Read { path: name.to_string(), source }.into()),
-        }
+/// Tombstone entries a person deleted from `memory.md` by hand: those with a header in the
+/// seen copy (`seen`, None when there is none yet) that are gone from the ledger's `memory.md`.
+/// Returns the change (empty when there is nothing to record) and the ids.
+pub fn plan_reconcile(
+    ledger: &Ledger,
+    seen: Option<&str>,
+    promoted: Promoted,
+    now: DateTime<Utc>,
+    today: NaiveDate,
+) -> (Change, Vec<String>) {
+    let mut change = Change::new("record hand edits of memory.md");
+    let current = ledger.memory.render();
+    let Some(seen) = seen else {
+        change.seen = Some(current);
+        return (change, Vec::new());
     };
-    let current = read(root.memory(), "consolidated/memory.md")?.unwrap_or_default();
-    let Some(seen) = read(root.memory_seen(), ".memfold/memory.seen.md")? else {
-        write_seen(root, &current)?;
-        return Ok(Vec::new());
-    };
-    if seen == current {
-        return Ok(Vec::new());
+    if content_hash(seen) == ledger.memory.hash {
+        return (change, Vec::new());
     }
-    let now = EntryFile::parse(&current, "consolidated/memory.md");
-    let before = EntryFile::parse(&seen, ".memfold/memory.seen.md");
+    let before = EntryFile::parse(seen, ".memfold/memory.seen.md");
     let mut gone = Vec::new();
-    for entry in before.entries().filter(|e| e.has_header && now.get(e.id()).is_none()) {
+    let mut blocks = Vec::new();
+    for entry in before.entries().filter(|e| e.has_header && ledger.memory.get(e.id()).is_none()) {
         tracing::info!(entry = entry.id(), "entry deleted by hand; tombstoning it");
-        bury(root, entry, "deleted by hand")?;
+        let (block, tombstone) = bury(entry, DELETED_BY_HAND, now, today);
+        blocks.push(block);
+        change.tombstones.push(tombstone);
         gone.push(entry.id().to_string());
     }
-    crate::promote::drop_lines(root, &gone);
-    write_seen(root, &current)?;
-    Ok(gone)
-}
-
-fn write_seen(root: &Root, text: &str) -> Result<(), ForgetError> {
-    crate::files::atomic::write_atomic(&root.memory_seen(), text.as_bytes(), None)?;
-    Ok(())
+    if !blocks.is_empty() {
+        change.history = Some(HistoryWrite::Append(blocks));
+        change.memory_md = promoted.without(&gone);
+    }
+    change.seen = Some(current);
+    (change, gone)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::Root;
     use crate::files::archive::{self, NewFact};
     use crate::files::entries::EntryMeta;
+    use crate::lock::LockGuard;
 
     fn setup() -> (tempfile::TempDir, Root) {
         let dir = tempfile::tempdir().unwrap();
@@ -169,15 +178,34 @@ mod tests {
         (dir, root)
     }
 
+    fn write(root: &Root, change: &Change) {
+        let lock = LockGuard::try_acquire(&root.consolidate_lock(), "test").unwrap();
+        crate::commit::commit(root, change, &lock).unwrap();
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-06-01T09:00:00Z".parse().unwrap()
+    }
+
+    fn today() -> NaiveDate {
+        now().date_naive()
+    }
+
+    const NONE: Promoted = Promoted { text: "" };
+
     fn entry_with_fact(root: &Root, text: &str) -> (String, String) {
-        let now = chrono::NaiveDate::from_ymd_opt(2026, 6, 1).unwrap().and_hms_opt(9, 0, 0).unwrap();
-        let fact =
-            archive::append(root, &[NewFact { text: text.into(), ..Default::default() }], now).unwrap().remove(0);
-        let mut memory = EntryFile::read(&root.memory(), "memory.md").unwrap();
+        let fact = archive::append(root, &[NewFact { text: text.into(), ..Default::default() }], now().naive_utc())
+            .unwrap()
+            .remove(0);
+        let ledger = Ledger::load(root).unwrap();
+        let mut memory = ledger.memory.clone();
         let meta = EntryMeta { sources: vec![fact.id.clone()], ..EntryMeta::new(format!("m-{}", &fact.id[2..10])) };
         let id = meta.id.clone();
         memory.push(Entry::new(meta, text));
-        write_memory(root, &memory.render(), &memory.hash).unwrap();
+        let mut change = Change::new("test");
+        change.memory =
+            Some(MemoryWrite { before: ledger.memory.hash.clone(), text: memory.render(), entries: Vec::new() });
+        write(root, &change);
         (id, fact.id)
     }
 
@@ -185,12 +213,14 @@ mod tests {
     fn forgetting_an_entry_moves_it_to_history_and_tombstones_its_facts() {
         let (_d, root) = setup();
         let (id, fact) = entry_with_fact(&root, "Lives at 12 Rua Augusta");
-        let done = forget(&root, &id, Some("privacy")).unwrap();
+        let (change, done) =
+            plan_forget(&Ledger::load(&root).unwrap(), NONE, &id, Some("privacy"), now(), today()).unwrap();
+        write(&root, &change);
         assert_eq!(done.tombstoned, [id.clone(), fact.clone()]);
         let ledger = Ledger::load(&root).unwrap();
         assert!(ledger.memory.get(&id).is_none());
         let old = ledger.history.get(&id).unwrap();
-        assert_eq!(old.meta.status.as_deref(), Some("deleted"));
+        assert_eq!(old.meta.status, Some(HistoryStatus::Deleted));
         assert_eq!(ledger.fates()[fact.as_str()], FactFate::Tombstoned);
         assert!(crate::verify::verify(&ledger, Vec::new()).ok);
     }
@@ -198,13 +228,15 @@ mod tests {
     #[test]
     fn a_forgotten_fact_stays_forgotten_when_added_again() {
         let (_d, root) = setup();
-        let now = chrono::Local::now().naive_local();
-        let f = archive::append(&root, &[NewFact { text: "Secret: 1234".into(), ..Default::default() }], now).unwrap();
-        forget(&root, &f[0].id, None).unwrap();
-        archive::append(&root, &[NewFact { text: "secret:   1234".into(), ..Default::default() }], now).unwrap();
+        let at = now().naive_utc();
+        let f = archive::append(&root, &[NewFact { text: "Secret: 1234".into(), ..Default::default() }], at).unwrap();
+        let (change, _) = plan_forget(&Ledger::load(&root).unwrap(), NONE, &f[0].id, None, now(), today()).unwrap();
+        write(&root, &change);
+        archive::append(&root, &[NewFact { text: "secret:   1234".into(), ..Default::default() }], at).unwrap();
         let ledger = Ledger::load(&root).unwrap();
         assert!(ledger.pending().is_empty(), "the copy is recognised by its text hash");
-        assert!(matches!(forget(&root, "f-nope", None), Err(ForgetError::NotFound(_))));
+        let err = plan_forget(&ledger, NONE, "f-nope", None, now(), today()).unwrap_err();
+        assert_eq!(err.kind(), crate::error::Kind::NotFound);
     }
 
     #[test]
@@ -212,26 +244,32 @@ mod tests {
         let (_d, root) = setup();
         let (keep, _) = entry_with_fact(&root, "Likes tea");
         let (gone, fact) = entry_with_fact(&root, "Dislikes opera");
-        let memory = EntryFile::read(&root.memory(), "memory.md").unwrap();
-        let mut edited = memory.clone();
+        let mut edited = Ledger::load(&root).unwrap().memory;
         edited.remove(&gone);
         std::fs::write(root.memory(), edited.render()).unwrap();
-        assert_eq!(reconcile(&root).unwrap(), std::slice::from_ref(&gone));
-        assert!(reconcile(&root).unwrap().is_empty(), "noticed once");
+        let seen = std::fs::read_to_string(root.memory_seen()).ok();
+        let (change, ids) = plan_reconcile(&Ledger::load(&root).unwrap(), seen.as_deref(), NONE, now(), today());
+        assert_eq!(ids, std::slice::from_ref(&gone));
+        write(&root, &change);
+        let seen = std::fs::read_to_string(root.memory_seen()).ok();
+        let (change, ids) = plan_reconcile(&Ledger::load(&root).unwrap(), seen.as_deref(), NONE, now(), today());
+        assert!(ids.is_empty() && change.is_empty(), "noticed once");
         let ledger = Ledger::load(&root).unwrap();
         assert!(ledger.memory.get(&keep).is_some());
         assert_eq!(ledger.fates()[fact.as_str()], FactFate::Tombstoned);
-        assert_eq!(ledger.history.get(&gone).unwrap().meta.status.as_deref(), Some("deleted"));
+        assert_eq!(ledger.history.get(&gone).unwrap().meta.status, Some(HistoryStatus::Deleted));
+        assert!(crate::verify::verify(&ledger, Vec::new()).ok);
     }
 
     #[test]
     fn pin_and_unpin() {
         let (_d, root) = setup();
         let (id, _) = entry_with_fact(&root, "Name is John");
-        pin(&root, &id, true).unwrap();
+        write(&root, &plan_pin(&Ledger::load(&root).unwrap(), &id, true).unwrap());
         assert!(Ledger::load(&root).unwrap().memory.get(&id).unwrap().meta.pinned);
-        pin(&root, &id, false).unwrap();
+        write(&root, &plan_pin(&Ledger::load(&root).unwrap(), &id, false).unwrap());
         assert!(!Ledger::load(&root).unwrap().memory.get(&id).unwrap().meta.pinned);
-        assert!(matches!(pin(&root, "m-none", true), Err(ForgetError::NotFound(_))));
+        assert!(plan_pin(&Ledger::load(&root).unwrap(), &id, false).unwrap().is_empty());
+        assert!(plan_pin(&Ledger::load(&root).unwrap(), "m-none", true).is_err());
     }
 }

@@ -9,11 +9,13 @@
 //! When `server.token_env` names a set variable, every route but `GET /healthz` requires
 //! `Authorization: Bearer <token>`.
 //!
-//! Blocking library calls (file reads and appends) go through `spawn_blocking`; index work is
-//! async. Consolidation never runs in a handler: `POST /consolidate` asks the scheduler
-//! worker ([`crate::daemon`]) and waits up to `server.request_timeout_secs` for the report,
-//! then answers 202 with the request id whose progress `GET /status` shows.
+//! Handlers parse, call one [`Memory`](crate::memory::Memory) method and render; the status
+//! of every error comes from its [`Kind`] in one place ([`ApiError::from`]). Consolidation
+//! never runs in a handler: `POST /consolidate` asks the scheduler worker ([`crate::daemon`])
+//! and waits up to `server.request_timeout_secs` for the report, then answers 202 with the
+//! request id whose progress `GET /status` shows.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -28,30 +30,41 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
-use crate::consolidate::apply::ApplyError;
-use crate::consolidate::pass::{PassError, PassOptions};
-use crate::daemon::{AppState, PassReply, RequestError};
-use crate::files::Root;
-use crate::files::archive::{self, Fact, NewFact};
-use crate::files::atomic::WriteError;
-use crate::files::entries::{Entry, EntryFile};
-use crate::forget::ForgetError;
-use crate::index::SearchOpts;
-use crate::llm::LlmError;
-use crate::lock::LockError;
+use crate::consolidate::pass::PassOptions;
+use crate::daemon::{Daemon, HTTP_DRAIN, PassReply, RequestError, stopped};
+use crate::error::{Error, Kind};
+use crate::files::archive::{Fact, NewFact};
+use crate::files::entries::Entry;
+use crate::memory::{SearchRequest, Turn};
 use crate::metrics::{Gauges, Via};
-use crate::openai::HttpError;
-use crate::review::{self, ReviewError};
 
-type Shared = State<Arc<AppState>>;
+type Shared = State<Arc<Daemon>>;
 type ApiResult = Result<Response, ApiError>;
 
-/// The most hits one search may ask for.
-const MAX_K: usize = 1000;
+/// Serve the API on `listener` until `stop` says so, letting open requests finish for at most
+/// [`HTTP_DRAIN`]: the `http` worker of [`crate::daemon::serve`].
+pub async fn serve(
+    state: Arc<Daemon>,
+    listener: tokio::net::TcpListener,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let mut graceful = stop.clone();
+    let server = axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { stopped(&mut graceful).await })
+        .into_future();
+    tokio::select! {
+        result = server => result.map_err(|e| format!("http server: {e}")),
+        _ = async { stopped(&mut stop).await; tokio::time::sleep(HTTP_DRAIN).await } => {
+            tracing::warn!(drain_secs = HTTP_DRAIN.as_secs(), "requests still open after the drain time; closing them");
+            Ok(())
+        }
+    }
+}
 
 /// The routes of DESIGN §4 over `state`.
-pub fn router(state: Arc<AppState>) -> Router {
+pub fn router(state: Arc<Daemon>) -> Router {
     let api = Router::new()
         .route("/facts", post(post_facts))
         .route("/turns", post(post_turns))
@@ -76,7 +89,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
         })
-        .layer(DefaultBodyLimit::max(state.config.server.max_body_bytes))
+        .layer(DefaultBodyLimit::max(state.memory.config().server.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
 }
@@ -104,14 +117,28 @@ impl ApiError {
     fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
+}
 
-    fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+/// The one mapping from a kind of failure to an HTTP status.
+pub fn status_of(kind: Kind) -> StatusCode {
+    match kind {
+        Kind::BadInput => StatusCode::BAD_REQUEST,
+        Kind::NotFound => StatusCode::NOT_FOUND,
+        Kind::Conflict | Kind::Stale | Kind::Busy => StatusCode::CONFLICT,
+        Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Kind::BadGateway => StatusCode::BAD_GATEWAY,
+        Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
+}
 
-    fn internal(error: impl std::fmt::Display) -> ApiError {
-        tracing::error!(error = %error, "request failed");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string())
+impl From<Error> for ApiError {
+    fn from(e: Error) -> ApiError {
+        let status = status_of(e.kind());
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(error = %e, "request failed");
+        }
+        let ids = e.ids().to_vec();
+        ApiError::new(status, e.code(), e.to_string()).with_ids(ids)
     }
 }
 
@@ -147,11 +174,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
         serde_json::from_slice(text).map(JsonBody).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
     }
-}
-
-/// Run blocking library work off the runtime.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work).await.map_err(ApiError::internal)
 }
 
 fn ok(value: Value) -> ApiResult {
@@ -199,24 +221,14 @@ struct FactsBody {
     facts: Vec<NewFact>,
 }
 
-fn check_facts(facts: &[NewFact]) -> Result<(), ApiError> {
-    if facts.is_empty() {
-        return Err(ApiError::bad_request("no facts given"));
-    }
-    if let Some(i) = facts.iter().position(|f| archive::clean_text(&f.text).is_empty()) {
-        return Err(ApiError::bad_request(format!("fact {i} has no text")));
-    }
-    Ok(())
-}
-
 fn facts_json(facts: &[Fact]) -> Value {
     let facts: Vec<Value> = facts.iter().map(|f| json!({"id": f.id, "date": f.date, "text": f.text})).collect();
     json!({ "facts": facts })
 }
 
 async fn post_facts(State(state): Shared, JsonBody(body): JsonBody<FactsBody>) -> ApiResult {
-    check_facts(&body.facts)?;
-    let added = state.ingest(body.facts, Via::Facts).await.map_err(ApiError::internal)?;
+    crate::memory::check_facts(&body.facts)?;
+    let added = state.ingest(body.facts, Via::Facts).await?;
     ok(facts_json(&added))
 }
 
@@ -241,68 +253,27 @@ struct TurnMessage {
     content: String,
 }
 
-#[derive(Deserialize)]
-struct Extracted {
-    facts: Vec<ExtractedFact>,
-}
-
-#[derive(Deserialize)]
-struct ExtractedFact {
-    text: String,
-}
-
-/// Map an LLM failure: unreachable or overloaded is 503, an unusable reply is 502.
-fn llm_error(e: LlmError) -> ApiError {
-    let unavailable = match &e {
-        LlmError::Http(HttpError::Unreachable { .. }) => true,
-        LlmError::Http(HttpError::Status { status, .. }) => *status == 429 || *status >= 500,
-        _ => false,
-    };
-    let message = format!("{e}; nothing was stored, send the turn again later");
-    tracing::warn!(error = %e, "fact extraction failed");
-    if unavailable {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "llm_unavailable", message)
-    } else {
-        ApiError::new(StatusCode::BAD_GATEWAY, "llm_bad_reply", message)
-    }
-}
-
 async fn post_turns(State(state): Shared, JsonBody(body): JsonBody<TurnBody>) -> ApiResult {
-    let turn = match (&body.text, body.messages.is_empty()) {
-        (Some(text), true) if !text.trim().is_empty() => text.trim().to_string(),
-        (None, false) => body
-            .messages
-            .iter()
-            .map(|m| format!("{}: {}", m.role.trim(), m.content.trim()))
-            .collect::<Vec<_>>()
-            .join("\n"),
+    let mut turn = match (&body.text, body.messages.is_empty()) {
+        (Some(text), true) if !text.trim().is_empty() => Turn { text: text.trim().to_string(), ..Turn::default() },
+        (None, false) => Turn::from_messages(body.messages.iter().map(|m| (m.role.as_str(), m.content.as_str()))),
         _ => return Err(ApiError::bad_request("give either \"messages\" (non-empty) or \"text\" (non-empty)")),
     };
-    let Some(chat) = &state.chat else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "llm_unavailable",
-            "no LLM is configured ([llm] base_url is empty), so facts cannot be extracted from a turn; \
-             nothing was stored. Send facts with POST /facts, or configure an LLM",
-        ));
-    };
-    let today = body.date.unwrap_or_else(|| chrono::Local::now().date_naive());
-    let user = format!("Today is {today}.\n\nTurn:\n{turn}");
-    let (extracted, usage) =
-        chat.complete_parsed::<Extracted>(&state.prompts.extract, &user).await.map_err(llm_error)?;
+    turn.date = body.date;
+    turn.source = body.source;
+    let (facts, usage) = state.memory.extract_turn(&turn).await.map_err(|e| {
+        let failed = matches!(e, Error::Llm(_));
+        if failed {
+            tracing::warn!(error = %e, "fact extraction failed");
+        }
+        let mut api = ApiError::from(e);
+        if failed {
+            api.message = format!("{}; nothing was stored, send the turn again later", api.message);
+        }
+        api
+    })?;
     state.metrics.extract_llm(usage);
-    let source = Some(body.source.unwrap_or_else(|| "turn".into()));
-    let facts: Vec<NewFact> = extracted
-        .facts
-        .into_iter()
-        .filter(|f| !archive::clean_text(&f.text).is_empty())
-        .map(|f| NewFact { text: f.text, date: body.date, source: source.clone() })
-        .collect();
-    let added = if facts.is_empty() {
-        Vec::new()
-    } else {
-        state.ingest(facts, Via::Turns).await.map_err(ApiError::internal)?
-    };
+    let added = if facts.is_empty() { Vec::new() } else { state.ingest(facts, Via::Turns).await? };
     let mut answer = facts_json(&added);
     answer["llm"] = json!(usage);
     ok(answer)
@@ -320,24 +291,8 @@ struct SearchParams {
 
 async fn search(State(state): Shared, params: Result<Query<SearchParams>, QueryRejection>) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let query = params.q.unwrap_or_default();
-    if query.trim().is_empty() {
-        return Err(ApiError::bad_request("q (the query) is required"));
-    }
-    let mut opts = SearchOpts::new(&state.config.search, chrono::Local::now().date_naive());
-    opts.k = params.k.unwrap_or(state.config.search.default_k);
-    if opts.k == 0 || opts.k > MAX_K {
-        return Err(ApiError::bad_request(format!("k must be between 1 and {MAX_K}")));
-    }
-    opts.as_of = params.as_of;
-    opts.history = params.history.unwrap_or(false);
-    state.ensure_fresh().await.map_err(ApiError::internal)?;
-    let hits = state.index.search(&query, &opts).await.map_err(ApiError::internal)?;
-    let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
-    let (root, window) = (state.root.clone(), state.config.recall.window_days);
-    if let Err(e) = blocking(move || crate::recall::record(&root, &query, &ids, window)).await? {
-        tracing::warn!(error = %e, "could not record recall");
-    }
+    let request = SearchRequest { k: params.k, as_of: params.as_of, history: params.history.unwrap_or(false) };
+    let hits = state.memory.search(&params.q.unwrap_or_default(), &request).await?;
     ok(json!({ "hits": hits }))
 }
 
@@ -352,21 +307,12 @@ struct ConsolidateBody {
     dry_run: bool,
 }
 
-fn pass_error(e: PassError) -> ApiError {
-    match &e {
-        PassError::Busy(LockError::Held { .. }) => ApiError::new(StatusCode::CONFLICT, "lock_held", e.to_string()),
-        PassError::Apply(ApplyError::Stale) => ApiError::new(StatusCode::CONFLICT, "stale_write", e.to_string()),
-        PassError::Embed(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "embedding_unavailable", e.to_string()),
-        _ => ApiError::internal(e),
-    }
-}
-
 async fn consolidate(State(state): Shared, JsonBody(body): JsonBody<ConsolidateBody>) -> ApiResult {
     let opts = PassOptions { force: body.force, dry_run: body.dry_run };
     match state.request_pass(opts).await {
         Ok(PassReply::Done(result)) => match *result {
             Ok(report) => ok(json!(report)),
-            Err(e) => Err(pass_error(e)),
+            Err(e) => Err(e.into()),
         },
         Ok(PassReply::Running(request)) => Ok((
             StatusCode::ACCEPTED,
@@ -376,7 +322,7 @@ async fn consolidate(State(state): Shared, JsonBody(body): JsonBody<ConsolidateB
                 "message": format!(
                     "the pass takes longer than server.request_timeout_secs ({}s) and continues in the \
                      background; GET /status shows it under daemon.passes, GET /runs once it is applied",
-                    state.config.server.request_timeout_secs
+                    state.memory.config().server.request_timeout_secs
                 ),
             })),
         )
@@ -387,8 +333,7 @@ async fn consolidate(State(state): Shared, JsonBody(body): JsonBody<ConsolidateB
 }
 
 async fn status(State(state): Shared) -> ApiResult {
-    let (root, config) = (state.root.clone(), state.config.clone());
-    let status = blocking(move || crate::status::status(&root, &config)).await?.map_err(ApiError::internal)?;
+    let status = state.memory.status().await?;
     let mut body = json!(status);
     body["daemon"] = state.daemon_status();
     ok(body)
@@ -402,9 +347,8 @@ struct ReindexBody {
 }
 
 async fn reindex(State(state): Shared, JsonBody(body): JsonBody<ReindexBody>) -> ApiResult {
-    let started = std::time::Instant::now();
-    let (docs, stats) = state.reindex(body.clear).await.map_err(ApiError::internal)?;
-    ok(json!({"docs": docs, "stats": stats, "seconds": started.elapsed().as_secs_f64()}))
+    let done = state.memory.reindex(body.clear, None).await?;
+    ok(json!(done))
 }
 
 // ---- entries -----------------------------------------------------------------------------------
@@ -425,27 +369,13 @@ fn entry_json(e: &Entry) -> Value {
     v
 }
 
-/// The current entries (`consolidated/memory.md`).
-async fn read_memory(state: &AppState) -> Result<EntryFile, ApiError> {
-    let root = state.root.clone();
-    blocking(move || {
-        EntryFile::read(&root.memory(), "consolidated/memory.md")
-            .map_err(|e| ApiError::internal(format!("reading consolidated/memory.md: {e}")))
-    })
-    .await?
-}
-
 async fn entries(State(state): Shared) -> ApiResult {
-    let memory = read_memory(&state).await?;
-    ok(json!({"entries": memory.entries().map(entry_json).collect::<Vec<_>>()}))
+    let entries = state.memory.entries().await?;
+    ok(json!({"entries": entries.iter().map(entry_json).collect::<Vec<_>>()}))
 }
 
 async fn entry(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    let memory = read_memory(&state).await?;
-    match memory.get(&id) {
-        Some(e) => ok(entry_json(e)),
-        None => Err(ApiError::not_found(format!("no current entry has id {id}"))),
-    }
+    ok(entry_json(&state.memory.entry(&id).await?))
 }
 
 #[derive(Deserialize)]
@@ -459,108 +389,42 @@ async fn delete_entry(
     params: Result<Query<DeleteParams>, QueryRejection>,
 ) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let root = state.root.clone();
-    let target = id.clone();
-    let done = blocking(move || crate::forget::forget(&root, &target, params.reason.as_deref())).await?;
-    let done = done.map_err(|e| match &e {
-        ForgetError::NotFound(_) => ApiError::not_found(e.to_string()),
-        ForgetError::Busy(LockError::Held { .. }) => ApiError::new(StatusCode::CONFLICT, "lock_held", e.to_string()),
-        ForgetError::Write(WriteError::Stale { .. }) => {
-            ApiError::new(StatusCode::CONFLICT, "stale_write", e.to_string())
-        }
-        _ => ApiError::internal(e),
-    })?;
-    state.mark_dirty();
-    if let Err(e) = state.ensure_fresh().await {
-        tracing::warn!(error = %e, "index refresh after forget failed; the indexer will retry");
-    }
+    let done = state.memory.forget(&id, params.reason.as_deref()).await?;
     ok(json!(done))
 }
 
 // ---- runs and plans ----------------------------------------------------------------------------
 
-fn review_error(e: ReviewError) -> ApiError {
-    match e {
-        ReviewError::NotFound { .. } => ApiError::not_found(e.to_string()),
-        ReviewError::BadInput(_) => ApiError::bad_request(e.to_string()),
-        ReviewError::Conflict { ref ids, .. } => {
-            let ids = ids.clone();
-            ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()).with_ids(ids)
-        }
-        ReviewError::Stale { ref ids, .. } => {
-            let ids = ids.clone();
-            ApiError::new(StatusCode::CONFLICT, "stale_write", e.to_string()).with_ids(ids)
-        }
-        ReviewError::Busy(_) => ApiError::new(StatusCode::CONFLICT, "lock_held", e.to_string()),
-        e => ApiError::internal(e),
-    }
-}
-
-/// Run a review call off the runtime and map its error.
-async fn review_call<T: Send + 'static>(
-    state: &AppState,
-    call: impl FnOnce(&Root) -> Result<T, ReviewError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let root = state.root.clone();
-    blocking(move || call(&root)).await?.map_err(review_error)
-}
-
-/// After an undo or an applied plan changed memory.md: rewrite MEMORY.md, bring the index up to date.
-async fn after_change(state: &AppState) {
-    let llm = state.chat.as_ref().map(|client| (client, state.prompts.promote.as_str()));
-    match crate::promote::promote(&state.root, &state.config, llm).await {
-        Ok(report) => state.metrics.promote_llm(report.llm),
-        Err(e) => tracing::warn!(error = %e, "MEMORY.md not rewritten"),
-    }
-    state.mark_dirty();
-    if let Err(e) = state.ensure_fresh().await {
-        tracing::warn!(error = %e, "index refresh failed; the indexer will retry");
-    }
-}
-
 async fn entry_history(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    let chain = review_call(&state, move |root| review::history_chain(root, &id)).await?;
-    ok(json!(chain))
+    ok(json!(state.memory.history(&id).await?))
 }
 
 async fn runs(State(state): Shared) -> ApiResult {
-    let runs = review_call(&state, review::runs).await?;
-    ok(json!({ "runs": runs }))
+    ok(json!({ "runs": state.memory.runs().await? }))
 }
 
 async fn undo_run(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    let undone = review_call(&state, move |root| review::undo(root, &id)).await?;
-    after_change(&state).await;
-    ok(json!(undone))
+    ok(json!(state.memory.undo(&id).await?))
 }
 
 async fn plans(State(state): Shared) -> ApiResult {
-    let plans = review_call(&state, review::plans).await?;
-    ok(json!({ "plans": plans }))
+    ok(json!({ "plans": state.memory.plans().await? }))
 }
 
 async fn apply_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    let applied = review_call(&state, move |root| review::apply_plan(root, &id)).await?;
-    after_change(&state).await;
-    ok(json!(applied))
+    ok(json!(state.memory.apply_plan(&id).await?))
 }
 
 async fn reject_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    let rejected = review_call(&state, move |root| review::reject_plan(root, &id)).await?;
-    ok(json!(rejected))
+    ok(json!(state.memory.reject_plan(&id).await?))
 }
 
 // ---- metrics -----------------------------------------------------------------------------------
 
 async fn metrics(State(state): Shared) -> ApiResult {
-    let root = state.root.clone();
-    let counts = blocking(move || crate::ledger::Ledger::load(&root)).await?.map(|ledger| {
-        let pending = ledger.pending().len();
-        (pending, ledger.memory.entries().count())
-    });
-    let gauges = match counts {
-        Ok((pending, entries)) => {
-            Gauges { pending_facts: Some(pending), entries: Some(entries), uptime: state.uptime() }
+    let gauges = match state.memory.status().await {
+        Ok(status) => {
+            Gauges { pending_facts: Some(status.pending_facts), entries: Some(status.entries), uptime: state.uptime() }
         }
         Err(e) => {
             tracing::warn!(error = %e, "metrics: could not read the files; leaving out the file gauges");

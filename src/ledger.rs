@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::files::Root;
 use crate::files::archive::{self, ArchiveError, Fact};
-use crate::files::entries::EntryFile;
+use crate::files::entries::{Entry, EntryFile, HistoryStatus};
 use crate::files::{Problem, content_hash};
 use crate::state::{State, StateError, Tombstone, read_jsonl};
 
@@ -32,6 +32,19 @@ pub enum FactFate {
     Pending,
     Consolidated,
     Tombstoned,
+}
+
+/// Where the versions of one entry id ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// In `memory.md`, directly or through replaced/merged versions.
+    Current,
+    /// Forgotten or deleted by hand.
+    Deleted,
+    /// Taken back by an undo, set aside by a rebuild, or given a status memfold does not know.
+    SetAside,
+    /// Replaced or merged into something that is nowhere: its facts were lost from memory.
+    Lost,
 }
 
 /// Everything read from a root at one moment.
@@ -64,6 +77,18 @@ impl Ledger {
         Ok(Ledger { facts: archive.facts, memory, history, tombstones, state, problems })
     }
 
+    /// A ledger of an empty root.
+    pub fn empty() -> Ledger {
+        Ledger {
+            facts: Vec::new(),
+            memory: EntryFile::default(),
+            history: EntryFile::default(),
+            tombstones: Vec::new(),
+            state: State::default(),
+            problems: Vec::new(),
+        }
+    }
+
     /// Ids covered by a tombstone.
     pub fn tombstoned_ids(&self) -> HashSet<&str> {
         self.tombstones.iter().flat_map(|t| t.ids.iter().map(String::as_str)).collect()
@@ -74,21 +99,71 @@ impl Ledger {
         self.tombstones.iter().map(|t| t.text_hash.as_str()).collect()
     }
 
-    /// Fact ids named in the sources of any current or historical entry. History blocks set
-    /// aside by an undo (`reverted`: the undone version; `restored`: the run's copy of a version
-    /// the undo put back) or a rebuild (`rebuilt`) no longer account for their facts.
+    /// Where each entry id's versions ended up (see [`End`]), for every id in `history.md`
+    /// and `memory.md`.
+    pub fn entry_ends(&self) -> HashMap<&str, End> {
+        let current: HashSet<&str> = self.memory.entries().map(Entry::id).collect();
+        // The last version of each id in history (file order is the order they were written).
+        let mut last: HashMap<&str, &Entry> = HashMap::new();
+        for e in self.history.entries() {
+            last.insert(e.id(), e);
+        }
+        let mut ends: HashMap<&str, End> = HashMap::new();
+        for id in current.iter().copied().chain(last.keys().copied()) {
+            if ends.contains_key(id) {
+                continue;
+            }
+            // Follow superseded_by until an id whose end is known or decided here.
+            let mut path: Vec<&str> = Vec::new();
+            let mut at = id;
+            let end = loop {
+                if let Some(end) = ends.get(at) {
+                    break *end;
+                }
+                if current.contains(at) {
+                    break End::Current;
+                }
+                if path.contains(&at) {
+                    break End::Lost; // a cycle of superseded_by that never reaches memory.md
+                }
+                path.push(at);
+                let Some(block) = last.get(at) else { break End::Lost };
+                match &block.meta.status {
+                    Some(HistoryStatus::Deleted) => break End::Deleted,
+                    Some(status) if status.leads_on() => match block.meta.superseded_by.as_deref() {
+                        Some(next) if next != at => at = next,
+                        _ => break End::Lost,
+                    },
+                    // Set aside by an undo or a rebuild, or a status a person wrote.
+                    _ => break End::SetAside,
+                }
+            };
+            for p in path {
+                ends.insert(p, end);
+            }
+            ends.entry(at).or_insert(end);
+        }
+        ends
+    }
+
+    /// Fact ids that live on in current memory: named by a current entry, or by a replaced or
+    /// merged version whose `superseded_by` chain reaches a current entry.
     pub fn sourced_ids(&self) -> HashSet<&str> {
-        let counts = |e: &&crate::files::entries::Entry| {
-            !matches!(e.meta.status.as_deref(), Some("reverted" | "restored" | "rebuilt"))
+        let ends = self.entry_ends();
+        let leads_to_current = |e: &&Entry| {
+            e.meta.status.as_ref().is_some_and(HistoryStatus::leads_on) && ends.get(e.id()) == Some(&End::Current)
         };
         self.memory
             .entries()
-            .chain(self.history.entries().filter(counts))
+            .chain(self.history.entries().filter(leads_to_current))
             .flat_map(|e| e.meta.sources.iter().map(String::as_str))
             .collect()
     }
 
-    /// Where every fact went, by fact id.
+    /// Where every fact went, by fact id: tombstoned if a tombstone names it or its text;
+    /// consolidated if it lives on in current memory ([`Ledger::sourced_ids`]); pending
+    /// otherwise, including facts whose versions were all set aside (an undo, a rebuild) or
+    /// lost (`verify` reports those), so the next pass takes them up again.
     pub fn fates(&self) -> HashMap<&str, FactFate> {
         let tombstoned = self.tombstoned_ids();
         let hashes = self.tombstoned_hashes();
@@ -112,6 +187,15 @@ impl Ledger {
     pub fn pending(&self) -> Vec<&Fact> {
         let fates = self.fates();
         self.facts.iter().filter(|f| fates.get(f.id.as_str()) == Some(&FactFate::Pending)).collect()
+    }
+
+    /// The watermark when exactly the facts in `pending` are pending: the last day before
+    /// `today` and before the first day with a pending fact (every fact dated on or before it
+    /// is consolidated or tombstoned), or None when there is no such day with facts.
+    pub fn watermark(&self, pending: &HashSet<&str>, today: chrono::NaiveDate) -> Option<chrono::NaiveDate> {
+        let first_open = self.facts.iter().filter(|f| pending.contains(f.id.as_str())).map(|f| f.date).min();
+        let limit = first_open.unwrap_or(today).min(today);
+        self.facts.iter().map(|f| f.date).filter(|d| *d < limit).max()
     }
 
     /// Count of facts by fate.

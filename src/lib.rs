@@ -2,16 +2,21 @@
 //!
 //! The modules follow the data flow: facts are appended to the [`files::archive`], the
 //! [`index`] makes everything searchable, [`consolidate`] folds new facts into
-//! `consolidated/memory.md`, and [`promote`] rewrites `MEMORY.md`. The [`daemon`] and
-//! [`http`] modules are thin shells around them.
+//! `consolidated/memory.md`, and [`promote`] rewrites `MEMORY.md`. Every change to memory's
+//! files goes through [`commit`]. [`memory::Memory`] is the use-case layer, one method per
+//! verb; the [`cli`], the [`http`] API and the [`daemon`] are adapters over it. The data flow
+//! and the invariants are described in docs/ARCHITECTURE.md.
 
 pub mod cli;
+pub mod clock;
+pub mod commit;
 pub mod config;
 pub mod consolidate;
 pub mod corpus;
 pub mod daemon;
 pub mod diff;
 pub mod embed;
+pub mod error;
 pub mod files;
 pub mod forget;
 pub mod http;
@@ -19,6 +24,7 @@ pub mod index;
 pub mod ledger;
 pub mod llm;
 pub mod lock;
+pub mod memory;
 pub mod metrics;
 pub mod openai;
 pub mod promote;
@@ -26,7 +32,7 @@ pub mod recall;
 pub mod review;
 pub mod state;
 pub mod status;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod verify;
 pub mod watch;

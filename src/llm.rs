@@ -38,6 +38,18 @@ pub enum LlmError {
     PromptEmpty { path: PathBuf },
 }
 
+impl LlmError {
+    /// Whether the endpoint was out of reach or overloaded (try again later), as opposed to a
+    /// reply that could not be used.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            LlmError::Http(HttpError::Unreachable { .. }) => true,
+            LlmError::Http(HttpError::Status { status, .. }) => *status == 429 || *status >= 500,
+            _ => false,
+        }
+    }
+}
+
 /// Calls and tokens spent, summed per pass with [`Usage::add`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::config::Config;
-use crate::files::atomic::{WriteError, current_hash, write_atomic};
+use crate::files::atomic::{WriteError, write_atomic};
 use crate::files::entries::Entry;
 use crate::files::{Root, content_hash};
 use crate::ledger::{Ledger, LedgerError};
@@ -234,32 +234,19 @@ pub async fn promote(
     Ok(report)
 }
 
-/// Remove the generated lines of these entries (after a forget), keeping everything else.
-pub fn drop_lines(root: &Root, ids: &[String]) {
-    if ids.is_empty() {
-        return;
-    }
-    let result = (|| -> Result<(), PromoteError> {
-        let text = std::fs::read_to_string(root.memory_md()).map_err(PromoteError::Read)?;
-        let mut parsed = parse(&text);
-        let before = parsed.generated.len();
-        parsed.generated.retain(|l| !ids.contains(&l.entry));
-        if parsed.generated.len() != before {
-            let expected = current_hash(&root.memory_md()).map_err(PromoteError::Read)?;
-            write_atomic(&root.memory_md(), render(&parsed).as_bytes(), Some(&expected))?;
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "could not drop forgotten lines from MEMORY.md; the next promotion will");
-    }
+/// `text` (a `MEMORY.md`) without the generated lines of these entries, keeping everything
+/// else; None when it has none of them.
+pub fn without_lines(text: &str, ids: &[String]) -> Option<String> {
+    let mut parsed = parse(text);
+    let before = parsed.generated.len();
+    parsed.generated.retain(|l| !ids.contains(&l.entry));
+    (parsed.generated.len() != before).then(|| render(&parsed))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::files::entries::{EntryFile, EntryMeta};
-    use crate::files::write_memory;
     use crate::testkit::{FakeOpenAi, FakeReply};
 
     fn setup(entries: &[(&str, &str, bool, &str)]) -> (tempfile::TempDir, Root) {
@@ -271,7 +258,7 @@ mod tests {
             let meta = EntryMeta { pinned: *pinned, updated: Some(updated.parse().unwrap()), ..EntryMeta::new(*id) };
             memory.push(Entry::new(meta, text));
         }
-        write_memory(&root, &memory.render(), &content_hash("")).unwrap();
+        std::fs::write(root.memory(), memory.render()).unwrap();
         (dir, root)
     }
 

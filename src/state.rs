@@ -103,12 +103,11 @@ impl State {
         serde_json::from_value(value).map_err(|e| StateError::Corrupt { path: shown, message: e.to_string() })
     }
 
-    /// Write `state.json` atomically.
-    pub fn save(&self, path: &Path) -> Result<(), StateError> {
+    /// The text of `state.json`.
+    pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
-        write_atomic(path, text.as_bytes(), None)?;
-        Ok(())
+        text
     }
 }
 
@@ -167,7 +166,7 @@ pub fn append_jsonl<T: Serialize>(path: &Path, records: &[T]) -> Result<(), Stat
 }
 
 /// One JSON document per line.
-fn json_lines<T: Serialize>(records: &[T]) -> String {
+pub fn json_lines<T: Serialize>(records: &[T]) -> String {
     let mut buf = String::new();
     for record in records {
         buf.push_str(&serde_json::to_string(record).unwrap_or_default());
@@ -196,7 +195,7 @@ mod tests {
             "f-1".into(),
             FactProgress { attempts: 2, last_error: Some("bad reply".into()), reverted_run: None },
         );
-        state.save(&path).unwrap();
+        std::fs::write(&path, state.to_json()).unwrap();
         assert_eq!(State::load(&path).unwrap(), state);
     }
 

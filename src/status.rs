@@ -3,7 +3,7 @@
 //! `memfold status --json` prints a [`Status`] and `GET /status` answers with one (plus what
 //! the daemon adds about its own passes), so both read the same fields from the same files.
 
-use chrono::{NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::config::Config;
@@ -31,12 +31,12 @@ pub struct Status {
     pub problems: usize,
 }
 
-/// Read the root and evaluate the gate as an unforced pass would right now. Blocking (reads files).
-pub fn status(root: &Root, config: &Config) -> Result<Status, LedgerError> {
+/// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).
+pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status, LedgerError> {
     let ledger = Ledger::load(root)?;
     let pending = ledger.pending().len();
     // The gate counts what an unforced pass would take up, so it agrees with the pass.
-    let under_review = crate::review::facts_under_review(root);
+    let under_review = crate::consolidate::records::facts_under_review(root);
     let eligible = crate::consolidate::pass::eligible(&ledger, &under_review, &config.consolidation, false).len();
     let holder = lock::holder(&root.consolidate_lock());
     let gate = gate::evaluate(
@@ -44,7 +44,7 @@ pub fn status(root: &Root, config: &Config) -> Result<Status, LedgerError> {
         &GateInput {
             lock_holder: holder.as_deref(),
             last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
-            now: Utc::now(),
+            now,
             pending: eligible,
             force: false,
         },

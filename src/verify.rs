@@ -1,16 +1,29 @@
 //! `memfold verify`: proves that every archived fact is accounted for, and reports what is not.
 //!
-//! Each fact must be pending, named in the `sources` of an entry in `memory.md` or
-//! `history.md`, or tombstoned. A fact dated on or before the watermark may not be pending.
-//! Parse problems in any file, sources that name no archived fact, and duplicate ids are
-//! reported too. The report is `ok` only when there are no problems.
+//! Each fact must be in a current entry (directly, or through replaced and merged versions
+//! that lead to one), pending, or tombstoned by a person's act (a forget, or an entry deleted
+//! from `memory.md` by hand). Reported as problems:
+//! - a fact whose only home is a history version that leads nowhere: it was consolidated,
+//!   then the entry holding it vanished without a forget, an undo or a rebuild explaining it
+//!   (the fact counts as pending, so the next pass takes it up again);
+//! - an entry tombstoned as "deleted by hand" whose facts all live on in current entries: it
+//!   was merged away, not deleted, and the tombstone would hide those facts from a rebuild;
+//! - a fact dated on or before the watermark that is still pending;
+//! - parse problems in any file, sources that name no archived fact, duplicate ids.
+//!
+//! The report is `ok` only when there are no problems. Reading the files is all it does, so
+//! it is cheap enough to run after every pass in tests.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
 use crate::files::Problem;
-use crate::ledger::{FactFate, Ledger};
+use crate::files::entries::Entry;
+use crate::ledger::{End, FactFate, Ledger};
+
+/// The reason a tombstone written for an entry deleted from `memory.md` by hand carries.
+pub const DELETED_BY_HAND: &str = "deleted by hand";
 
 /// The result of a verification (`verify --json`).
 #[derive(Debug, Clone, Serialize)]
@@ -43,6 +56,8 @@ pub fn verify(ledger: &Ledger, extra: Vec<Problem>) -> Report {
             ));
         }
     }
+    problems.extend(lost_facts(ledger, &fates));
+    problems.extend(merged_not_deleted(ledger));
     let known: HashSet<&str> = ledger.facts.iter().map(|f| f.id.as_str()).collect();
     for (file, entries) in [("consolidated/memory.md", &ledger.memory), ("consolidated/history.md", &ledger.history)] {
         for entry in entries.entries() {
@@ -65,4 +80,76 @@ pub fn verify(ledger: &Ledger, extra: Vec<Problem>) -> Report {
         tombstoned: count(FactFate::Tombstoned),
         problems,
     }
+}
+
+/// Pending facts that a replaced or merged version took up whose chain leads nowhere, and that
+/// no deliberate act (undo, rebuild) explains.
+fn lost_facts(ledger: &Ledger, fates: &HashMap<&str, FactFate>) -> Vec<Problem> {
+    let ends = ledger.entry_ends();
+    let mut explained: HashSet<&str> = HashSet::new();
+    let mut lost: Vec<(&str, &Entry)> = Vec::new();
+    for block in ledger.history.entries() {
+        let end = ends.get(block.id()).copied().unwrap_or(End::Lost);
+        let leads_on = block.meta.status.as_ref().is_some_and(|s| s.leads_on());
+        for fact in &block.meta.sources {
+            if fates.get(fact.as_str()) != Some(&FactFate::Pending) {
+                continue;
+            }
+            if leads_on && end == End::Lost {
+                lost.push((fact, block));
+            } else {
+                explained.insert(fact);
+            }
+        }
+    }
+    let mut reported = HashSet::new();
+    lost.into_iter()
+        .filter(|(fact, _)| !explained.contains(fact) && reported.insert(*fact))
+        .map(|(fact, block)| {
+            Problem::new(
+                "consolidated/history.md",
+                block.line,
+                format!(
+                    "fact {fact} is in no current entry: its version of entry {} ({}{}) leads to no entry in \
+                     memory.md and no forget, undo or rebuild explains it; the next pass consolidates it again",
+                    block.id(),
+                    block.meta.status.as_ref().map_or("history", |s| s.as_str()),
+                    block.meta.run.as_deref().map_or(String::new(), |r| format!(" in run {r}")),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Tombstones recorded for an entry deleted by hand whose facts all live on in current entries.
+fn merged_not_deleted(ledger: &Ledger) -> Vec<Problem> {
+    let mut holders: HashMap<&str, Vec<&str>> = HashMap::new();
+    for e in ledger.memory.entries() {
+        for f in &e.meta.sources {
+            holders.entry(f.as_str()).or_default().push(e.id());
+        }
+    }
+    let mut problems = Vec::new();
+    for (i, t) in ledger.tombstones.iter().enumerate() {
+        if t.reason.as_deref() != Some(DELETED_BY_HAND) || t.ids.len() < 2 {
+            continue;
+        }
+        let (entry, facts) = (&t.ids[0], &t.ids[1..]);
+        if ledger.memory.get(entry).is_some() || !facts.iter().all(|f| holders.contains_key(f.as_str())) {
+            continue;
+        }
+        let mut alive: Vec<&str> = facts.iter().flat_map(|f| holders[f.as_str()].iter().copied()).collect();
+        alive.sort_unstable();
+        alive.dedup();
+        problems.push(Problem::new(
+            ".memfold/tombstones.jsonl",
+            i + 1,
+            format!(
+                "entry {entry} was recorded as deleted by hand, but all its facts live on in current entries ({}): \
+                 it was merged away, not deleted, and this tombstone hides those facts",
+                alive.join(", ")
+            ),
+        ));
+    }
+    problems
 }

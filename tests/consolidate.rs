@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use memfold::consolidate::pass::{PassError, PassOptions};
+use memfold::consolidate::pass::PassOptions;
 use memfold::corpus;
+use memfold::error::Error;
 use memfold::index::{DocKind, SearchOpts};
 use memfold::ledger::Ledger;
 use memfold::lock::LockGuard;
@@ -80,7 +81,7 @@ async fn a_job_change_becomes_one_current_entry_with_history() {
     let old: Vec<_> = history.entries().collect();
     assert_eq!(old.len(), 1);
     assert_eq!(old[0].content, "Works at Google as an engineer");
-    assert_eq!(old[0].meta.status.as_deref(), Some("replaced"));
+    assert_eq!(old[0].meta.status, Some(memfold::files::entries::HistoryStatus::Replaced));
     assert_eq!(old[0].meta.valid_until, Some(d("2026-05-30")));
 
     let index = corpus::open_index(&env.root, &env.config).await.unwrap();
@@ -183,7 +184,7 @@ async fn the_gate_opens_on_numbers_or_force_and_never_past_the_lock() {
     {
         let _held = LockGuard::try_acquire(&env.root.consolidate_lock(), "consolidation").unwrap();
         let err = pass(&env, PassOptions { force: true, dry_run: false }).await.unwrap_err();
-        assert!(matches!(err, PassError::Busy(_)), "{err}");
+        assert!(matches!(err, Error::Busy(_)), "{err}");
         assert!(err.to_string().contains(&format!("pid {}", std::process::id())), "{err}");
     }
     let report = pass(&env, PassOptions { force: true, dry_run: false }).await.unwrap();

@@ -9,15 +9,16 @@ use std::process::Output;
 
 use memfold::config::Mode;
 use memfold::consolidate::pass::{PassOptions, PassReport};
-use memfold::files::entries::EntryFile;
+use memfold::consolidate::records::PlanStatus;
+use memfold::error::Error;
+use memfold::files::entries::{EntryFile, HistoryStatus};
 use memfold::ledger::{FactFate, Ledger};
-use memfold::review::{self, PlanStatus, ReviewError};
 use memfold::state::State;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
 mod common;
-use common::{Env, add, d, env, force, history, memfold, memory};
+use common::{Env, add, d, env, force, history, mem, memfold, memory, status};
 
 async fn pass(env: &Env, force: bool) -> PassReport {
     common::pass(env, PassOptions { force, dry_run: false }).await.unwrap()
@@ -131,7 +132,7 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Pending);
     assert_verified(&env);
 
-    let plans = review::plans(&env.root).unwrap();
+    let plans = mem(&env).await.plans().await.unwrap();
     assert_eq!(plans.len(), 1);
     let plan = &plans[0];
     assert_eq!((plan.status, plan.reason.as_str(), plan.stale), (PlanStatus::Pending, "review", false));
@@ -148,7 +149,7 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
     assert!(again.plans.is_empty() && again.ops.is_empty(), "{again:?}");
     assert_eq!(env.llm.chat_calls(), calls);
 
-    let applied = review::apply_plan(&env.root, &plan.id).unwrap();
+    let applied = mem(&env).await.apply_plan(&plan.id).await.unwrap();
     assert!(!applied.rebased);
     assert_eq!(applied.run, plan.id);
     let memory_after = memory_text(&env);
@@ -156,8 +157,8 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
     assert_eq!(applied.diff, plan.diff);
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
     assert!(history(&env).entries().any(|e| e.content == "Works at Google as an engineer"));
-    assert!(review::plans(&env.root).unwrap().is_empty(), "an applied plan leaves the list");
-    let runs = review::runs(&env.root).unwrap();
+    assert!(mem(&env).await.plans().await.unwrap().is_empty(), "an applied plan leaves the list");
+    let runs = mem(&env).await.runs().await.unwrap();
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[1].plan.as_deref(), Some(plan.id.as_str()));
     assert_eq!(runs[1].ops, BTreeMap::from([("REPLACE".to_string(), 1)]));
@@ -165,8 +166,8 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
     assert_verified(&env);
 
     // Applying twice is not possible.
-    let err = review::apply_plan(&env.root, &plan.id).unwrap_err();
-    assert_eq!(err.http_status(), 404, "{err}");
+    let err = mem(&env).await.apply_plan(&plan.id).await.unwrap_err();
+    assert_eq!(status(&err), 404, "{err}");
 }
 
 #[tokio::test]
@@ -182,13 +183,13 @@ async fn a_rejected_plan_leaves_its_facts_pending_and_is_not_proposed_again_by_i
     let files_before = markdown(env.root.dir());
     let first = force(&env).await.plans.remove(0);
 
-    let rejected = review::reject_plan(&env.root, &first).unwrap();
+    let rejected = mem(&env).await.reject_plan(&first).await.unwrap();
     assert_eq!(rejected.facts, microsoft);
     assert_eq!(markdown(env.root.dir()), files_before);
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Pending);
     let state = State::load(&env.root.state_json()).unwrap();
     assert_eq!(state.facts[&microsoft[0]].reverted_run.as_deref(), Some(first.as_str()));
-    let plans = review::plans(&env.root).unwrap();
+    let plans = mem(&env).await.plans().await.unwrap();
     assert_eq!((plans.len(), plans[0].status), (1, PlanStatus::Rejected));
     assert_verified(&env);
 
@@ -197,14 +198,14 @@ async fn a_rejected_plan_leaves_its_facts_pending_and_is_not_proposed_again_by_i
     let auto = pass(&env, false).await;
     assert!(!auto.gate.open && auto.plans.is_empty(), "{:?}", auto.gate);
     assert_eq!(env.llm.chat_calls(), calls);
-    let err = review::apply_plan(&env.root, &first).unwrap_err();
-    assert_eq!((err.http_status(), err.code()), (409, "conflict"), "{err}");
+    let err = mem(&env).await.apply_plan(&first).await.unwrap_err();
+    assert_eq!((status(&err), err.code()), (409, "conflict"), "{err}");
 
     // A forced pass asks again and makes a new plan.
     let second = force(&env).await;
     assert_eq!(second.plans.len(), 1);
     assert_ne!(second.plans[0], first);
-    review::apply_plan(&env.root, &second.plans[0]).unwrap();
+    mem(&env).await.apply_plan(&second.plans[0]).await.unwrap();
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
     assert!(State::load(&env.root.state_json()).unwrap().facts.is_empty(), "flag cleared once consolidated");
     assert_verified(&env);
@@ -226,18 +227,18 @@ async fn a_stale_plan_is_rebased_when_its_entries_are_untouched_and_refused_when
     let edited = original.replace("Works at Google as an engineer", "Works at Google as a senior engineer");
     std::fs::write(env.root.memory(), &edited).unwrap();
     let google = entry_with(&env, "Google");
-    let err = review::apply_plan(&env.root, &plan).unwrap_err();
-    assert!(matches!(err, ReviewError::Stale { .. }), "{err}");
-    assert_eq!((err.http_status(), err.ids()), (409, std::slice::from_ref(&google)));
+    let err = mem(&env).await.apply_plan(&plan).await.unwrap_err();
+    assert!(matches!(err, Error::Stale { .. }), "{err}");
+    assert_eq!((status(&err), err.ids()), (409, std::slice::from_ref(&google)));
     assert!(err.to_string().contains("changed since plan"), "{err}");
     assert_eq!(memory_text(&env), edited);
-    assert!(review::plans(&env.root).unwrap()[0].stale);
+    assert!(mem(&env).await.plans().await.unwrap()[0].stale);
     assert_verified(&env);
 
     // The edit is undone and another entry is edited instead: the plan rebases.
     let chess_edit = original.replace("Plays chess on weekends", "Plays chess on weekends and holidays");
     std::fs::write(env.root.memory(), &chess_edit).unwrap();
-    let applied = review::apply_plan(&env.root, &plan).unwrap();
+    let applied = mem(&env).await.apply_plan(&plan).await.unwrap();
     assert!(applied.rebased);
     let memory = memory(&env);
     assert!(memory.get(&google).unwrap().content.starts_with("Currently works at Microsoft"));
@@ -272,11 +273,11 @@ async fn low_confidence_ops_go_to_review_while_the_rest_apply() {
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Pending);
     assert_verified(&env);
 
-    let plan = &review::plans(&env.root).unwrap()[0];
+    let plan = &mem(&env).await.plans().await.unwrap()[0];
     assert_eq!((plan.reason.as_str(), plan.stale), ("low-confidence", false));
     assert_eq!(plan.ops[0].confidence, Some(0.2));
     let before = memory_text(&env);
-    review::apply_plan(&env.root, &plan.id).unwrap();
+    mem(&env).await.apply_plan(&plan.id).await.unwrap();
     assert_eq!(memfold::diff::unified(&before, &memory_text(&env), "consolidated/memory.md", 3), plan.diff);
     assert_eq!(memory(&env).get(&google).unwrap().content, "Works at Microsoft; previously Google.");
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
@@ -326,7 +327,7 @@ async fn apply_then_undo_restores_memory_byte_for_byte_and_the_facts_wait_for_a_
     assert_ne!(memory_text(&env), before);
     assert_verified(&env);
 
-    let undone = review::undo(&env.root, &run).unwrap();
+    let undone = mem(&env).await.undo(&run).await.unwrap();
     assert!(undone.exact, "{undone:?}");
     assert_eq!(memory_text(&env), before, "memory.md byte for byte as before the run");
     let mut returned = undone.facts.clone();
@@ -338,23 +339,23 @@ async fn apply_then_undo_restores_memory_byte_for_byte_and_the_facts_wait_for_a_
         assert_eq!(fate(&env, fact), FactFate::Pending);
     }
     let history_now = history(&env);
-    let reverted: Vec<_> = history_now.entries().filter(|e| e.meta.status.as_deref() == Some("reverted")).collect();
+    let reverted: Vec<_> = history_now.entries().filter(|e| e.meta.status == Some(HistoryStatus::Reverted)).collect();
     assert!(reverted.len() >= 3, "undone versions kept: {reverted:?}");
     assert!(reverted.iter().all(|e| e.meta.run.as_deref() == Some(run.as_str())));
     let of_run: Vec<_> = history_now.entries().filter(|e| e.meta.run.as_deref() == Some(run.as_str())).collect();
     assert!(
-        of_run.iter().all(|e| matches!(e.meta.status.as_deref(), Some("reverted" | "restored"))),
+        of_run.iter().all(|e| matches!(e.meta.status, Some(HistoryStatus::Reverted | HistoryStatus::Restored))),
         "the run's own history blocks no longer account for facts: {of_run:?}"
     );
     assert!(reverted.iter().any(|e| e.content == "Works at Microsoft; previously Google."));
     assert!(history_now.entries().count() > history_before);
-    let runs = review::runs(&env.root).unwrap();
+    let runs = mem(&env).await.runs().await.unwrap();
     assert!(runs.iter().find(|r| r.run == run).unwrap().undone.is_some());
     assert_verified(&env);
 
     // Undoing twice is refused.
-    let err = review::undo(&env.root, &run).unwrap_err();
-    assert_eq!(err.http_status(), 409, "{err}");
+    let err = mem(&env).await.undo(&run).await.unwrap_err();
+    assert_eq!(status(&err), 409, "{err}");
 
     // An automatic pass leaves the undone run's facts out; a forced one decides them again.
     env.config.consolidation.min_facts = 1;
@@ -383,8 +384,8 @@ async fn undo_of_an_older_run_whose_entries_changed_since_is_refused_and_loses_n
     let google = entry_with(&env, "Microsoft");
     let (memory_before, history_before) = (memory_text(&env), std::fs::read(env.root.history()).unwrap());
 
-    let err = review::undo(&env.root, &first).unwrap_err();
-    assert!(matches!(err, ReviewError::Conflict { .. }), "{err}");
+    let err = mem(&env).await.undo(&first).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
     assert_eq!(err.ids(), std::slice::from_ref(&google));
     assert!(err.to_string().contains(&google), "{err}");
     assert_eq!(memory_text(&env), memory_before);
@@ -395,16 +396,16 @@ async fn undo_of_an_older_run_whose_entries_changed_since_is_refused_and_loses_n
     let edited = memory_before.replace("works at Microsoft", "works at Microsoft Research");
     assert_ne!(edited, memory_before);
     std::fs::write(env.root.memory(), &edited).unwrap();
-    let err = review::undo(&env.root, &second).unwrap_err();
+    let err = mem(&env).await.undo(&second).await.unwrap_err();
     assert_eq!(err.ids(), std::slice::from_ref(&google), "{err}");
     assert_eq!(memory_text(&env), edited);
     std::fs::write(env.root.memory(), &memory_before).unwrap();
 
     // Newest first works, each byte for byte.
-    assert!(review::undo(&env.root, &second).unwrap().exact);
+    assert!(mem(&env).await.undo(&second).await.unwrap().exact);
     assert_eq!(memory_text(&env), after_first);
     assert_verified(&env);
-    assert!(review::undo(&env.root, &first).unwrap().exact);
+    assert!(mem(&env).await.undo(&first).await.unwrap().exact);
     assert_eq!(memory_text(&env), empty);
     assert_eq!(Ledger::load(&env.root).unwrap().pending().len(), 2);
     assert_verified(&env);
@@ -433,7 +434,7 @@ async fn undo_of_an_older_run_with_untouched_entries_works_entry_by_entry() {
     force(&env).await;
     let cello_entry = entry_with(&env, "cello");
 
-    let undone = review::undo(&env.root, &merge).unwrap();
+    let undone = mem(&env).await.undo(&merge).await.unwrap();
     assert!(!undone.exact, "a later run changed memory.md");
     assert_eq!(undone.facts, milk);
     let now: Vec<String> = memory(&env).entries().map(|e| e.id().to_string()).collect();
@@ -454,7 +455,7 @@ async fn history_shows_the_chain_with_dates() {
     add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
     let run = force(&env).await.run.unwrap();
     let id = entry_with(&env, "Microsoft");
-    let chain = review::history_chain(&env.root, &id).unwrap();
+    let chain = mem(&env).await.history(&id).await.unwrap();
     let versions: Vec<(&str, &str)> = chain.versions.iter().map(|v| (v.status.as_str(), v.content.as_str())).collect();
     assert_eq!(
         versions,
@@ -468,29 +469,31 @@ async fn history_shows_the_chain_with_dates() {
     assert_eq!((old.superseded_by.as_deref(), old.run.as_deref()), (Some(id.as_str()), Some(run.as_str())));
     assert_eq!(chain.versions[1].updated, Some(d("2026-05-30")));
 
-    review::undo(&env.root, &run).unwrap();
+    mem(&env).await.undo(&run).await.unwrap();
     let statuses: Vec<String> =
-        review::history_chain(&env.root, &id).unwrap().versions.into_iter().map(|v| v.status).collect();
+        mem(&env).await.history(&id).await.unwrap().versions.into_iter().map(|v| v.status).collect();
     assert_eq!(statuses, ["restored", "reverted", "current"], "the run's copy of the old version is marked restored");
     assert_verified(&env);
 
-    let err = review::history_chain(&env.root, "m-nowhere").unwrap_err();
-    assert_eq!(err.http_status(), 404);
+    let err = mem(&env).await.history("m-nowhere").await.unwrap_err();
+    assert_eq!(status(&err), 404);
 }
 
 #[tokio::test]
 async fn unknown_and_malformed_ids_are_told_apart() {
     let env = env().await;
-    for err in [review::undo(&env.root, "r-nope").unwrap_err(), review::apply_plan(&env.root, "r-nope").unwrap_err()] {
-        assert_eq!((err.http_status(), err.code()), (404, "not_found"), "{err}");
+    for err in
+        [mem(&env).await.undo("r-nope").await.unwrap_err(), mem(&env).await.apply_plan("r-nope").await.unwrap_err()]
+    {
+        assert_eq!((status(&err), err.code()), (404, "not_found"), "{err}");
     }
     for err in [
-        review::apply_plan(&env.root, "../state").unwrap_err(),
-        review::reject_plan(&env.root, "").unwrap_err(),
-        review::undo(&env.root, "r 1").unwrap_err(),
-        review::history_chain(&env.root, "m 1").unwrap_err(),
+        mem(&env).await.apply_plan("../state").await.unwrap_err(),
+        mem(&env).await.reject_plan("").await.unwrap_err(),
+        mem(&env).await.undo("r 1").await.unwrap_err(),
+        mem(&env).await.history("m 1").await.unwrap_err(),
     ] {
-        assert_eq!((err.http_status(), err.code()), (400, "bad_request"), "{err}");
+        assert_eq!((status(&err), err.code()), (400, "bad_request"), "{err}");
     }
 }
 
@@ -552,7 +555,7 @@ async fn undo_of_a_run_whose_copy_of_memory_was_dropped_goes_entry_by_entry() {
     record["memory_before"] = json!("");
     std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
 
-    let undone = review::undo(&env.root, &run).unwrap();
+    let undone = mem(&env).await.undo(&run).await.unwrap();
     assert!(!undone.exact, "no copy to restore byte for byte: {undone:?}");
     assert_eq!(undone.facts, added);
     let entries = |file: &EntryFile| -> Vec<(String, String)> {

@@ -1,88 +1,110 @@
-//! Applying a plan: the only code that writes consolidation results to disk.
+//! What applying a plan writes, as one [`Change`] for [`crate::commit`] (pure).
 //!
-//! Order: old versions are appended to `history.md` first, then `memory.md` is replaced
-//! atomically (refused if it changed since it was read, in which case the history append
-//! is rolled back), then the journal, the run record (`.memfold/runs/<run>.json`, for undo)
-//! and `state.json` are written. A crash at any point leaves every fact accounted for: at
-//! worst `history.md` holds an extra copy of a block.
+//! An applied plan writes the new `memory.md` (refused if it changed since it was read), its
+//! old versions appended to `history.md`, one journal line per op, the run record (with the
+//! text of `memory.md` before the run, for undo) and `state.json` (facts done, attempts of
+//! failed facts, the last run, the watermark). A plan held for review is stored as a plan file
+//! in the same change; an applied stored plan's file is removed in it.
 
-use std::collections::BTreeSet;
+use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 
-use super::plan::Plan;
+use super::plan::{Plan, net_changes};
+use super::records::{RUNS_WITH_COPIES, RunRecord, StoredPlan, copies_to_drop, plan_removal};
+use crate::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
 use crate::files::Root;
-use crate::files::atomic::WriteError;
-use crate::ledger::{FactFate, Ledger, LedgerError};
-use crate::state::{LastRun, State, StateError, append_jsonl};
+use crate::files::entries::EntryFile;
+use crate::ledger::Ledger;
+use crate::state::{LastRun, json_lines};
 
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ApplyError {
-    #[error("consolidated/memory.md changed during the pass; nothing was written and the pass will be retried")]
-    Stale,
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    #[error("appending to consolidated/history.md: {0}")]
-    History(std::io::Error),
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
+/// Everything besides the plan that its change records.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome<'a> {
+    /// Facts whose cluster failed, with the error: their attempt count goes up.
+    pub failures: &'a [(String, String)],
+    /// A plan to store for review.
+    pub store: Option<&'a StoredPlan>,
+    /// `memory.md` as it is on disk when the plan was made against another text (a rebuild
+    /// plans against the file with its entries set aside): the plan's text is written even
+    /// without ops, and the entries it drops count as touched.
+    pub rewrite_from: Option<&'a EntryFile>,
 }
 
-/// Write a plan. `started` is when the pass began.
-pub fn apply(root: &Root, plan: &Plan, started: DateTime<Utc>) -> Result<(), ApplyError> {
-    let history_path = root.history();
-    let history_len = std::fs::metadata(&history_path).map(|m| m.len()).unwrap_or(0);
-    crate::files::append_history(root, &plan.history).map_err(ApplyError::History)?;
-    match crate::files::write_memory(root, &plan.memory_after, &plan.memory_hash_before) {
-        Ok(()) => {}
-        Err(WriteError::Stale { .. }) => {
-            // Take back the history blocks of a run that did not happen.
-            if let Ok(file) = std::fs::OpenOptions::new().write(true).open(&history_path) {
-                let _ = file.set_len(history_len).and_then(|_| file.sync_all());
-            }
-            return Err(ApplyError::Stale);
+/// The change that applies `plan` to the root `ledger` was read from. `started` and `finished`
+/// are the run's instants, `today` its day.
+pub fn change(
+    root: &Root,
+    ledger: &Ledger,
+    plan: &Plan,
+    outcome: Outcome,
+    started: DateTime<Utc>,
+    finished: DateTime<Utc>,
+    today: NaiveDate,
+) -> Change {
+    let mut change = Change::new(format!("run {}", plan.run));
+    let mut state = ledger.state.clone();
+    let applied = !plan.journal.is_empty();
+    if applied || outcome.rewrite_from.is_some() {
+        let entries = match outcome.rewrite_from {
+            Some(before) => deltas(before, &EntryFile::parse(&plan.memory_after, "consolidated/memory.md")),
+            None => net_changes(&plan.journal)
+                .iter()
+                .map(|c| EntryDelta::of(&c.entry, c.before.as_deref(), c.after.as_deref()))
+                .collect(),
+        };
+        change.memory =
+            Some(MemoryWrite { before: plan.memory_hash_before.clone(), text: plan.memory_after.clone(), entries });
+        change.history = Some(HistoryWrite::Append(plan.history.clone()));
+        state.file_hashes.insert("consolidated/memory.md".into(), crate::files::content_hash(&plan.memory_after));
+    }
+    if applied {
+        change.journal = json_lines(&plan.journal);
+        change.records.push(RunRecord::of(plan, started, finished).file());
+        change.records.extend(copies_to_drop(root, &plan.run, RUNS_WITH_COPIES));
+        if let Some(id) = &plan.from_plan {
+            change.records.push(plan_removal(id));
         }
-        Err(e) => return Err(e.into()),
+        for fact in &plan.facts_done {
+            state.facts.remove(fact);
+        }
+        state.last_run = Some(LastRun {
+            id: plan.run.clone(),
+            started,
+            finished,
+            ops: plan.journal.len(),
+            facts: plan.facts_done.len(),
+        });
     }
-    append_jsonl(&root.journal(), &plan.journal)?;
-    let finished = Utc::now();
-    // What `memfold undo` needs to restore memory.md byte for byte.
-    crate::review::record_run(root, plan, started, finished)?;
-    let mut state = State::load(&root.state_json())?;
-    for fact in &plan.facts_done {
-        state.facts.remove(fact);
+    for (fact, error) in outcome.failures {
+        let progress = state.facts.entry(fact.clone()).or_default();
+        progress.attempts += 1;
+        progress.last_error = Some(error.clone());
     }
-    state.last_run = Some(LastRun {
-        id: plan.run.clone(),
-        started,
-        finished,
-        ops: plan.journal.len(),
-        facts: plan.facts_done.len(),
-    });
-    state.file_hashes.insert("consolidated/memory.md".into(), crate::files::content_hash(&plan.memory_after));
-    state.save(&root.state_json())?;
-    advance_watermark(root)?;
-    Ok(())
+    if let Some(stored) = outcome.store {
+        change.records.push(stored.file());
+    }
+    let done: HashSet<&str> = plan.facts_done.iter().map(String::as_str).collect();
+    let pending: HashSet<&str> =
+        ledger.pending().into_iter().map(|f| f.id.as_str()).filter(|f| !done.contains(f)).collect();
+    state.watermark = ledger.watermark(&pending, today);
+    if state != ledger.state {
+        change.state = Some(state);
+    }
+    change
 }
 
-/// Move the watermark over closed days (before today) whose facts are all consolidated or tombstoned.
-pub fn advance_watermark(root: &Root) -> Result<(), ApplyError> {
-    let ledger = Ledger::load(root)?;
-    let today = chrono::Local::now().date_naive();
-    let fates = ledger.fates();
-    let open_days: BTreeSet<_> =
-        ledger.facts.iter().filter(|f| fates.get(f.id.as_str()) == Some(&FactFate::Pending)).map(|f| f.date).collect();
-    let first_open = open_days.iter().next().copied().unwrap_or(today).min(today);
-    let Some(last_closed) = ledger.facts.iter().map(|f| f.date).filter(|d| *d < first_open).max() else {
-        return Ok(());
+/// The entries whose rendered text differs between two versions of `memory.md`.
+fn deltas(before: &EntryFile, after: &EntryFile) -> Vec<EntryDelta> {
+    let render = |file: &EntryFile| -> HashMap<String, String> {
+        file.entries().map(|e| (e.id().to_string(), e.render())).collect()
     };
-    let mut state = ledger.state;
-    if state.watermark.is_none_or(|w| w < last_closed) {
-        state.watermark = Some(last_closed);
-        state.save(&root.state_json())?;
-    }
-    Ok(())
+    let (old, new) = (render(before), render(after));
+    let mut ids: Vec<&String> = old.keys().chain(new.keys()).collect();
+    ids.sort();
+    ids.dedup();
+    ids.into_iter()
+        .filter(|id| old.get(*id) != new.get(*id))
+        .map(|id| EntryDelta::of(id, old.get(id).map(String::as_str), new.get(id).map(String::as_str)))
+        .collect()
 }

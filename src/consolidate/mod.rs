@@ -1,12 +1,18 @@
-//! The consolidation pass: gate, neighbours, clusters, decide, validate, plan, apply.
+//! The consolidation pass: gate, neighbours, clusters, decide, validate, plan; what applying it writes.
+//!
+//! Everything here is planning: it reads a [`crate::ledger::Ledger`] and returns plans and the
+//! [`crate::commit::Change`] that applies them. [`crate::memory::Memory::consolidate`] runs it
+//! under the consolidation lock and commits the result.
 
 pub mod apply;
 pub mod cluster;
 pub mod decide;
+pub mod divert;
 pub mod gate;
 pub mod offline;
 pub mod ops;
 pub mod pass;
 pub mod plan;
 pub mod rebuild;
+pub mod records;
 pub mod validate;

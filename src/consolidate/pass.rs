@@ -1,54 +1,33 @@
-//! One consolidation pass, from the gate to the written files.
+//! Planning one consolidation pass: embed, neighbours, clusters, decide each cluster, validate, plan.
 //!
-//! lock → ledger → gate → embed → neighbours → clusters → decide each (sequentially) →
-//! validate → plan → apply → reindex. Everything before apply is pure planning, so
-//! `--dry-run` stops there and writes nothing, and review mode stores the plan for
-//! `memfold apply` instead of applying it (see [`crate::review`]). A cluster whose decision
-//! fails leaves its facts pending with an attempt count; the other clusters go on.
+//! Given the files as read (a [`Ledger`]) and the pending facts the gate let through,
+//! [`Pass::plan`] embeds new facts and entries, links each fact to its neighbours, groups them
+//! into clusters, asks the decider about each cluster in turn (later calls of a split cluster
+//! see what earlier ones did), validates the ops and applies them to an in-memory copy of
+//! `memory.md`. It writes nothing: `--dry-run` stops there, review mode stores the plan, and
+//! otherwise [`crate::memory::Memory::consolidate`] commits it (see [`super::apply`]). A
+//! cluster whose decision fails leaves its facts pending with an attempt count; the other
+//! clusters go on.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-use super::apply::{ApplyError, apply};
 use super::cluster::{self, NeighbourParams, Node};
 use super::decide::{DecideError, Decider};
-use super::gate::{self, Gate, GateInput};
+use super::divert::split_low_confidence;
+use super::gate::Gate;
 use super::ops::{Op, ProposedOp};
 use super::plan::{Plan, Planner};
 use super::validate::validate;
-use crate::config::{Config, Mode};
-use crate::embed::{EmbedError, Embedder};
-use crate::files::Root;
+use crate::config::{ConsolidationConfig, Mode};
+use crate::embed::Embedder;
+use crate::error::Error;
 use crate::files::archive::Fact;
-use crate::index::Index;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::Ledger;
 use crate::llm::Usage;
-use crate::lock::{LockError, LockGuard};
-use crate::state::{State, StateError};
-
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PassError {
-    #[error(transparent)]
-    Busy(#[from] LockError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-    #[error("embedding for consolidation: {0}")]
-    Embed(#[from] EmbedError),
-    #[error("finding neighbours: {0}")]
-    Neighbours(#[from] candle_core::Error),
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error("reindexing after the pass: {0}")]
-    Reindex(#[from] crate::corpus::RefreshError),
-    #[error("storing a plan for review: {0}")]
-    Review(#[from] crate::review::ReviewError),
-}
 
 /// How to run a pass.
 #[derive(Debug, Clone, Copy, Default)]
@@ -127,7 +106,28 @@ pub struct PassReport {
     pub timings: Timings,
 }
 
-/// Where a pass spent its time, in milliseconds (`decide` is the wait for decisions).
+impl PassReport {
+    /// The report of a pass that has evaluated its gate and not yet done anything else.
+    pub fn new(gate: Gate, decider: &Decider, dry_run: bool) -> PassReport {
+        PassReport {
+            run: None,
+            applied: false,
+            dry_run,
+            decider: decider.name(),
+            gate,
+            clusters: Vec::new(),
+            ops: Vec::new(),
+            dropped: Vec::new(),
+            llm: Usage::default(),
+            failed_facts: Vec::new(),
+            plans: Vec::new(),
+            timings: Timings::default(),
+        }
+    }
+}
+
+/// Where a pass spent its time, in milliseconds (`decide` is the wait for decisions; `total`
+/// covers the whole pass from the lock to the reindex, so it is at least the sum of the others).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timings {
     pub embed_ms: u64,
@@ -139,18 +139,26 @@ pub struct Timings {
     pub total_ms: u64,
 }
 
-fn ms(since: std::time::Instant) -> u64 {
+pub fn ms(since: std::time::Instant) -> u64 {
     since.elapsed().as_millis() as u64
 }
 
-/// What a pass needs.
+/// What planning a pass needs.
 pub struct Pass<'a> {
-    pub root: &'a Root,
-    pub config: &'a Config,
+    pub config: &'a ConsolidationConfig,
     pub embedder: Arc<dyn Embedder>,
     pub decider: &'a Decider,
-    /// Reindexed after apply when given.
-    pub index: Option<&'a Index>,
+}
+
+/// A planned pass: the plan, the ops held back for review, the facts whose cluster failed.
+pub struct Planned {
+    pub plan: Plan,
+    /// Low-confidence ops (auto mode) to plan on top of `plan` and store for review.
+    pub held: Vec<ProposedOp>,
+    /// Facts left pending because their cluster's decision failed, with the error.
+    pub failures: Vec<(String, String)>,
+    /// The pending facts the pass took up, by id.
+    pub facts: HashMap<String, Fact>,
 }
 
 /// The pending facts a pass takes up: not in a pending plan (they wait for it), not given up on
@@ -176,69 +184,26 @@ pub fn eligible<'a>(
         .collect()
 }
 
-fn run_id(now: DateTime<Utc>, facts: &[&Fact]) -> String {
+/// The id of a run that starts at `now` with these facts.
+pub fn run_id(now: DateTime<Utc>, facts: &[&Fact]) -> String {
     let ids: Vec<&str> = facts.iter().map(|f| f.id.as_str()).collect();
     let hash = crate::files::content_hash(format!("{now}\n{}", ids.join(",")));
     format!("r-{}-{}", now.format("%Y%m%dT%H%M%SZ"), &hash[..4])
 }
 
 impl Pass<'_> {
-    pub async fn run(&self, opts: PassOptions) -> Result<PassReport, PassError> {
-        let started = Utc::now();
-        let lock = if opts.dry_run {
-            None
-        } else {
-            Some(LockGuard::try_acquire(&self.root.consolidate_lock(), "consolidation")?)
-        };
-        let root = self.root.clone();
-        let reconcile = lock.is_some();
-        let ledger = tokio::task::spawn_blocking(move || {
-            // Entries deleted by hand are tombstoned before anything is planned around them.
-            if reconcile && let Err(e) = crate::forget::reconcile_locked(&root) {
-                tracing::warn!(error = %e, "could not reconcile hand edits of memory.md");
-            }
-            Ledger::load(&root)
-        })
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
-        let cfg = &self.config.consolidation;
-        let root = self.root.clone();
-        let under_review = tokio::task::spawn_blocking(move || crate::review::facts_under_review(&root))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-        let pending = eligible(&ledger, &under_review, cfg, opts.force);
-        let gate = gate::evaluate(
-            cfg,
-            &GateInput {
-                lock_holder: None,
-                last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
-                now: started,
-                pending: pending.len(),
-                force: opts.force,
-            },
-        );
-        let mut report = PassReport {
-            run: None,
-            applied: false,
-            dry_run: opts.dry_run,
-            decider: self.decider.name(),
-            gate: gate.clone(),
-            clusters: Vec::new(),
-            ops: Vec::new(),
-            dropped: Vec::new(),
-            llm: Usage::default(),
-            failed_facts: Vec::new(),
-            plans: Vec::new(),
-            timings: Timings::default(),
-        };
-        let clock = std::time::Instant::now();
-        if !gate.open {
-            return Ok(report);
-        }
-        let run = run_id(started, &pending);
-        report.run = Some(run.clone());
-        tracing::info!(run = %run, pending = pending.len(), decider = self.decider.name(), "pass started");
-
+    /// Plan a pass over `pending` (facts of `ledger`) as run `run`, recording what it saw and
+    /// decided in `report`. `now` stamps the journal and `today` dates new versions.
+    pub async fn plan(
+        &self,
+        ledger: &Ledger,
+        pending: &[&Fact],
+        run: &str,
+        now: DateTime<Utc>,
+        today: NaiveDate,
+        report: &mut PassReport,
+    ) -> Result<Planned, Error> {
+        let cfg = self.config;
         // Vectors for entries and new facts.
         let mut step = std::time::Instant::now();
         let entries: Vec<(String, String)> =
@@ -263,8 +228,7 @@ impl Pass<'_> {
         report.timings.neighbours_ms = ms(step);
 
         let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
-        let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.clone(), started);
-        let today = chrono::Local::now().date_naive();
+        let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.to_string(), now, today);
         let mut failures: Vec<(String, String)> = Vec::new();
         let mut decide_wait = std::time::Duration::ZERO;
         let mut held: Vec<ProposedOp> = Vec::new();
@@ -295,7 +259,7 @@ impl Pass<'_> {
                         );
                         // In auto mode, ops the decider is unsure of go to review; the rest apply.
                         let (now, unsure) = match cfg.mode {
-                            Mode::Auto => crate::review::split_low_confidence(valid.ops, cfg.review_below_confidence),
+                            Mode::Auto => split_low_confidence(valid.ops, cfg.review_below_confidence),
                             Mode::Review => (valid.ops, Vec::new()),
                         };
                         held.extend(unsure);
@@ -316,61 +280,7 @@ impl Pass<'_> {
         report.failed_facts = failures.iter().map(|(f, _)| f.clone()).collect();
         let mut plan = planner.finish(ledger.memory.hash.clone());
         plan.llm = report.llm;
-        if opts.dry_run {
-            return Ok(report);
-        }
-        step = std::time::Instant::now();
-        let (plan, for_review) = crate::review::divert(plan, &held, &facts_by_id, cfg.mode, started);
-        self.write(&plan, started, &failures).await?;
-        if let Some(for_review) = for_review {
-            let root = self.root.clone();
-            let id = tokio::task::spawn_blocking(move || for_review.store(&root))
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
-            report.plans.push(id);
-        }
-        report.timings.write_ms = ms(step);
-        report.applied = !plan.journal.is_empty();
-        step = std::time::Instant::now();
-        if report.applied {
-            match crate::promote::promote(self.root, self.config, self.decider.promoter()).await {
-                Ok(promoted) => report.llm.add(promoted.llm),
-                Err(e) => tracing::warn!(run = %run, error = %e, "MEMORY.md not rewritten"),
-            }
-        }
-        report.timings.promote_ms = ms(step);
-        drop(lock);
-        step = std::time::Instant::now();
-        if let Some(index) = self.index {
-            crate::corpus::refresh(self.root, index).await?;
-        }
-        report.timings.reindex_ms = ms(step);
-        report.timings.total_ms = ms(clock);
-        tracing::info!(run = %run, ops = plan.journal.len(), failed = failures.len(), "pass done");
-        Ok(report)
-    }
-
-    async fn write(&self, plan: &Plan, started: DateTime<Utc>, failures: &[(String, String)]) -> Result<(), PassError> {
-        let root = self.root.clone();
-        let plan = plan.clone();
-        let failures = failures.to_vec();
-        tokio::task::spawn_blocking(move || -> Result<(), PassError> {
-            if !plan.journal.is_empty() {
-                apply(&root, &plan, started)?;
-            }
-            if !failures.is_empty() {
-                let mut state = State::load(&root.state_json())?;
-                for (fact, error) in failures {
-                    let progress = state.facts.entry(fact).or_default();
-                    progress.attempts += 1;
-                    progress.last_error = Some(error);
-                }
-                state.save(&root.state_json())?;
-            }
-            Ok(())
-        })
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+        Ok(Planned { plan, held, failures, facts: facts_by_id })
     }
 }
 

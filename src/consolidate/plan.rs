@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
 use crate::files::archive::Fact;
 use crate::files::content_hash;
-use crate::files::entries::{Entry, EntryFile, EntryMeta, Item};
+use crate::files::entries::{Entry, EntryFile, EntryMeta, HistoryStatus, Item};
 use crate::llm::Usage;
 
 /// An entry's text before and after one op (rendered blocks; None = absent).
@@ -60,6 +60,34 @@ pub struct Plan {
     pub from_plan: Option<String>,
 }
 
+/// One entry's net change over a list of journal records: its first `before` and last `after`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetChange {
+    pub entry: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// The net change of every entry the records touch, in the order first touched.
+pub fn net_changes<'r>(records: impl IntoIterator<Item = &'r JournalRecord>) -> Vec<NetChange> {
+    let mut out: Vec<NetChange> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for change in records.into_iter().flat_map(|r| &r.changes) {
+        match at.get(&change.entry) {
+            Some(&i) => out[i].after = change.after.clone(),
+            None => {
+                at.insert(change.entry.clone(), out.len());
+                out.push(NetChange {
+                    entry: change.entry.clone(),
+                    before: change.before.clone(),
+                    after: change.after.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Builds a plan op by op.
 pub struct Planner<'a> {
     run: String,
@@ -82,7 +110,15 @@ pub struct Planner<'a> {
 }
 
 impl<'a> Planner<'a> {
-    pub fn new(memory: EntryFile, facts: &'a HashMap<String, Fact>, run: String, now: DateTime<Utc>) -> Planner<'a> {
+    /// A planner over `memory`. `now` stamps the journal; `today` dates new versions (from the
+    /// one [`crate::clock::Clock`]).
+    pub fn new(
+        memory: EntryFile,
+        facts: &'a HashMap<String, Fact>,
+        run: String,
+        now: DateTime<Utc>,
+        today: NaiveDate,
+    ) -> Planner<'a> {
         let memory_before = memory.render();
         let mut at: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, item) in memory.items.iter().enumerate() {
@@ -92,7 +128,7 @@ impl<'a> Planner<'a> {
         }
         Planner {
             run,
-            today: now.date_naive(),
+            today,
             now,
             facts,
             memory,
@@ -192,11 +228,11 @@ impl<'a> Planner<'a> {
         self.journal.push(JournalRecord { run: self.run.clone(), seq, time: self.now, op: op.clone(), changes });
     }
 
-    fn retire(&mut self, old: &Entry, status: &str, superseded_by: &str, valid_until: NaiveDate) {
+    fn retire(&mut self, old: &Entry, status: HistoryStatus, superseded_by: &str, valid_until: NaiveDate) {
         let mut meta = old.meta.clone();
         meta.valid_until = Some(valid_until);
         meta.superseded_by = Some(superseded_by.to_string());
-        meta.status = Some(status.to_string());
+        meta.status = Some(status);
         meta.run = Some(self.run.clone());
         meta.first_seen = meta.first_seen.or(meta.updated);
         self.history.push(Entry::new(meta, &old.content));
@@ -235,7 +271,7 @@ impl<'a> Planner<'a> {
                         (a, b) => b.or(a).unwrap_or(today),
                     });
                     let valid_until = meta.updated.unwrap_or(today);
-                    self.retire(&old, "replaced", target, valid_until);
+                    self.retire(&old, HistoryStatus::Replaced, target, valid_until);
                     let new = Entry::new(meta, content);
                     let after = Some(new.render());
                     if let Some(slot) = self.get_mut(target) {
@@ -247,7 +283,7 @@ impl<'a> Planner<'a> {
                     let (Some(old), Some(survivor)) = (self.get(target).cloned(), self.get(into).cloned()) else {
                         continue;
                     };
-                    self.retire(&old, "merged", into, self.today);
+                    self.retire(&old, HistoryStatus::Merged, into, self.today);
                     self.remove(target);
                     let mut meta = survivor.meta.clone();
                     meta.sources = union(&meta.sources, &old.meta.sources);
@@ -352,7 +388,7 @@ mod tests {
     fn replace_keeps_provenance_and_history() {
         let facts: HashMap<_, _> =
             [fact("f-g", "2026-05-27", "Works at Google"), fact("f-m", "2026-05-30", "Started at Microsoft")].into();
-        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now());
+        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now(), now().date_naive());
         planner.apply(&[ProposedOp::new(Op::Add { facts: vec!["f-g".into()], content: "Works at Google.".into() })]);
         let id = planner.journal[0].changes[0].entry.clone();
         planner.apply(&[ProposedOp::new(Op::Replace {
@@ -369,7 +405,10 @@ mod tests {
         assert_eq!(e.meta.updated, Some("2026-05-30".parse().unwrap()));
         assert_eq!(plan.history.len(), 1);
         let old = &plan.history[0].meta;
-        assert_eq!((old.status.as_deref(), old.superseded_by.as_deref()), (Some("replaced"), Some(id.as_str())));
+        assert_eq!(
+            (old.status.as_ref(), old.superseded_by.as_deref()),
+            (Some(&HistoryStatus::Replaced), Some(id.as_str()))
+        );
         assert_eq!(old.valid_until, Some("2026-05-30".parse().unwrap()));
         assert_eq!(plan.journal.len(), 2);
         assert_eq!(plan.facts_done.len(), 2);
@@ -378,7 +417,7 @@ mod tests {
     #[test]
     fn remove_merges_sources_into_the_survivor() {
         let facts: HashMap<_, _> = [fact("f-1", "2026-05-01", "a"), fact("f-2", "2026-05-02", "b")].into();
-        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now());
+        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now(), now().date_naive());
         planner.apply(&[
             ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "Likes tea.".into() }),
             ProposedOp::new(Op::Add { facts: vec!["f-2".into()], content: "Enjoys tea.".into() }),
@@ -389,14 +428,14 @@ mod tests {
         let memory = EntryFile::parse(&plan.memory_after, "memory.md");
         assert_eq!(memory.entries().count(), 1);
         assert_eq!(memory.get(&ids[0]).unwrap().meta.sources, ["f-1", "f-2"]);
-        assert_eq!(plan.history[0].meta.status.as_deref(), Some("merged"));
+        assert_eq!(plan.history[0].meta.status, Some(HistoryStatus::Merged));
     }
 
     #[test]
     fn added_since_lists_current_adds_from_those_facts_newest_first() {
         let facts: HashMap<_, _> =
             [fact("f-1", "2026-05-01", "a"), fact("f-2", "2026-05-02", "b"), fact("f-3", "2026-05-03", "c")].into();
-        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now());
+        let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now(), now().date_naive());
         planner.apply(&[ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "Before the mark.".into() })]);
         let mark = planner.journal_len();
         planner.apply(&[
@@ -417,7 +456,7 @@ mod tests {
         let text = "<!--m {\"id\":\"m-a\"}-->\nFirst copy.\n\n<!--m {\"id\":\"m-a\"}-->\nSecond copy.\n\n<!--m {\"id\":\"m-b\"}-->\nOther.\n";
         let memory = EntryFile::parse(text, "memory.md");
         let facts = HashMap::new();
-        let mut planner = Planner::new(memory, &facts, "r-1".into(), now());
+        let mut planner = Planner::new(memory, &facts, "r-1".into(), now(), now().date_naive());
         planner.apply(&[ProposedOp::new(Op::Remove { target: "m-a".into(), into: "m-b".into(), why: None })]);
         assert_eq!(planner.get("m-a").map(|e| e.content.as_str()), Some("Second copy."));
         let plan = planner.finish(content_hash(text));

@@ -30,6 +30,77 @@ use super::{Problem, comment_json, content_hash};
 /// Comment prefix of an entry header.
 const HEADER: &str = "<!--m ";
 
+/// Why a version in `history.md` stopped being current.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HistoryStatus {
+    /// A REPLACE gave the entry new content (`superseded_by` is the entry itself).
+    Replaced,
+    /// A REMOVE folded the entry into `superseded_by`.
+    Merged,
+    /// Forgotten, or deleted from `memory.md` by hand; its facts are tombstoned.
+    Deleted,
+    /// A version an undo took back.
+    Reverted,
+    /// A run's copy of a version an undo put back (the version is current again).
+    Restored,
+    /// Set aside by `memfold rebuild`.
+    Rebuilt,
+    /// A status this build does not know (written by a person or a newer memfold); kept as is.
+    Other(String),
+}
+
+impl HistoryStatus {
+    pub fn as_str(&self) -> &str {
+        match self {
+            HistoryStatus::Replaced => "replaced",
+            HistoryStatus::Merged => "merged",
+            HistoryStatus::Deleted => "deleted",
+            HistoryStatus::Reverted => "reverted",
+            HistoryStatus::Restored => "restored",
+            HistoryStatus::Rebuilt => "rebuilt",
+            HistoryStatus::Other(s) => s,
+        }
+    }
+
+    fn parse(s: &str) -> HistoryStatus {
+        match s {
+            "replaced" => HistoryStatus::Replaced,
+            "merged" => HistoryStatus::Merged,
+            "deleted" => HistoryStatus::Deleted,
+            "reverted" => HistoryStatus::Reverted,
+            "restored" => HistoryStatus::Restored,
+            "rebuilt" => HistoryStatus::Rebuilt,
+            other => HistoryStatus::Other(other.to_string()),
+        }
+    }
+
+    /// Whether a block with this status says where its version went: a replaced or merged
+    /// version lives on in `superseded_by`. Versions an undo or a rebuild set aside, and
+    /// deleted ones, do not (the facts of deleted ones are tombstoned instead).
+    pub fn leads_on(&self) -> bool {
+        matches!(self, HistoryStatus::Replaced | HistoryStatus::Merged)
+    }
+}
+
+impl Serialize for HistoryStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for HistoryStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        Ok(HistoryStatus::parse(&s))
+    }
+}
+
+impl std::fmt::Display for HistoryStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Metadata in an entry header. Code owns all of it; the LLM never sees it as writable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EntryMeta {
@@ -49,9 +120,9 @@ pub struct EntryMeta {
     pub valid_until: Option<NaiveDate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
-    /// History only: `replaced` | `merged` | `deleted` | `reverted` | `restored` | `rebuilt`.
+    /// History only: why this version is no longer current.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<HistoryStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
     /// Keys a person or a newer memfold added; kept as they are.

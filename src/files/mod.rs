@@ -113,39 +113,6 @@ impl Root {
     }
 }
 
-/// Replace `consolidated/memory.md` (refused if it no longer hashes to `expected`) and record
-/// the new text as seen. Every writer of `memory.md` goes through here.
-pub fn write_memory(root: &Root, text: &str, expected: &str) -> Result<(), atomic::WriteError> {
-    atomic::write_atomic(&root.memory(), text.as_bytes(), Some(expected))?;
-    atomic::write_atomic(&root.memory_seen(), text.as_bytes(), None)
-}
-
-/// Append entry blocks to `consolidated/history.md` durably, one blank line between blocks.
-/// Only the file's last two bytes are read, so appending stays cheap as history grows.
-pub fn append_history(root: &Root, blocks: &[entries::Entry]) -> std::io::Result<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    if blocks.is_empty() {
-        return Ok(());
-    }
-    let mut tail = Vec::with_capacity(2);
-    match std::fs::File::open(root.history()) {
-        Ok(mut file) => {
-            let len = file.metadata()?.len();
-            file.seek(SeekFrom::Start(len.saturating_sub(2)))?;
-            file.read_to_end(&mut tail)?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut tail = String::from_utf8_lossy(&tail).into_owned();
-    if !tail.is_empty() && !tail.ends_with('\n') {
-        // append_durable ends an unterminated last line itself before appending.
-        tail.push('\n');
-    }
-    let text = entries::blocks_after(&tail, blocks);
-    atomic::append_durable(&root.history(), text.as_bytes())
-}
-
 /// Hex sha256 of some bytes: the content hash used for optimistic writes and the index.
 pub fn content_hash(bytes: impl AsRef<[u8]>) -> String {
     hex(&Sha256::digest(bytes.as_ref()))
@@ -201,28 +168,6 @@ mod tests {
         assert!(!json.contains("-->"));
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["src"], "a --> b");
-    }
-
-    #[test]
-    fn history_blocks_are_appended_one_blank_line_apart() {
-        use entries::{Entry, EntryFile, EntryMeta};
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path());
-        root.init().unwrap();
-        let block = |id: &str| Entry::new(EntryMeta::new(id), &format!("Text of {id}."));
-        append_history(&root, &[block("m-1"), block("m-2")]).unwrap();
-        std::fs::write(root.history(), std::fs::read_to_string(root.history()).unwrap() + "A note typed by hand")
-            .unwrap();
-        append_history(&root, &[block("m-3")]).unwrap();
-        let text = std::fs::read_to_string(root.history()).unwrap();
-        assert!(text.starts_with("<!--m {\"id\":\"m-1\""), "{text}");
-        assert!(text.contains("Text of m-1.\n\n<!--m {\"id\":\"m-2\""), "{text}");
-        assert!(text.contains("A note typed by hand\n\n<!--m {\"id\":\"m-3\""), "{text}");
-        let parsed = EntryFile::parse(&text, "history.md");
-        // The note follows m-2's text without a blank line, so it belongs to that block.
-        assert_eq!(parsed.entries().count(), 3);
-        assert!(parsed.get("m-2").unwrap().content.ends_with("A note typed by hand"));
-        assert!(parsed.problems.is_empty());
     }
 
     #[test]

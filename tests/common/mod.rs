@@ -7,12 +7,13 @@ use std::process::{Command, Output};
 
 use chrono::NaiveDate;
 use memfold::config::Config;
-use memfold::consolidate::pass::{Pass, PassError, PassOptions, PassReport};
-use memfold::corpus;
+use memfold::consolidate::pass::{PassOptions, PassReport};
+use memfold::error::Error;
 use memfold::files::Root;
 use memfold::files::archive::{self, NewFact};
 use memfold::files::entries::EntryFile;
 use memfold::ledger::Ledger;
+use memfold::memory::Memory;
 use memfold::testkit::FakeOpenAi;
 
 /// Run the binary on `root` with extra environment; no LLM unless `env` configures one.
@@ -71,13 +72,19 @@ pub fn add(env: &Env, date: &str, texts: &[&str]) -> Vec<String> {
     archive::append(&env.root, &facts, now).unwrap().into_iter().map(|f| f.id).collect()
 }
 
+/// The root of `env` opened as the CLI and the daemon open it.
+pub async fn mem(env: &Env) -> Memory {
+    Memory::open(env.config.clone()).await.unwrap()
+}
+
 /// One pass through the library, with the real index and the configured decider.
-pub async fn pass(env: &Env, opts: PassOptions) -> Result<PassReport, PassError> {
-    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
-    let decider = memfold::cli::decider(&env.config).unwrap();
-    Pass { root: &env.root, config: &env.config, embedder: index.embedder(), decider: &decider, index: Some(&index) }
-        .run(opts)
-        .await
+pub async fn pass(env: &Env, opts: PassOptions) -> Result<PassReport, Error> {
+    mem(env).await.consolidate(opts).await
+}
+
+/// The HTTP status an error is answered with.
+pub fn status(err: &Error) -> u16 {
+    memfold::http::status_of(err.kind()).as_u16()
 }
 
 pub async fn force(env: &Env) -> PassReport {

@@ -1,0 +1,193 @@
+//! The error every use case returns, and the one place that says what kind of failure it is.
+//!
+//! Adapters map [`Kind`] to their own terms (HTTP status, MCP tool error, CLI exit code) and
+//! show the message as it is; the message is the same everywhere.
+
+use crate::commit::CommitError;
+use crate::embed::EmbedError;
+use crate::files::archive::ArchiveError;
+use crate::files::atomic::WriteError;
+use crate::index::IndexError;
+use crate::ledger::LedgerError;
+use crate::llm::LlmError;
+use crate::lock::LockError;
+use crate::state::StateError;
+
+/// What went wrong in a use case.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The root has not been initialised.
+    #[error("{0}")]
+    NotARoot(String),
+    /// No such entry, fact, plan or run.
+    #[error("{message}")]
+    NotFound { message: String },
+    /// A malformed request: an id that cannot name anything, an empty fact, a bad parameter.
+    #[error("{0}")]
+    BadInput(String),
+    /// Refused because of what the files hold now (an undo whose entries changed since, a
+    /// rejected plan, a run undone already); `ids` names what is in the way.
+    #[error("{message}")]
+    Conflict { message: String, ids: Vec<String> },
+    /// `memory.md` changed under a write (a person's edit): nothing was written.
+    #[error("{message}")]
+    Stale { message: String, ids: Vec<String> },
+    /// Another pass, apply, undo or forget holds the consolidation lock.
+    #[error(transparent)]
+    Busy(LockError),
+    /// The use case needs an LLM and none is configured.
+    #[error("{0}")]
+    NoLlm(String),
+    /// The LLM failed (unreachable, overloaded, or an unusable reply).
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    /// The LLM answered twice with something that is not the JSON asked for.
+    #[error("{0}")]
+    LlmReply(String),
+    /// The embedder failed.
+    #[error("embedding: {0}")]
+    Embed(#[from] EmbedError),
+    #[error(transparent)]
+    Lock(LockError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Commit(CommitError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("finding neighbours: {0}")]
+    Neighbours(#[from] candle_core::Error),
+    #[error("reading {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path} is not a valid record ({message}); move it aside")]
+    Corrupt { path: String, message: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The kinds of failure adapters tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    BadInput,
+    NotFound,
+    Conflict,
+    /// A write refused because `memory.md` changed under it; trying again later works.
+    Stale,
+    /// The consolidation lock is held.
+    Busy,
+    /// No LLM configured, or the LLM or embedder unreachable or overloaded.
+    Unavailable,
+    /// The LLM answered with something unusable.
+    BadGateway,
+    Internal,
+}
+
+impl Error {
+    pub fn not_found(what: &str, id: &str) -> Error {
+        Error::NotFound { message: format!("no {what} {id}") }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Error::NotFound { .. } => Kind::NotFound,
+            Error::BadInput(_) | Error::NotARoot(_) => Kind::BadInput,
+            Error::Conflict { .. } => Kind::Conflict,
+            Error::Stale { .. } => Kind::Stale,
+            Error::Busy(_) => Kind::Busy,
+            Error::NoLlm(_) | Error::Embed(_) => Kind::Unavailable,
+            Error::Llm(e) if e.is_unavailable() => Kind::Unavailable,
+            Error::Llm(_) | Error::LlmReply(_) => Kind::BadGateway,
+            _ => Kind::Internal,
+        }
+    }
+
+    /// A short machine-readable code for the kind.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::NoLlm(_) | Error::Llm(_) if self.kind() == Kind::Unavailable => "llm_unavailable",
+            Error::Embed(_) => "embedding_unavailable",
+            _ => match self.kind() {
+                Kind::BadInput => "bad_request",
+                Kind::NotFound => "not_found",
+                Kind::Conflict => "conflict",
+                Kind::Stale => "stale_write",
+                Kind::Busy => "lock_held",
+                Kind::Unavailable => "unavailable",
+                Kind::BadGateway => "llm_bad_reply",
+                Kind::Internal => "internal",
+            },
+        }
+    }
+
+    /// The entries, facts, plans or runs a conflict names (empty for other errors).
+    pub fn ids(&self) -> &[String] {
+        match self {
+            Error::Conflict { ids, .. } | Error::Stale { ids, .. } => ids,
+            _ => &[],
+        }
+    }
+}
+
+impl From<LockError> for Error {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::Held { .. } => Error::Busy(e),
+            other => Error::Lock(other),
+        }
+    }
+}
+
+impl From<CommitError> for Error {
+    fn from(e: CommitError) -> Self {
+        match e {
+            CommitError::Stale => Error::Stale { message: e.to_string(), ids: Vec::new() },
+            other => Error::Commit(other),
+        }
+    }
+}
+
+impl From<crate::corpus::RefreshError> for Error {
+    fn from(e: crate::corpus::RefreshError) -> Self {
+        match e {
+            crate::corpus::RefreshError::Ledger(e) => e.into(),
+            crate::corpus::RefreshError::Index(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::corpus::OpenError> for Error {
+    fn from(e: crate::corpus::OpenError) -> Self {
+        match e {
+            crate::corpus::OpenError::Embed(e) => e.into(),
+            crate::corpus::OpenError::Index(e) => e.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_codes() {
+        let cases = [
+            (Error::not_found("run", "r-1"), Kind::NotFound, "not_found"),
+            (Error::BadInput("x".into()), Kind::BadInput, "bad_request"),
+            (Error::Conflict { message: "x".into(), ids: vec!["m-1".into()] }, Kind::Conflict, "conflict"),
+            (Error::Stale { message: "x".into(), ids: Vec::new() }, Kind::Stale, "stale_write"),
+            (Error::NoLlm("x".into()), Kind::Unavailable, "llm_unavailable"),
+            (Error::LlmReply("x".into()), Kind::BadGateway, "llm_bad_reply"),
+            (Error::Corrupt { path: "p".into(), message: "m".into() }, Kind::Internal, "internal"),
+        ];
+        for (err, kind, code) in cases {
+            assert_eq!((err.kind(), err.code()), (kind, code), "{err}");
+        }
+    }
+}
