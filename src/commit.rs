@@ -193,7 +193,8 @@ pub fn commit(root: &Root, change: &Change, _lock: &crate::lock::LockGuard) -> R
     {
         return Err(CommitError::Stale);
     }
-    failpoint("commit:planned");
+    let kind = change.label.split_whitespace().next().unwrap_or("change");
+    failpoint(kind, "planned");
     let record =
         Record { version: RECORD_VERSION, label: change.label.clone(), time: Utc::now(), steps: steps(root, change)? };
     let path = record_path(root);
@@ -201,7 +202,7 @@ pub fn commit(root: &Root, change: &Change, _lock: &crate::lock::LockGuard) -> R
         .map_err(|e| CommitError::Corrupt { path: root.relative(&path), message: e.to_string() })?;
     text.push('\n');
     write_atomic(&path, text.as_bytes(), None)?;
-    failpoint("commit:recorded");
+    failpoint(kind, "recorded");
     for (i, step) in record.steps.iter().enumerate() {
         match run(root, step) {
             Ok(()) => {}
@@ -212,10 +213,10 @@ pub fn commit(root: &Root, change: &Change, _lock: &crate::lock::LockGuard) -> R
             }
             Err(e) => return Err(e),
         }
-        failpoint(&format!("commit:step{}", i + 1));
+        failpoint(kind, &format!("step{}", i + 1));
     }
     remove_record(root)?;
-    failpoint("commit:done");
+    failpoint(kind, "done");
     tracing::debug!(change = %record.label, steps = record.steps.len(), "committed");
     Ok(())
 }
@@ -238,8 +239,10 @@ pub fn recover(root: &Root, _lock: &crate::lock::LockGuard) -> Result<Option<Str
             message: format!("version {} is newer than this memfold understands", record.version),
         });
     }
-    for step in &record.steps {
-        match redo(root, step)? {
+    for (i, step) in record.steps.iter().enumerate() {
+        let done = redo(root, step)?;
+        failpoint("recover", &format!("step{}", i + 1));
+        match done {
             Redo::Done => {}
             Redo::Drop => {
                 tracing::warn!(
@@ -454,18 +457,23 @@ fn append_at(path: &Path, at: u64, bytes: &[u8]) -> std::io::Result<()> {
     file.sync_data()
 }
 
-/// A place in a commit where the crash tests stop the process: with
-/// `MEMFOLD_TEST_PAUSE_AT=<name>` set, the process says so on stderr and waits to be killed.
-fn failpoint(name: &str) {
+/// A place where the crash tests stop the process: `<kind>:<point>`, the kind being the first
+/// word of the change's label (`run`, `forget`, `undo`, …) or `recover`, the point `planned`,
+/// `recorded`, `stepN` (after the Nth step) or `done`. With `MEMFOLD_TEST_PAUSE_AT` naming it
+/// (builds with the `testkit` feature only), the process says so on stderr and waits to be
+/// killed.
+fn failpoint(kind: &str, point: &str) {
     #[cfg(feature = "testkit")]
-    if std::env::var("MEMFOLD_TEST_PAUSE_AT").is_ok_and(|at| at == name) {
-        eprintln!("memfold: paused at {name}");
+    if let Ok(at) = std::env::var("MEMFOLD_TEST_PAUSE_AT")
+        && at.split_once(':') == Some((kind, point))
+    {
+        eprintln!("memfold: paused at {at}");
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
     }
     #[cfg(not(feature = "testkit"))]
-    let _ = name;
+    let _ = (kind, point);
 }
 
 #[cfg(test)]

@@ -509,11 +509,20 @@ impl Memory {
     }
 
     /// Prove that every archived fact is accounted for, and that the index (when there is one)
-    /// holds exactly what the files say. An unfinished change is finished first.
+    /// holds exactly what the files say. Unless another writer is at work, an unfinished change
+    /// is finished and entries deleted from `memory.md` by hand are recorded first, as any
+    /// writer would.
     pub async fn verify(&self) -> Result<Report, Error> {
         let me = self.clone();
         let (busy, ledger) = blocking(move || -> Result<_, Error> {
-            let busy = me.recover_if_free()?;
+            let busy = match me.lock() {
+                Ok(lock) => {
+                    me.reconcile_locked(&lock)?;
+                    false
+                }
+                Err(Error::Busy(_)) => commit::pending(&me.inner.root),
+                Err(e) => return Err(e),
+            };
             Ok((busy, Ledger::load(&me.inner.root)?))
         })
         .await?;

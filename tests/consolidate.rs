@@ -17,7 +17,7 @@ use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
 mod common;
-use common::{add, assert_verified, d, env, force, history, memory, pass};
+use common::{add, assert_verified, d, env, force, history, mem, memory, pass};
 
 /// The cluster document inside a chat request.
 fn cluster(request: &Value) -> Value {
@@ -377,5 +377,57 @@ async fn an_entry_replaced_twice_keeps_both_old_versions_and_verifies() {
     opts.as_of = Some(d("2026-07-15"));
     let hits = index.search("lives in", &opts).await.unwrap();
     assert_eq!(hits[0].text, "Lives in Berlin now", "{hits:?}");
+    assert_verified(&env);
+}
+
+/// `rebuild` used to count facts in older replaced or merged versions as consolidated and
+/// never re-add them: "has a dog named Rex and a cat named Miso" came back as the cat alone.
+#[tokio::test]
+async fn rebuild_after_replace_and_remove_keeps_every_fact() {
+    let env = env().await;
+    // A fact starting "Also" is added; any other replaces the first neighbour with all texts
+    // and merges the other neighbours into it.
+    env.llm.set_chat_handler(script(|doc| {
+        let candidates = doc["candidates"].as_array().unwrap();
+        if candidates[0]["text"].as_str().unwrap().starts_with("Also") {
+            return json!([{"op": "ADD", "facts": ids(&doc["candidates"]), "content": candidates[0]["text"]}]);
+        }
+        let neighbours = doc["neighbors"].as_array().unwrap();
+        let first = &neighbours[0];
+        let texts: Vec<&str> =
+            doc["candidates"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
+        let mut content = first["content"].as_str().unwrap().to_string();
+        for n in &neighbours[1..] {
+            content = format!("{content} {}", n["content"].as_str().unwrap());
+        }
+        let mut ops = vec![json!({"op": "REPLACE", "target": first["id"], "facts": ids(&doc["candidates"]),
+                                  "content": format!("{content} {}", texts.join(" ")), "why": "update"})];
+        for n in &neighbours[1..] {
+            ops.push(json!({"op": "REMOVE", "target": n["id"], "into": first["id"], "why": "same pet"}));
+        }
+        json!(ops)
+    }));
+    let mut facts = add(&env, "2026-05-01", &["Has a dog named Rex."]);
+    force(&env).await;
+    facts.extend(add(&env, "2026-05-02", &["Also has a cat named Miso."]));
+    force(&env).await;
+    assert_eq!(memory(&env).entries().count(), 2);
+    facts.extend(add(&env, "2026-05-03", &["The dog Rex has a friend, the cat named Miso."]));
+    let report = force(&env).await;
+    let kinds: Vec<&str> = report.ops.iter().map(|o| o.op).collect();
+    assert_eq!(kinds, ["REPLACE", "REMOVE"], "{:?}", report.ops);
+    assert_eq!(memory(&env).entries().count(), 1);
+    assert_verified(&env);
+
+    let report = mem(&env).await.rebuild().await.unwrap();
+    assert!(report.applied, "{report:?}");
+    let ledger = Ledger::load(&env.root).unwrap();
+    let fates = ledger.fates();
+    let current: String = memory(&env).entries().map(|e| e.content.clone()).collect::<Vec<_>>().join("\n");
+    for fact in ledger.facts.iter() {
+        assert_eq!(fates[fact.id.as_str()], memfold::ledger::FactFate::Consolidated, "{}", fact.text);
+        assert!(current.contains(&fact.text), "{} is not in memory after the rebuild:\n{current}", fact.text);
+    }
+    assert_eq!(ledger.facts.len(), facts.len());
     assert_verified(&env);
 }
