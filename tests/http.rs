@@ -653,3 +653,65 @@ async fn a_second_serve_on_the_same_root_exits_with_a_clear_message() {
     assert_eq!(code, 200);
     daemon.stop().await;
 }
+
+/// Every LLM call of a run — decisions, re-asks and the promotion after it — is counted once
+/// and the same everywhere: the pass's report, `runs`, `/metrics` and the LLM's own count.
+#[tokio::test]
+async fn a_runs_llm_cost_is_the_same_in_the_report_runs_metrics_and_at_the_llm() {
+    let fixture = Fixture::new();
+    let fake = FakeOpenAi::start_in_thread();
+    let first_reply = std::sync::atomic::AtomicBool::new(true);
+    fake.set_chat_handler(move |request| {
+        let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
+        let doc: Value = serde_json::Deserializer::from_str(user).into_iter::<Value>().next().unwrap().unwrap();
+        if let Some(entries) = doc.get("entries") {
+            // A promotion: one line for the first entry offered.
+            let first = &entries[0];
+            return FakeReply::Content(json!({"lines": [{"entry": first["id"], "text": first["content"]}]}).to_string());
+        }
+        if first_reply.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return FakeReply::Content("not the JSON asked for".into()); // re-asked once
+        }
+        add_everything(request)
+    });
+    let env = llm_env(&fake);
+    let daemon = fixture.serve(&with(&env, &[])).await;
+    daemon.add(&["Moved to Lisbon in October.", "Has a dog named Rex.", "Prefers green tea."]).await;
+
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let llm = &report["llm"];
+    let calls = llm["calls"].as_u64().unwrap();
+    let prompt = llm["prompt_tokens"].as_u64().unwrap();
+    assert!(calls >= 3, "a decision, its re-ask and a promotion: {report}");
+    assert_eq!((calls, prompt), (fake.chat_calls(), fake.prompt_tokens()), "the LLM's own count");
+    assert_eq!(llm["completion_tokens"].as_u64().unwrap(), fake.completion_tokens());
+
+    let (_, runs) = daemon.get("/runs").await;
+    let listed = runs["runs"].as_array().unwrap().iter().find(|r| r["run"] == report["run"]).unwrap();
+    assert_eq!(&listed["llm"], llm, "{runs}");
+    let text = daemon.metrics().await;
+    assert_eq!(metric(&text, r#"memfold_llm_calls_total{purpose="consolidate"}"#), calls as f64);
+    assert_eq!(metric(&text, r#"memfold_llm_prompt_tokens_total{purpose="consolidate"}"#), prompt as f64);
+    daemon.stop().await;
+    let cli = run(&fixture.root(), &["runs", "--json"]);
+    let cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(&cli["runs"][0]["llm"], llm);
+}
+
+/// A dry run's timings add up like a real pass's: the total covers every step.
+#[test]
+fn a_dry_runs_timings_add_up() {
+    let fixture = Fixture::new();
+    let add = run(&fixture.root(), &["add", "Likes tea.", "Likes green tea a lot."]);
+    assert!(add.status.success());
+    let out = run(&fixture.root(), &["consolidate", "--force", "--dry-run", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &report["timings"];
+    let parts: u64 = ["embed_ms", "neighbours_ms", "decide_ms", "write_ms", "promote_ms", "reindex_ms"]
+        .iter()
+        .map(|k| t[k].as_u64().unwrap())
+        .sum();
+    assert!(t["total_ms"].as_u64().unwrap() >= parts, "{t}");
+    assert!(t["total_ms"].as_u64().unwrap() > 0, "{t}");
+}
