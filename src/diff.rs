@@ -1,21 +1,16 @@
-//! Unified line diffs (`diff -u` format), made with Myers' O(ND) algorithm, for plans people review.
+//! Unified line diffs (`diff -u` format) of `memory.md`, for plans people review.
 //!
-//! Lines are compared with their line ending, so a missing newline at the end of a file is a
-//! change of its own and is shown with the usual `\ No newline at end of file` marker. The
-//! common head and tail are trimmed before the search; a middle whose edit distance exceeds
-//! [`MAX_EDITS`] is shown as removed and re-added whole (still a correct diff, just not the
-//! shortest), which keeps time and memory bounded on a completely rewritten file.
+//! The diff itself is the `similar` crate's (Myers' algorithm, with a deadline so a
+//! completely rewritten large file cannot take long: past it the diff is still correct, just
+//! not the shortest). Lines are compared with their line ending, so a missing newline at the
+//! end of a file is a change of its own, shown with the usual `\ No newline at end of file`.
 
-/// Edit distance beyond which the middle of two texts is diffed as one replaced block.
-pub const MAX_EDITS: usize = 2000;
+use std::time::Duration;
 
-/// One line of an edit script, by index into the old and new lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Edit {
-    Equal(usize, usize),
-    Delete(usize),
-    Insert(usize),
-}
+use similar::{Algorithm, TextDiff};
+
+/// How long the search for the shortest diff may take.
+const DEADLINE: Duration = Duration::from_millis(500);
 
 /// Counts of changed lines in a diff.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -30,59 +25,8 @@ pub fn unified(old: &str, new: &str, path: &str, context: usize) -> String {
     if old == new {
         return String::new();
     }
-    let a: Vec<&str> = old.split_inclusive('\n').collect();
-    let b: Vec<&str> = new.split_inclusive('\n').collect();
-    let edits = edit_script(&a, &b);
-    let mut out = format!("--- a/{path}\n+++ b/{path}\n");
-    // Position (old, new) before each edit.
-    let mut at = Vec::with_capacity(edits.len() + 1);
-    let (mut i, mut j) = (0, 0);
-    for e in &edits {
-        at.push((i, j));
-        match e {
-            Edit::Equal(..) => (i, j) = (i + 1, j + 1),
-            Edit::Delete(_) => i += 1,
-            Edit::Insert(_) => j += 1,
-        }
-    }
-    at.push((i, j));
-    let changed: Vec<usize> = (0..edits.len()).filter(|&k| !matches!(edits[k], Edit::Equal(..))).collect();
-    let mut k = 0;
-    while k < changed.len() {
-        // Grow the hunk while the next change is close enough to share context.
-        let mut last = k;
-        while last + 1 < changed.len() && changed[last + 1] - changed[last] <= 2 * context + 1 {
-            last += 1;
-        }
-        let start = changed[k].saturating_sub(context);
-        let end = (changed[last] + context + 1).min(edits.len());
-        let (old_len, new_len) = (at[end].0 - at[start].0, at[end].1 - at[start].1);
-        out.push_str(&format!("@@ -{} +{} @@\n", range(at[start].0, old_len), range(at[start].1, new_len)));
-        for e in &edits[start..end] {
-            let (mark, line) = match *e {
-                Edit::Equal(i, _) => (' ', a[i]),
-                Edit::Delete(i) => ('-', a[i]),
-                Edit::Insert(j) => ('+', b[j]),
-            };
-            out.push(mark);
-            out.push_str(line);
-            if !line.ends_with('\n') {
-                out.push_str("\n\\ No newline at end of file\n");
-            }
-        }
-        k = last + 1;
-    }
-    out
-}
-
-/// `start,len` of a hunk side as `diff -u` writes it (1-based; `,1` left out; an empty side
-/// names the line before it).
-fn range(start: usize, len: usize) -> String {
-    match len {
-        0 => format!("{start},0"),
-        1 => format!("{}", start + 1),
-        _ => format!("{},{len}", start + 1),
-    }
+    let diff = TextDiff::configure().algorithm(Algorithm::Myers).timeout(DEADLINE).diff_lines(old, new);
+    diff.unified_diff().context_radius(context).header(&format!("a/{path}"), &format!("b/{path}")).to_string()
 }
 
 /// Lines added and removed in a unified diff made by [`unified`].
@@ -97,100 +41,6 @@ pub fn stat(diff: &str) -> DiffStat {
         }
     }
     stat
-}
-
-/// The edit script turning `a` into `b`: common head, the shortest middle script, common tail.
-fn edit_script(a: &[&str], b: &[&str]) -> Vec<Edit> {
-    let head = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let tail = a[head..].iter().rev().zip(b[head..].iter().rev()).take_while(|(x, y)| x == y).count();
-    let (a_mid, b_mid) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
-    let mut edits: Vec<Edit> = (0..head).map(|i| Edit::Equal(i, i)).collect();
-    match myers(a_mid, b_mid, MAX_EDITS) {
-        Some(middle) => edits.extend(middle.into_iter().map(|e| match e {
-            Edit::Equal(i, j) => Edit::Equal(i + head, j + head),
-            Edit::Delete(i) => Edit::Delete(i + head),
-            Edit::Insert(j) => Edit::Insert(j + head),
-        })),
-        None => {
-            edits.extend((0..a_mid.len()).map(|i| Edit::Delete(i + head)));
-            edits.extend((0..b_mid.len()).map(|j| Edit::Insert(j + head)));
-        }
-    }
-    edits.extend((0..tail).map(|t| Edit::Equal(a.len() - tail + t, b.len() - tail + t)));
-    edits
-}
-
-/// Myers' greedy shortest edit script, or None when it needs more than `max_d` edits.
-/// Keeps the furthest-reaching x of every diagonal after each step (O(D²) memory).
-fn myers(a: &[&str], b: &[&str], max_d: usize) -> Option<Vec<Edit>> {
-    let (n, m) = (a.len() as isize, b.len() as isize);
-    // v[k] for diagonals k in -(d+1)..=(d+1), stored at k + d + 1 of that step's row.
-    let mut trace: Vec<Vec<isize>> = Vec::new();
-    let mut v: Vec<isize> = vec![0; 3];
-    let limit = (n + m) as usize;
-    for d in 0..=limit.min(max_d) {
-        let d_i = d as isize;
-        // This step reads diagonals -(d+1)..=(d+1) of the previous one; widen to that.
-        let mut next = vec![0isize; 2 * d + 3];
-        let get = |row: &Vec<isize>, k: isize| -> isize {
-            let width = (row.len() as isize - 1) / 2;
-            row.get((k + width) as usize).copied().unwrap_or(0)
-        };
-        for k in (-d_i..=d_i).step_by(2) {
-            let mut x = if k == -d_i || (k != d_i && get(&v, k - 1) < get(&v, k + 1)) {
-                get(&v, k + 1)
-            } else {
-                get(&v, k - 1) + 1
-            };
-            let mut y = x - k;
-            while x < n && y < m && a[x as usize] == b[y as usize] {
-                x += 1;
-                y += 1;
-            }
-            next[(k + d_i + 1) as usize] = x;
-            if x >= n && y >= m {
-                trace.push(v);
-                return Some(backtrack(&trace, n, m));
-            }
-        }
-        trace.push(std::mem::replace(&mut v, next));
-    }
-    None
-}
-
-/// Walk the trace back from (n, m) to (0, 0).
-fn backtrack(trace: &[Vec<isize>], n: isize, m: isize) -> Vec<Edit> {
-    let get = |row: &Vec<isize>, k: isize| -> isize {
-        let width = (row.len() as isize - 1) / 2;
-        row.get((k + width) as usize).copied().unwrap_or(0)
-    };
-    let mut edits = Vec::new();
-    let (mut x, mut y) = (n, m);
-    for d in (0..trace.len()).rev() {
-        let v = &trace[d];
-        let d = d as isize;
-        let k = x - y;
-        let prev_k = if k == -d || (k != d && get(v, k - 1) < get(v, k + 1)) { k + 1 } else { k - 1 };
-        let prev_x = if d == 0 { 0 } else { get(v, prev_k) };
-        let prev_y = if d == 0 { 0 } else { prev_x - prev_k };
-        while x > prev_x && y > prev_y {
-            x -= 1;
-            y -= 1;
-            edits.push(Edit::Equal(x as usize, y as usize));
-        }
-        if d > 0 {
-            if x == prev_x {
-                y -= 1;
-                edits.push(Edit::Insert(y as usize));
-            } else {
-                x -= 1;
-                edits.push(Edit::Delete(x as usize));
-            }
-        }
-        (x, y) = (prev_x, prev_y);
-    }
-    edits.reverse();
-    edits
 }
 
 #[cfg(test)]
@@ -296,21 +146,12 @@ mod tests {
     }
 
     #[test]
-    fn the_script_is_shortest() {
-        let a = ["a\n", "b\n", "c\n", "a\n", "b\n", "b\n", "a\n"];
-        let b = ["c\n", "b\n", "a\n", "b\n", "a\n", "c\n"];
-        let edits = myers(&a, &b, 100).unwrap();
-        assert_eq!(edits.iter().filter(|e| !matches!(e, Edit::Equal(..))).count(), 5);
-    }
-
-    #[test]
-    fn too_many_edits_fall_back_to_a_block_replacement() {
-        let old: String = (0..50).map(|i| format!("old {i}\n")).collect();
-        let new: String = (0..50).map(|i| format!("new {i}\n")).collect();
-        let a: Vec<&str> = old.split_inclusive('\n').collect();
-        let b: Vec<&str> = new.split_inclusive('\n').collect();
-        assert!(myers(&a, &b, 10).is_none());
-        assert_eq!(patch(&old, &unified(&old, &new, "m.md", 3)), new);
+    fn a_completely_rewritten_file_still_patches() {
+        let old: String = (0..3000).map(|i| format!("old {i}\n")).collect();
+        let new: String = (0..3000).map(|i| format!("new {i}\n")).collect();
+        let diff = unified(&old, &new, "m.md", 3);
+        assert_eq!(patch(&old, &diff), new);
+        assert_eq!(stat(&diff), DiffStat { added: 3000, removed: 3000 });
     }
 
     fn text() -> impl Strategy<Value = String> {
@@ -334,10 +175,9 @@ mod tests {
         fn patching_old_with_the_diff_gives_new(old in text(), new in text(), context in 0usize..4) {
             let diff = unified(&old, &new, "m.md", context);
             prop_assert_eq!(patch(&old, &diff), new.clone(), "{}", diff);
-            let a: Vec<&str> = old.split_inclusive('\n').collect();
-            let b: Vec<&str> = new.split_inclusive('\n').collect();
-            let common = edit_script(&a, &b).iter().filter(|e| matches!(e, Edit::Equal(..))).count();
-            prop_assert_eq!(stat(&diff), DiffStat { added: b.len() - common, removed: a.len() - common });
+            let (a, b) = (old.split_inclusive('\n').count(), new.split_inclusive('\n').count());
+            let stat = stat(&diff);
+            prop_assert_eq!(a - stat.removed, b - stat.added, "unchanged lines are the same on both sides");
         }
     }
 }

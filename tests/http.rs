@@ -667,7 +667,9 @@ async fn a_runs_llm_cost_is_the_same_in_the_report_runs_metrics_and_at_the_llm()
         if let Some(entries) = doc.get("entries") {
             // A promotion: one line for the first entry offered.
             let first = &entries[0];
-            return FakeReply::Content(json!({"lines": [{"entry": first["id"], "text": first["content"]}]}).to_string());
+            return FakeReply::Content(
+                json!({"lines": [{"entry": first["id"], "text": first["content"]}]}).to_string(),
+            );
         }
         if first_reply.swap(false, std::sync::atomic::Ordering::SeqCst) {
             return FakeReply::Content("not the JSON asked for".into()); // re-asked once
