@@ -404,7 +404,9 @@ async fn runs(State(state): Shared) -> ApiResult {
 }
 
 async fn undo_run(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.memory.undo(&id).await?))
+    let undone = state.memory.undo(&id).await?;
+    state.metrics.promote_llm(undone.llm);
+    ok(json!(undone))
 }
 
 async fn plans(State(state): Shared) -> ApiResult {
@@ -412,7 +414,9 @@ async fn plans(State(state): Shared) -> ApiResult {
 }
 
 async fn apply_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.memory.apply_plan(&id).await?))
+    let applied = state.memory.apply_plan(&id).await?;
+    state.metrics.promote_llm(applied.llm);
+    ok(json!(applied))
 }
 
 async fn reject_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {

@@ -4,7 +4,7 @@
 //! the archive, `memory.md`, `history.md`, the tombstones and `state.json`. `status`,
 //! `verify` and the consolidation pass all work from it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -78,6 +78,7 @@ impl Ledger {
     }
 
     /// A ledger of an empty root.
+    #[cfg(test)]
     pub fn empty() -> Ledger {
         Ledger {
             facts: Vec::new(),
@@ -196,20 +197,6 @@ impl Ledger {
         let first_open = self.facts.iter().filter(|f| pending.contains(f.id.as_str())).map(|f| f.date).min();
         let limit = first_open.unwrap_or(today).min(today);
         self.facts.iter().map(|f| f.date).filter(|d| *d < limit).max()
-    }
-
-    /// Count of facts by fate.
-    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
-        let mut counts = BTreeMap::from([("pending", 0), ("consolidated", 0), ("tombstoned", 0)]);
-        for fate in self.fates().values() {
-            let key = match fate {
-                FactFate::Pending => "pending",
-                FactFate::Consolidated => "consolidated",
-                FactFate::Tombstoned => "tombstoned",
-            };
-            *counts.entry(key).or_default() += 1;
-        }
-        counts
     }
 }
 

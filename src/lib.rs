@@ -8,30 +8,30 @@
 //! and the invariants are described in docs/ARCHITECTURE.md.
 
 pub mod cli;
-pub mod clock;
-pub mod commit;
+mod clock;
+mod commit;
 pub mod config;
 pub mod consolidate;
 pub mod corpus;
-pub mod daemon;
+mod daemon;
 pub mod diff;
 pub mod embed;
 pub mod error;
 pub mod files;
-pub mod forget;
+mod forget;
 pub mod http;
 pub mod index;
 pub mod ledger;
-pub mod llm;
+mod llm;
 pub mod lock;
 pub mod memory;
-pub mod metrics;
-pub mod openai;
-pub mod promote;
-pub mod recall;
-pub mod review;
+mod metrics;
+mod openai;
+mod promote;
+mod recall;
+mod review;
 pub mod state;
-pub mod status;
+mod status;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod verify;

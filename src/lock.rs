@@ -21,7 +21,6 @@ pub enum LockError {
 #[derive(Debug)]
 pub struct LockGuard {
     file: File,
-    path: PathBuf,
 }
 
 impl LockGuard {
@@ -61,11 +60,7 @@ impl LockGuard {
         file.set_len(0).map_err(io)?;
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(holder.as_bytes()).map_err(io)?;
-        Ok(LockGuard { file, path: path.to_path_buf() })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(LockGuard { file })
     }
 }
 

@@ -334,11 +334,19 @@ impl Memory {
                 Usage::default()
             }
         };
+        self.settle_index().await;
+        usage
+    }
+
+    /// After a change: mark the index dirty and bring it up to date, if there is one (a root
+    /// nobody searched yet gets its index on the first search, not on a forget).
+    async fn settle_index(&self) {
         self.mark_dirty();
-        if let Err(e) = self.refresh().await {
+        if (self.inner.index.initialized() || self.inner.root.index_dir().exists())
+            && let Err(e) = self.refresh().await
+        {
             tracing::warn!(error = %e, "index refresh failed; the next search or change tries again");
         }
-        usage
     }
 
     /// Add what a promotion after run `run` cost to the run's record.
@@ -794,10 +802,7 @@ impl Memory {
             self.tell(Rewritten::Promoted);
             self.tell(Rewritten::Memory);
         }
-        self.mark_dirty();
-        if let Err(e) = self.refresh().await {
-            tracing::warn!(error = %e, "index refresh after forget failed; the next search tries again");
-        }
+        self.settle_index().await;
         Ok(done)
     }
 
@@ -807,10 +812,7 @@ impl Memory {
         let (_, rewrote) = self.write(move |_, ledger| Ok((forget::plan_pin(ledger, &id, pinned)?, ()))).await?;
         if rewrote {
             self.tell(Rewritten::Memory);
-            self.mark_dirty();
-            if let Err(e) = self.refresh().await {
-                tracing::warn!(error = %e, "index refresh after pin failed; the next search tries again");
-            }
+            self.settle_index().await;
         }
         Ok(())
     }
@@ -850,7 +852,8 @@ impl Memory {
             })
             .await?;
         tracing::info!(run = %undone.run, exact = undone.exact, restored = undone.restored.len(), removed = undone.removed.len(), facts = undone.facts.len(), "run undone");
-        self.after_change().await;
+        let mut undone = undone;
+        undone.llm = self.after_change().await;
         Ok(undone)
     }
 
@@ -882,10 +885,10 @@ impl Memory {
                 Ok((change, Ok(applied)))
             })
             .await?;
-        let applied = applied?;
+        let mut applied = applied?;
         tracing::info!(plan = %applied.plan, rebased = applied.rebased, ops = applied.ops, "plan applied");
-        let usage = self.after_change().await;
-        if let Err(e) = self.record_usage(&applied.run, usage).await {
+        applied.llm = self.after_change().await;
+        if let Err(e) = self.record_usage(&applied.run, applied.llm).await {
             tracing::warn!(run = %applied.run, error = %e, "could not add the promotion's cost to the run record");
         }
         Ok(applied)

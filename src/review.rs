@@ -135,6 +135,8 @@ pub struct AppliedPlan {
     pub entries: Vec<String>,
     /// The change made to `memory.md` (the plan's own diff unless rebased).
     pub diff: String,
+    /// What rewriting `MEMORY.md` afterwards cost (also in the run's record).
+    pub llm: Usage,
 }
 
 /// The plan that applying `stored` writes against the root `ledger` was read from (see the
@@ -175,6 +177,7 @@ pub fn plan_apply(ledger: &Ledger, stored: &StoredPlan, today: NaiveDate) -> Res
         facts: plan.facts_done.iter().cloned().collect(),
         entries: plan.touched.iter().cloned().collect(),
         diff: diff::unified(&current, &plan.memory_after, MEMORY, crate::consolidate::divert::DIFF_CONTEXT),
+        llm: Usage::default(),
     };
     Ok((plan, applied))
 }
@@ -349,6 +352,8 @@ pub struct Undone {
     pub removed: Vec<String>,
     /// Facts pending again, flagged so automatic passes leave them out.
     pub facts: Vec<String>,
+    /// What rewriting `MEMORY.md` afterwards cost.
+    pub llm: Usage,
 }
 
 /// The change that undoes `run` (see the module docs), given the root's ledger, its journal
@@ -480,7 +485,7 @@ pub fn plan_undo(
         facts: facts.clone(),
     });
     change.records.push(record.file());
-    Ok((change, Undone { run: run.to_string(), exact, restored, removed, facts }))
+    Ok((change, Undone { run: run.to_string(), exact, restored, removed, facts, llm: Usage::default() }))
 }
 
 /// Put an entry the run removed back where it stood before the run (after the nearest earlier

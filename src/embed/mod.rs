@@ -74,6 +74,7 @@ pub async fn connect(cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn 
 }
 
 /// Cosine similarity; 0 when either vector is all zeros.
+#[cfg(test)]
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
     for (x, y) in a.iter().zip(b) {
@@ -86,6 +87,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 /// Share of `queries[i]` whose partner `targets[i]` is among its `k` most cosine-similar
 /// targets (ties count against the partner).
+#[cfg(test)]
 pub fn recall_at_k(queries: &[Vec<f32>], targets: &[Vec<f32>], k: usize) -> f64 {
     if queries.is_empty() {
         return 0.0;
@@ -152,6 +154,7 @@ impl CachedEmbedder {
     }
 
     /// Texts answered from the cache and texts sent to the inner embedder, since open.
+    #[cfg(test)]
     pub fn stats(&self) -> (u64, u64) {
         (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
     }

@@ -53,6 +53,7 @@ impl OpenAiEmbedder {
     }
 
     /// Replace the retry backoff schedule (see [`Endpoint::with_backoff`]).
+    #[cfg(test)]
     pub fn with_backoff(mut self, base: Duration, cap: Duration) -> OpenAiEmbedder {
         self.endpoint = self.endpoint.with_backoff(base, cap);
         self

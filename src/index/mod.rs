@@ -281,11 +281,6 @@ impl<T> DbContext<T> for lancedb::Result<T> {
     }
 }
 
-/// The hash [`Index::digest`] reports for a row stored for `doc`.
-pub fn content_hash(doc: &Doc) -> String {
-    rows::content_hash(doc)
-}
-
 /// A handle on the index of one memory root. Cheap to share behind an `Arc`; every method
 /// takes `&self`.
 pub struct Index {
