@@ -130,3 +130,33 @@ fn uninitialised_root_and_unknown_config_key_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("min_fact"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Ingest, planning and forgetting ask one clock what today is: the archive file a fact goes
+/// to, the dates of the entry made from it and of its deleted version are the same day, in
+/// whatever zone `time.zone` names (here two zones 26 hours apart, so their days differ).
+#[test]
+fn one_clock_dates_archive_files_entries_and_history_alike() {
+    for (zone, hours) in [("+14:00", 14), ("-12:00", -12)] {
+        let dir = init();
+        let root = dir.path();
+        let env = [("MEMFOLD_TIME__ZONE", zone)];
+        let day = || (chrono::Utc::now() + chrono::Duration::hours(hours)).date_naive().to_string();
+        let before = day();
+        let added = json(&memfold(root, &["add", "--json", "Likes tea."], &env));
+        let date = added["facts"][0]["date"].as_str().unwrap().to_string();
+        assert!(date == before || date == day(), "{zone}: {date} is not today there ({before})");
+        assert!(root.join(format!("archive/{date}.md")).exists());
+        json(&memfold(root, &["consolidate", "--force", "--json"], &env));
+        let memory = std::fs::read_to_string(root.join("consolidated/memory.md")).unwrap();
+        assert!(memory.contains(&format!("\"first_seen\":\"{date}\",\"updated\":\"{date}\"")), "{zone}: {memory}");
+        let id = memory.split("\"id\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+        json(&memfold(root, &["forget", "--json", &id], &env));
+        let history = std::fs::read_to_string(root.join("consolidated/history.md")).unwrap();
+        let until = history.split("\"valid_until\":\"").nth(1).unwrap().split('"').next().unwrap();
+        assert!(until == date || until == day(), "{zone}: deleted on {until}, added on {date}");
+    }
+    let dir = init();
+    let bad = memfold(dir.path(), &["status"], &[("MEMFOLD_TIME__ZONE", "Europe/Lisbon")]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("time.zone"), "{}", String::from_utf8_lossy(&bad.stderr));
+}
