@@ -91,7 +91,7 @@ pub enum Command {
     },
 }
 
-/// Verbs of issue "forget, pin, rebuild".
+/// Curation: forget, pin, unpin, rebuild.
 #[derive(Debug, Subcommand)]
 pub enum Curate {
     /// Forget an entry or a pending fact: it moves to history and never comes back.
@@ -113,7 +113,7 @@ pub enum Curate {
     },
 }
 
-/// Verbs of issue "review mode and reversible runs".
+/// Review and reversal: runs, undo, plans, apply, reject, history.
 #[derive(Debug, Subcommand)]
 pub enum ReviewVerb {
     /// List applied consolidation runs: time, ops by kind, facts, LLM cost.

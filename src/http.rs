@@ -1,6 +1,6 @@
-//! The HTTP API of DESIGN §4: axum routes whose handlers parse, call the library and answer JSON.
+//! The HTTP API (README, "HTTP API"): axum routes whose handlers parse, call the library and answer JSON.
 //!
-//! Bodies mirror the CLI's `--json` output (DESIGN §7). Every error is
+//! Bodies mirror the CLI's `--json` output. Every error is
 //! `{"error":{"code","message"}}` (plus `ids` when a 409 can name what is in the way) with a
 //! fitting status: 400 bad input, 401 missing or wrong bearer token, 404 unknown id or route,
 //! 405 wrong method, 409 consolidation lock held, a stale write or a refused undo/apply,
@@ -63,7 +63,7 @@ pub async fn serve(
     }
 }
 
-/// The routes of DESIGN §4 over `state`.
+/// The routes of the HTTP API over `state`.
 pub fn router(state: Arc<Daemon>) -> Router {
     let api = Router::new()
         .route("/facts", post(post_facts))

@@ -193,7 +193,7 @@ impl ChatClient {
 /// The system prompts, built in or overridden from `llm.prompts_dir`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prompts {
-    /// `consolidate.md`: decides one cluster (DESIGN §3, "Decide").
+    /// `consolidate.md`: decides one cluster.
     pub consolidate: String,
     /// `extract.md`: turns a conversation turn into facts.
     pub extract: String,

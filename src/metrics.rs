@@ -71,7 +71,7 @@ impl PassOutcome {
     }
 }
 
-/// The op kinds of DESIGN §3, as `OpReport::op` spells them.
+/// The op kinds, as `OpReport::op` spells them.
 const OP_KINDS: [&str; 4] = ["ADD", "REPLACE", "REMOVE", "DUPLICATE"];
 
 /// Upper bounds (seconds) of the pass duration histogram buckets.

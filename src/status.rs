@@ -13,7 +13,7 @@ use crate::ledger::{Ledger, LedgerError};
 use crate::lock;
 use crate::state::LastRun;
 
-/// What `status --json` prints (DESIGN §7).
+/// What `status --json` prints.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     /// Whether a pass would start now, and why not.

@@ -1,6 +1,6 @@
 //! Deciding one cluster: the LLM through `prompts/consolidate.md`, or the offline rules.
 //!
-//! The cluster goes into the user message as the JSON document of DESIGN §3 and the reply
+//! The cluster goes into the user message as one JSON document (see `prompts/consolidate.md`) and the reply
 //! must be `{"ops":[…]}`. A reply that does not parse is asked for once more, with the
 //! error; a second failure is returned so the caller can leave the facts pending.
 

@@ -26,7 +26,7 @@ pub struct Candidate {
     pub date: NaiveDate,
 }
 
-/// The JSON document one decision call sees (DESIGN §3, "Decide").
+/// The JSON document one decision call sees (its shape is explained in `prompts/consolidate.md`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterDoc {
     pub neighbors: Vec<Neighbor>,
@@ -102,7 +102,7 @@ pub struct ProposedOp {
     /// Which rules or reasons fired (the offline decider always fills this).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signals: Vec<String>,
-    /// 0.0–1.0 when the decider offers one; low values go to review (DESIGN §3, review mode).
+    /// 0.0–1.0 when the decider offers one; low values go to review (README, "Review and undo").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
 }

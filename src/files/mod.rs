@@ -15,7 +15,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The paths of one memory root (DESIGN §2).
+/// The paths of one memory root (README, "Files").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Root {
     dir: PathBuf,
