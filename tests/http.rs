@@ -717,3 +717,34 @@ fn a_dry_runs_timings_add_up() {
     assert!(t["total_ms"].as_u64().unwrap() >= parts, "{t}");
     assert!(t["total_ms"].as_u64().unwrap() > 0, "{t}");
 }
+
+/// A pass the daemon drops at shutdown while its write is under way keeps the consolidation
+/// lock until the write is over, so no other writer can run into a half-written change; the
+/// next process to open the root finishes it.
+#[tokio::test]
+async fn a_pass_dropped_during_its_write_keeps_the_lock_until_the_write_ends() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let mut daemon = fixture.serve(&[("MEMFOLD_TEST_PAUSE_AT", "run:step1")]).await; // offline decider
+    daemon.add(&["Lives in Porto", "Has two children"]).await;
+    let (client, url) = (daemon.client.clone(), daemon.url("/consolidate"));
+    let request = tokio::spawn(async move { client.post(url).json(&json!({"force": true})).send().await });
+    eventually(Duration::from_secs(60), "the pass to pause in its write", async || {
+        daemon.logs().contains("memfold: paused at run:step1").then_some(())
+    })
+    .await;
+    assert!(Command::new("kill").args(["-TERM", &daemon.pid()]).status().unwrap().success());
+    eventually(Duration::from_secs(30), "the pass to be abandoned", async || {
+        daemon.logs().contains("pass abandoned").then_some(())
+    })
+    .await;
+    let lock = root.join(".memfold/consolidate.lock");
+    assert!(memfold::lock::holder(&lock).is_some(), "the lock went with the dropped pass:\n{}", daemon.logs());
+    let refused = run(&root, &["pin", "m-anything"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("consolidation already running"), "{refused:?}");
+    let _ = request.await;
+    let (status, _) = daemon.terminate().await;
+    assert!(status.success(), "exit {status}:\n{}", daemon.logs());
+    let report = verify(&root);
+    assert_eq!((report["ok"].clone(), report["pending"].clone()), (json!(true), json!(0)), "{report}");
+}
