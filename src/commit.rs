@@ -530,6 +530,18 @@ mod tests {
         (change, after)
     }
 
+    /// Write the record of `change` as a commit does before touching any file.
+    fn begin(root: &Root, change: &Change, label: &str) -> Record {
+        let record = Record {
+            version: RECORD_VERSION,
+            label: label.into(),
+            time: Utc::now(),
+            steps: steps(root, change).unwrap(),
+        };
+        write_atomic(&record_path(root), serde_json::to_string(&record).unwrap().as_bytes(), None).unwrap();
+        record
+    }
+
     fn files(root: &Root) -> Vec<String> {
         [MEMORY, SEEN, HISTORY, STATE, ".memfold/runs/r-1.json"].iter().map(|p| read(root, p)).collect()
     }
@@ -578,13 +590,7 @@ mod tests {
                 let (_d, root) = fresh();
                 let (change, _) = sample(&root);
                 let lock = LockGuard::try_acquire(&root.consolidate_lock(), "test").unwrap();
-                let record = Record {
-                    version: RECORD_VERSION,
-                    label: "test".into(),
-                    time: Utc::now(),
-                    steps: steps(&root, &change).unwrap(),
-                };
-                write_atomic(&record_path(&root), serde_json::to_string(&record).unwrap().as_bytes(), None).unwrap();
+                let record = begin(&root, &change, "test");
                 for step in &record.steps[..k] {
                     run(&root, step).unwrap();
                 }
@@ -609,13 +615,7 @@ mod tests {
         let (_d, root) = fresh();
         let (change, after) = sample(&root);
         let lock = LockGuard::try_acquire(&root.consolidate_lock(), "test").unwrap();
-        let record = Record {
-            version: RECORD_VERSION,
-            label: "t".into(),
-            time: Utc::now(),
-            steps: steps(&root, &change).unwrap(),
-        };
-        write_atomic(&record_path(&root), serde_json::to_string(&record).unwrap().as_bytes(), None).unwrap();
+        let record = begin(&root, &change, "t");
         run(&root, &record.steps[0]).unwrap();
         std::fs::write(root.memory(), format!("{after}\nA note typed by hand.\n")).unwrap();
         recover(&root, &lock).unwrap();
@@ -627,13 +627,7 @@ mod tests {
         let (_d, root) = fresh();
         let (change, _) = sample(&root);
         let lock = LockGuard::try_acquire(&root.consolidate_lock(), "test").unwrap();
-        let record = Record {
-            version: RECORD_VERSION,
-            label: "t".into(),
-            time: Utc::now(),
-            steps: steps(&root, &change).unwrap(),
-        };
-        write_atomic(&record_path(&root), serde_json::to_string(&record).unwrap().as_bytes(), None).unwrap();
+        begin(&root, &change, "t");
         let edited = format!("{}\nA note typed by hand.\n", read(&root, MEMORY));
         std::fs::write(root.memory(), &edited).unwrap();
         let history = read(&root, HISTORY);

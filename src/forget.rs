@@ -42,7 +42,7 @@ pub struct Promoted<'a> {
 
 impl Promoted<'_> {
     /// The guarded `MEMORY.md` write that drops the lines of `ids`, if any are there.
-    fn without(&self, ids: &[String]) -> Option<(String, String)> {
+    pub fn without(&self, ids: &[String]) -> Option<(String, String)> {
         crate::promote::without_lines(self.text, ids).map(|text| (content_hash(self.text), text))
     }
 }

@@ -272,6 +272,12 @@ impl Memory {
         }
     }
 
+    /// `MEMORY.md` as it is (empty when missing or unreadable: dropping lines is best effort,
+    /// the next promotion rewrites them anyway).
+    fn promoted(&self) -> String {
+        std::fs::read_to_string(self.inner.root.memory_md()).unwrap_or_default()
+    }
+
     /// Record entries a person deleted from `memory.md` by hand (blocking, lock held).
     fn reconcile_locked(&self, lock: &LockGuard) -> Result<Vec<String>, Error> {
         let root = &self.inner.root;
@@ -288,7 +294,7 @@ impl Memory {
             return Ok(Vec::new());
         }
         let ledger = Ledger::load(root)?;
-        let promoted = read(root.memory_md(), "MEMORY.md")?.unwrap_or_default();
+        let promoted = self.promoted();
         let now = self.inner.clock.now();
         let (change, gone) = forget::plan_reconcile(
             &ledger,
@@ -786,7 +792,7 @@ impl Memory {
         let (id, reason) = (id.to_string(), reason.map(str::to_string));
         let (done, rewrote) = self
             .write(move |me, ledger| {
-                let promoted = std::fs::read_to_string(me.inner.root.memory_md()).unwrap_or_default();
+                let promoted = me.promoted();
                 let now = me.inner.clock.now();
                 forget::plan_forget(
                     ledger,
@@ -845,9 +851,8 @@ impl Memory {
                 let now = me.inner.clock.now();
                 let (mut change, undone) =
                     review::plan_undo(ledger, &journal, record, &run, now, me.inner.clock.day_of(now))?;
-                let promoted = std::fs::read_to_string(me.inner.root.memory_md()).unwrap_or_default();
-                change.memory_md = crate::promote::without_lines(&promoted, &undone.removed)
-                    .map(|text| (crate::files::content_hash(&promoted), text));
+                let promoted = me.promoted();
+                change.memory_md = Promoted { text: &promoted }.without(&undone.removed);
                 Ok((change, undone))
             })
             .await?;
