@@ -356,6 +356,9 @@ fn pass_error(e: PassError) -> ApiError {
     match &e {
         PassError::Busy(LockError::Held { .. }) => ApiError::new(StatusCode::CONFLICT, "lock_held", e.to_string()),
         PassError::Apply(ApplyError::Stale) => ApiError::new(StatusCode::CONFLICT, "stale_write", e.to_string()),
+        PassError::Apply(ApplyError::Hidden(_)) => {
+            ApiError::new(StatusCode::CONFLICT, "memory_unreadable", e.to_string())
+        }
         PassError::Embed(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "embedding_unavailable", e.to_string()),
         _ => ApiError::internal(e),
     }

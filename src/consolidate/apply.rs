@@ -1,5 +1,7 @@
 //! Applying a plan: the only code that writes consolidation results to disk.
 //!
+//! A plan that would write an entry where `memory.md` cannot read it back (inside a block a
+//! hand edit or an older version left unclosed) is refused before anything is written.
 //! Order: old versions are appended to `history.md` first, then `memory.md` is replaced
 //! atomically (refused if it changed since it was read, in which case the history append
 //! is rolled back), then the journal, the run record (`.memfold/runs/<run>.json`, for undo)
@@ -21,6 +23,10 @@ use crate::state::{LastRun, State, StateError, append_jsonl};
 pub enum ApplyError {
     #[error("consolidated/memory.md changed during the pass; nothing was written and the pass will be retried")]
     Stale,
+    /// `memory.md` holds a block (typed by hand, or left by an older version) that does not
+    /// close, and the plan would write an entry inside it where it could not be read back.
+    #[error("{0}")]
+    Hidden(crate::files::Problem),
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("appending to consolidated/history.md: {0}")]
@@ -33,6 +39,10 @@ pub enum ApplyError {
 
 /// Write a plan. `started` is when the pass began.
 pub fn apply(root: &Root, plan: &Plan, started: DateTime<Utc>) -> Result<(), ApplyError> {
+    let file = "consolidated/memory.md";
+    if let Some(problem) = crate::files::entries::newly_hidden(&plan.memory_before, &plan.memory_after, file) {
+        return Err(ApplyError::Hidden(problem));
+    }
     let history_path = root.history();
     let history_len = std::fs::metadata(&history_path).map(|m| m.len()).unwrap_or(0);
     crate::files::append_history(root, &plan.history).map_err(ApplyError::History)?;
