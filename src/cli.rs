@@ -277,7 +277,8 @@ fn status(root: &Root, config: &Config, json: bool) -> Result<i32> {
         println!("pending facts: {}", status.pending_facts);
         if status.held_facts > 0 {
             println!(
-                "  held:        {} (in a plan, undone or rejected: `consolidate --force` takes them up)",
+                "  held:        {} (in a plan, undone or rejected: `consolidate --force` takes them up; \
+                 edited in the archive: see `memfold verify`)",
                 status.held_facts
             );
         }
