@@ -208,7 +208,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             }
             match command {
                 Command::Init { .. } => unreachable!("handled above"),
-                Command::Add(args) => add(&root, args),
+                Command::Add(args) => add(&root, &config, args),
                 Command::Status { json } => status(&root, &config, json),
                 Command::Verify { json } => verify(&root, &config, json),
                 Command::Search(args) => runtime()?.block_on(search(&root, &config, args)),
@@ -239,7 +239,7 @@ fn init(root: &Root, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-fn add(root: &Root, args: AddArgs) -> Result<i32> {
+fn add(root: &Root, config: &Config, args: AddArgs) -> Result<i32> {
     let mut texts = args.facts;
     if args.stdin {
         for line in std::io::stdin().lock().lines() {
@@ -254,6 +254,7 @@ fn add(root: &Root, args: AddArgs) -> Result<i32> {
     }
     let facts: Vec<NewFact> =
         texts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
+    archive::check_new(&facts, config.ingest.max_fact_bytes)?;
     let added = archive::append(root, &facts, chrono::Local::now().naive_local())?;
     if args.json {
         let facts: Vec<_> = added.iter().map(|f| json!({"id": f.id, "date": f.date, "text": f.text})).collect();

@@ -4,7 +4,8 @@
 //! `{"error":{"code","message"}}` (plus `ids` when a 409 can name what is in the way) with a
 //! fitting status: 400 bad input, 401 missing or wrong bearer token, 404 unknown id or route,
 //! 405 wrong method, 409 consolidation lock held, a stale write or a refused undo/apply,
-//! 413 body larger than `server.max_body_bytes`, 502 an unusable LLM reply, 503 no LLM
+//! 413 body larger than `server.max_body_bytes` or a fact longer than
+//! `ingest.max_fact_bytes` (nothing of the request is stored), 502 an unusable LLM reply, 503 no LLM
 //! configured, the LLM or embedder unreachable, or the daemon shutting down.
 //! When `server.token_env` names a set variable, every route but `GET /healthz` requires
 //! `Authorization: Bearer <token>`.
@@ -33,7 +34,7 @@ use crate::consolidate::apply::ApplyError;
 use crate::consolidate::pass::{PassError, PassOptions};
 use crate::daemon::{AppState, PassReply, RequestError};
 use crate::files::Root;
-use crate::files::archive::{self, Fact, NewFact};
+use crate::files::archive::{self, ArchiveError, Fact, NewFact};
 use crate::files::atomic::WriteError;
 use crate::files::entries::{Entry, EntryFile};
 use crate::forget::ForgetError;
@@ -199,14 +200,14 @@ struct FactsBody {
     facts: Vec<NewFact>,
 }
 
-fn check_facts(facts: &[NewFact]) -> Result<(), ApiError> {
+fn check_facts(facts: &[NewFact], max_fact_bytes: usize) -> Result<(), ApiError> {
     if facts.is_empty() {
         return Err(ApiError::bad_request("no facts given"));
     }
-    if let Some(i) = facts.iter().position(|f| archive::clean_text(&f.text).is_empty()) {
-        return Err(ApiError::bad_request(format!("fact {i} has no text")));
-    }
-    Ok(())
+    archive::check_new(facts, max_fact_bytes).map_err(|e| match e {
+        ArchiveError::TooLong { .. } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "fact_too_large", e.to_string()),
+        e => ApiError::bad_request(e.to_string()),
+    })
 }
 
 fn facts_json(facts: &[Fact]) -> Value {
@@ -215,7 +216,7 @@ fn facts_json(facts: &[Fact]) -> Value {
 }
 
 async fn post_facts(State(state): Shared, JsonBody(body): JsonBody<FactsBody>) -> ApiResult {
-    check_facts(&body.facts)?;
+    check_facts(&body.facts, state.config.ingest.max_fact_bytes)?;
     let added = state.ingest(body.facts, Via::Facts).await.map_err(ApiError::internal)?;
     ok(facts_json(&added))
 }
@@ -298,6 +299,10 @@ async fn post_turns(State(state): Shared, JsonBody(body): JsonBody<TurnBody>) ->
         .filter(|f| !archive::clean_text(&f.text).is_empty())
         .map(|f| NewFact { text: f.text, date: body.date, source: source.clone() })
         .collect();
+    if let Err(e) = archive::check_new(&facts, state.config.ingest.max_fact_bytes) {
+        let message = format!("the LLM extracted an unusable fact: {e}; send the turn again or in smaller parts");
+        return Err(ApiError::new(StatusCode::BAD_GATEWAY, "llm_bad_reply", message));
+    }
     let added = if facts.is_empty() {
         Vec::new()
     } else {

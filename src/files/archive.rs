@@ -62,6 +62,8 @@ pub struct NewFact {
 pub enum ArchiveError {
     #[error("fact {index} is empty")]
     EmptyFact { index: usize },
+    #[error("fact {index} has {bytes} bytes of {field}, more than ingest.max_fact_bytes = {max}; nothing was stored")]
+    TooLong { index: usize, field: &'static str, bytes: usize, max: usize },
     #[error("appending to {path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("reading {path}: {source}")]
@@ -92,6 +94,25 @@ struct FactMeta {
 /// The short hash an archive line carries of its text.
 pub fn text_hash(text: &str) -> String {
     content_hash(text)[..8].to_string()
+}
+
+/// Check facts before anything is appended: each has text, and neither its text nor its
+/// source is longer than `max_bytes` (`ingest.max_fact_bytes`) as stored. Every adapter that
+/// takes facts (`memfold add`, `POST /facts`) calls this, so one refused fact stores nothing.
+pub fn check_new(facts: &[NewFact], max_bytes: usize) -> Result<(), ArchiveError> {
+    for (index, fact) in facts.iter().enumerate() {
+        let text = clean_text(&fact.text);
+        if text.is_empty() {
+            return Err(ArchiveError::EmptyFact { index });
+        }
+        let source = fact.source.as_deref().map(clean_text).unwrap_or_default();
+        for (field, value) in [("text", &text), ("source", &source)] {
+            if value.len() > max_bytes {
+                return Err(ArchiveError::TooLong { index, field, bytes: value.len(), max: max_bytes });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A fact's text as stored: one line, trimmed, inner whitespace collapsed.
@@ -363,11 +384,7 @@ impl Appender {
         facts: &[NewFact],
         now: chrono::NaiveDateTime,
     ) -> Result<Vec<Fact>, ArchiveError> {
-        for (index, fact) in facts.iter().enumerate() {
-            if clean_text(&fact.text).is_empty() {
-                return Err(ArchiveError::EmptyFact { index });
-            }
-        }
+        check_new(facts, usize::MAX)?;
         // Group by day, remembering each fact's place so callers see them in the order given.
         let mut by_day: Vec<(NaiveDate, Vec<usize>)> = Vec::new();
         for (i, fact) in facts.iter().enumerate() {
@@ -631,6 +648,21 @@ mod tests {
         let (read, problems) = parse_day(d("2026-11-22"), &accepted, "archive/2026-11-22.md");
         assert!(problems.is_empty() && !read[0].edited, "{problems:?}");
         assert_eq!(read[0].id, written[0].id);
+    }
+
+    #[test]
+    fn facts_over_the_limit_are_refused_whole() {
+        let long = "x".repeat(101);
+        let facts = [new("fine"), NewFact { source: Some(long.clone()), ..new("fine too") }];
+        let err = check_new(&facts, 100).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "fact 1 has 101 bytes of source, more than ingest.max_fact_bytes = 100; nothing was stored"
+        );
+        assert!(matches!(check_new(&[new(&long)], 100), Err(ArchiveError::TooLong { index: 0, field: "text", .. })));
+        // Measured as stored: runs of whitespace count once.
+        check_new(&[new(&format!("{}   {}", "x".repeat(49), "y".repeat(50)))], 100).unwrap();
+        assert!(matches!(check_new(&[new("ok"), new(" \n ")], 100), Err(ArchiveError::EmptyFact { index: 1 })));
     }
 
     #[test]
