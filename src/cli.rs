@@ -270,7 +270,8 @@ async fn status(memory: &Memory, json: bool) -> Result<i32> {
         println!("pending facts: {}", status.pending_facts);
         if status.held_facts > 0 {
             println!(
-                "  held:        {} (in a plan, undone or rejected: `consolidate --force` takes them up)",
+                "  held:        {} (in a plan, undone or rejected: `consolidate --force` takes them up; \
+                 edited in the archive: see `memfold verify`)",
                 status.held_facts
             );
         }

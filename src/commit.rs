@@ -7,7 +7,9 @@
 //! docs/ARCHITECTURE.md, "One commit"):
 //!
 //! 1. While holding the consolidation lock, check that `memory.md` still hashes to what the
-//!    change was planned against (else [`CommitError::Stale`], nothing written).
+//!    change was planned against (else [`CommitError::Stale`], nothing written), and that the
+//!    new text would not put an entry inside a block a person or an older version left
+//!    unclosed, where it could not be read back (else [`CommitError::Hidden`]).
 //! 2. Write the whole change — every file's new text or appended bytes, with the offset each
 //!    append starts at — as `.memfold/commit.json` (temp file, fsync, rename, fsync folder).
 //!    From here on the change happens, even if the process dies.
@@ -56,6 +58,10 @@ pub enum CommitError {
     /// `memory.md` changed since the change was planned; nothing was written.
     #[error("consolidated/memory.md changed since it was read; nothing was written")]
     Stale,
+    /// The new `memory.md` would hide an entry inside a block a person (or an older version)
+    /// left unclosed, where it could not be read back; nothing was written.
+    #[error("{0}")]
+    Hidden(crate::files::Problem),
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("{path}: {source}")]
@@ -188,10 +194,14 @@ pub fn commit(root: &Root, change: &Change, _lock: &crate::lock::LockGuard) -> R
     if change.is_empty() {
         return Ok(());
     }
-    if let Some(memory) = &change.memory
-        && current_hash(&root.memory()).map_err(io(MEMORY))? != memory.before
-    {
-        return Err(CommitError::Stale);
+    if let Some(memory) = &change.memory {
+        let now = read_or_empty(&root.memory()).map_err(io(MEMORY))?;
+        if content_hash(&now) != memory.before {
+            return Err(CommitError::Stale);
+        }
+        if let Some(problem) = crate::files::entries::newly_hidden(&now, &memory.text, MEMORY) {
+            return Err(CommitError::Hidden(problem));
+        }
     }
     let kind = change.label.split_whitespace().next().unwrap_or("change");
     failpoint(kind, "planned");
@@ -323,6 +333,14 @@ fn steps(root: &Root, change: &Change) -> Result<Vec<Step>, CommitError> {
     Ok(steps)
 }
 
+/// A file's text; a missing file is empty.
+fn read_or_empty(path: &Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        other => other,
+    }
+}
+
 /// A file's length and its last `n` bytes (lossily decoded); a missing file is empty.
 fn tail(path: &Path, n: u64) -> std::io::Result<(u64, String)> {
     let mut file = match std::fs::File::open(path) {
@@ -369,11 +387,7 @@ enum Redo {
 fn redo(root: &Root, step: &Step) -> Result<Redo, CommitError> {
     match step {
         Step::Memory { before, text, entries } => {
-            let now = std::fs::read_to_string(root.memory()).or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(String::new()),
-                _ => Err(e),
-            });
-            let now = now.map_err(io(MEMORY))?;
+            let now = read_or_empty(&root.memory()).map_err(io(MEMORY))?;
             let hash = content_hash(&now);
             if hash == content_hash(text) {
                 return Ok(Redo::Done);

@@ -30,6 +30,7 @@ pub enum ConfigError {
 pub struct Config {
     /// The memory root (also `--root` / `MEMFOLD_ROOT`).
     pub root: PathBuf,
+    pub ingest: IngestConfig,
     pub llm: LlmConfig,
     pub embedding: EmbeddingConfig,
     pub consolidation: ConsolidationConfig,
@@ -44,6 +45,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             root: PathBuf::from("~/.local/share/memfold"),
+            ingest: IngestConfig::default(),
             llm: LlmConfig::default(),
             embedding: EmbeddingConfig::default(),
             consolidation: ConsolidationConfig::default(),
@@ -53,6 +55,20 @@ impl Default for Config {
             server: ServerConfig::default(),
             time: TimeConfig::default(),
         }
+    }
+}
+
+/// What a fact may be when it arrives (`memfold add`, `POST /facts`, `POST /turns`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// Longest fact text (and source) accepted, in bytes as stored (whitespace runs collapsed).
+    pub max_fact_bytes: usize,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig { max_fact_bytes: 8192 }
     }
 }
 
@@ -328,6 +344,9 @@ impl Config {
         let bad = |key: &str, message: &str| {
             Err(ConfigError::Invalid { origin: key.to_string(), message: message.to_string() })
         };
+        if self.ingest.max_fact_bytes == 0 {
+            return bad("ingest.max_fact_bytes", "must be at least 1");
+        }
         if self.consolidation.cluster_max == 0 {
             return bad("consolidation.cluster_max", "must be at least 1");
         }
@@ -457,6 +476,7 @@ mod tests {
         assert_eq!(c.consolidation.cluster_max, 25);
         assert_eq!(c.promotion.memory_max_lines, 200);
         assert_eq!(c.server.bind, "127.0.0.1:7878");
+        assert_eq!(c.ingest.max_fact_bytes, 8192);
         assert_eq!(c.embedding.provider, EmbeddingProvider::Local);
         assert!(!c.llm.enabled());
     }

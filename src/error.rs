@@ -26,6 +26,13 @@ pub enum Error {
     /// A malformed request: an id that cannot name anything, an empty fact, a bad parameter.
     #[error("{0}")]
     BadInput(String),
+    /// A fact longer than `ingest.max_fact_bytes`; nothing was stored.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The write would put an entry where `memory.md` cannot read it back (inside a block a
+    /// person or an older version left unclosed); nothing was written.
+    #[error("{0}")]
+    Unreadable(crate::files::Problem),
     /// Refused because of what the files hold now (an undo whose entries changed since, a
     /// rejected plan, a run undone already); `ids` names what is in the way.
     #[error("{message}")]
@@ -76,6 +83,8 @@ pub enum Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     BadInput,
+    /// Larger than a configured limit.
+    TooLarge,
     NotFound,
     Conflict,
     /// A write refused because `memory.md` changed under it; trying again later works.
@@ -98,6 +107,8 @@ impl Error {
         match self {
             Error::NotFound { .. } => Kind::NotFound,
             Error::BadInput(_) | Error::NotARoot(_) => Kind::BadInput,
+            Error::TooLarge(_) => Kind::TooLarge,
+            Error::Unreadable(_) => Kind::Conflict,
             Error::Conflict { .. } => Kind::Conflict,
             Error::Stale { .. } => Kind::Stale,
             Error::Busy(_) => Kind::Busy,
@@ -113,8 +124,10 @@ impl Error {
         match self {
             Error::NoLlm(_) | Error::Llm(_) if self.kind() == Kind::Unavailable => "llm_unavailable",
             Error::Embed(_) => "embedding_unavailable",
+            Error::Unreadable(_) => "memory_unreadable",
             _ => match self.kind() {
                 Kind::BadInput => "bad_request",
+                Kind::TooLarge => "fact_too_large",
                 Kind::NotFound => "not_found",
                 Kind::Conflict => "conflict",
                 Kind::Stale => "stale_write",
@@ -148,6 +161,7 @@ impl From<CommitError> for Error {
     fn from(e: CommitError) -> Self {
         match e {
             CommitError::Stale => Error::Stale { message: e.to_string(), ids: Vec::new() },
+            CommitError::Hidden(problem) => Error::Unreadable(problem),
             other => Error::Commit(other),
         }
     }

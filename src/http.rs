@@ -4,7 +4,8 @@
 //! `{"error":{"code","message"}}` (plus `ids` when a 409 can name what is in the way) with a
 //! fitting status: 400 bad input, 401 missing or wrong bearer token, 404 unknown id or route,
 //! 405 wrong method, 409 consolidation lock held, a stale write or a refused undo/apply,
-//! 413 body larger than `server.max_body_bytes`, 502 an unusable LLM reply, 503 no LLM
+//! 413 body larger than `server.max_body_bytes` or a fact longer than
+//! `ingest.max_fact_bytes` (nothing of the request is stored), 502 an unusable LLM reply, 503 no LLM
 //! configured, the LLM or embedder unreachable, or the daemon shutting down.
 //! When `server.token_env` names a set variable, every route but `GET /healthz` requires
 //! `Authorization: Bearer <token>`.
@@ -123,6 +124,7 @@ impl ApiError {
 pub fn status_of(kind: Kind) -> StatusCode {
     match kind {
         Kind::BadInput => StatusCode::BAD_REQUEST,
+        Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Kind::NotFound => StatusCode::NOT_FOUND,
         Kind::Conflict | Kind::Stale | Kind::Busy => StatusCode::CONFLICT,
         Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -227,7 +229,7 @@ fn facts_json(facts: &[Fact]) -> Value {
 }
 
 async fn post_facts(State(state): Shared, JsonBody(body): JsonBody<FactsBody>) -> ApiResult {
-    crate::memory::check_facts(&body.facts)?;
+    state.memory.check_facts(&body.facts)?;
     let added = state.ingest(body.facts, Via::Facts).await?;
     ok(facts_json(&added))
 }

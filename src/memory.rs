@@ -109,18 +109,6 @@ pub struct Reindexed {
     pub seconds: f64,
 }
 
-/// Whether facts may be appended: at least one, none without text. Adapters that batch
-/// requests check each request with it first.
-pub fn check_facts(facts: &[NewFact]) -> Result<(), Error> {
-    if facts.is_empty() {
-        return Err(Error::BadInput("no facts given".into()));
-    }
-    if let Some(i) = facts.iter().position(|f| archive::clean_text(&f.text).is_empty()) {
-        return Err(Error::BadInput(format!("fact {i} has no text")));
-    }
-    Ok(())
-}
-
 /// A handle on one memory root. Clones share everything.
 #[derive(Clone)]
 pub struct Memory {
@@ -375,10 +363,22 @@ impl Memory {
 
     // ---- ingest ----------------------------------------------------------------------------
 
+    /// Whether facts may be appended: at least one, none without text, none longer than
+    /// `ingest.max_fact_bytes`. Adapters that batch requests check each request with it first.
+    pub fn check_facts(&self, facts: &[NewFact]) -> Result<(), Error> {
+        if facts.is_empty() {
+            return Err(Error::BadInput("no facts given".into()));
+        }
+        archive::check_new(facts, self.inner.config.ingest.max_fact_bytes).map_err(|e| match e {
+            archive::ArchiveError::TooLong { .. } => Error::TooLarge(e.to_string()),
+            e => Error::BadInput(e.to_string()),
+        })
+    }
+
     /// Append facts to their day's archive (blocking). Refused, storing nothing, when a fact
-    /// has no text.
+    /// has no text or is too long.
     pub fn add(&self, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
-        check_facts(&facts)?;
+        self.check_facts(&facts)?;
         let now = self.inner.clock.wall_now();
         let added =
             self.inner.appender.lock().unwrap_or_else(|e| e.into_inner()).append(&self.inner.root, &facts, now)?;
@@ -410,12 +410,17 @@ impl Memory {
         let user = format!("Today is {today}.\n\nTurn:\n{}", turn.text.trim());
         let (extracted, usage) = chat.complete_parsed::<Extracted>(&self.inner.prompts.extract, &user).await?;
         let source = Some(turn.source.clone().unwrap_or_else(|| "turn".into()));
-        let facts = extracted
+        let facts: Vec<NewFact> = extracted
             .facts
             .into_iter()
             .filter(|f| !archive::clean_text(&f.text).is_empty())
             .map(|f| NewFact { text: f.text, date: turn.date, source: source.clone() })
             .collect();
+        if let Err(e) = archive::check_new(&facts, self.inner.config.ingest.max_fact_bytes) {
+            return Err(Error::LlmReply(format!(
+                "the LLM extracted an unusable fact: {e}; nothing was stored, send the turn again or in smaller parts"
+            )));
+        }
         Ok((facts, usage))
     }
 

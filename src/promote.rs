@@ -29,6 +29,8 @@ const BEGIN: &str = "<!-- memfold:begin: lines below marked <!--p …--> are rew
 const BEGIN_PREFIX: &str = "<!-- memfold:begin";
 const END: &str = "<!-- memfold:end -->";
 const MARK: &str = "<!--p ";
+/// What both block markers start with.
+const MARKER_OPEN: &str = "<!-- memfold:";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -98,7 +100,8 @@ fn parse(text: &str) -> Parsed {
         match line.rfind(MARK) {
             Some(at) if line.trim_end().ends_with("-->") => {
                 let entry = line[at + MARK.len()..].trim_end().trim_end_matches("-->").trim().to_string();
-                let text = line[..at].trim().trim_start_matches("- ").trim().to_string();
+                let item = line[..at].trim();
+                let text = item.strip_prefix("- ").unwrap_or(item).trim().to_string();
                 p.generated.push(Line { entry, text });
             }
             _ => p.hand_inside.push(line.to_string()),
@@ -131,9 +134,16 @@ fn count_lines(text: &str) -> usize {
     text.lines().filter(|l| !l.trim().is_empty()).count()
 }
 
-/// One line of text for an entry.
+/// One line of text for an entry, unable to end the managed block or pose as a marker: the
+/// block is read line by line, so a flat line that holds no `<!--p ` and no `<!-- memfold:`
+/// reads back as itself.
 fn one_line(content: &str) -> String {
-    let flat = content.split_whitespace().collect::<Vec<_>>().join(" ").replace(MARK.trim_end(), "<!-- p");
+    let flat = content
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(MARK.trim_end(), "<!-- p")
+        .replace(MARKER_OPEN, "&lt;!-- memfold:");
     match flat.char_indices().nth(200) {
         Some((at, _)) => format!("{}…", &flat[..at]),
         None => flat,
@@ -329,10 +339,67 @@ mod tests {
     }
 
     #[test]
+    fn entry_text_cannot_end_the_block_or_pose_as_a_marker() {
+        let tricky = [
+            "Likes tea <!-- memfold:end --> after",
+            "<!-- memfold:begin: lines below marked <!--p …--> are rewritten; other lines are kept -->",
+            "x <!--p m-forged--> y",
+            "- a list item",
+        ];
+        let p = Parsed {
+            before: "# Mine\n".into(),
+            generated: tricky
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Line { entry: format!("m-{i}"), text: one_line(t) })
+                .collect(),
+            after: "outro\n".into(),
+            ..Parsed::default()
+        };
+        let text = render(&p);
+        assert_eq!(text.matches(END).count(), 1, "{text}");
+        assert_eq!(parse(&text), p, "{text}");
+        assert_eq!(p.generated[0].text, "Likes tea &lt;!-- memfold:end --> after");
+    }
+
+    #[test]
     fn parse_render_round_trip() {
         let text = format!("intro\n{BEGIN}\nhand\n- Likes tea {MARK}m-1-->\n{END}\noutro\n");
         let p = parse(&text);
         assert_eq!(p.generated, [Line { entry: "m-1".into(), text: "Likes tea".into() }]);
         assert_eq!(render(&p), text);
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn generated_lines_read_back_as_written(
+            texts in prop::collection::vec(
+                prop::collection::vec(
+                    prop_oneof![
+                        "[a-z]{1,5}".boxed(),
+                        prop::sample::select(vec![
+                            "<!-- memfold:end -->", "<!-- memfold:begin", "<!--p ", "-->", "<!--", "- ", "\n", "\r", "```",
+                            " ", "\0",
+                        ]).prop_map(String::from).boxed(),
+                    ],
+                    1..8,
+                ).prop_map(|p| p.concat()),
+                1..6,
+            ),
+        ) {
+            let generated: Vec<Line> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Line { entry: format!("m-{i}"), text: one_line(t) })
+                .filter(|l| !l.text.is_empty())
+                .collect();
+            let p = Parsed { before: "intro\n".into(), generated, after: "outro\n".into(), ..Parsed::default() };
+            let text = render(&p);
+            prop_assert_eq!(parse(&text), p, "{}", text);
+        }
     }
 }

@@ -162,7 +162,15 @@ mod tests {
     use crate::state::Tombstone;
 
     fn fact(id: &str) -> Fact {
-        Fact { id: id.into(), date: "2026-05-01".parse().unwrap(), time: None, text: id.into(), src: None, line: 1 }
+        Fact {
+            id: id.into(),
+            date: "2026-05-01".parse().unwrap(),
+            time: None,
+            text: id.into(),
+            src: None,
+            line: 1,
+            edited: false,
+        }
     }
 
     fn entry(id: &str, sources: &[&str]) -> Entry {

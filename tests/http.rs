@@ -359,6 +359,14 @@ async fn turns_are_extracted_by_the_llm_and_an_llm_failure_stores_nothing() {
     let (code, error) = daemon.post("/turns", json!({"text": "user: my sister Ana lives in Porto"})).await;
     assert_eq!(code, 502, "{error}");
     assert_eq!(error["error"]["code"], "llm_bad_reply");
+    // A fact longer than ingest.max_fact_bytes in the reply is unusable too.
+    let long = "The user's sister Ana lives in Porto. ".repeat(250);
+    fake.push_chat(FakeReply::Content(
+        json!({"facts": [{"text": "Ana is the user's sister."}, {"text": long}]}).to_string(),
+    ));
+    let (code, error) = daemon.post("/turns", json!({"text": "user: my sister Ana lives in Porto"})).await;
+    assert_eq!(code, 502, "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("ingest.max_fact_bytes = 8192"), "{error}");
     let after = verify(&fixture.root());
     assert_eq!(before["facts"], after["facts"], "a failed extraction stored something");
     assert_eq!(after["facts"], 1);
@@ -413,7 +421,8 @@ async fn a_token_is_required_on_every_route_but_healthz_when_set() {
 #[tokio::test]
 async fn errors_are_json_with_fitting_statuses() {
     let fixture = Fixture::new();
-    let daemon = fixture.serve(&[("MEMFOLD_SERVER__MAX_BODY_BYTES", "2000")]).await;
+    let daemon =
+        fixture.serve(&[("MEMFOLD_SERVER__MAX_BODY_BYTES", "2000"), ("MEMFOLD_INGEST__MAX_FACT_BYTES", "100")]).await;
     let client = &daemon.client;
     let check = |(code, body): (u16, Value), want: u16, what: &str| {
         assert_eq!(code, want, "{what}: {body}");
@@ -464,6 +473,31 @@ async fn errors_are_json_with_fitting_statuses() {
     check((code, body.clone()), 413, "too large");
     assert_eq!(body["error"]["code"], "body_too_large");
 
+    // 413 a fact longer than ingest.max_fact_bytes: the whole request is refused
+    let long = json!({"facts": [{"text": "Fits."}, {"text": "y".repeat(150)}]});
+    let (code, body) = daemon.post("/facts", long).await;
+    check((code, body.clone()), 413, "fact too long");
+    assert_eq!(body["error"]["code"], "fact_too_large");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("fact 1 has 150 bytes of text, more than ingest.max_fact_bytes = 100"), "{body}");
+    assert_eq!(verify(&fixture.root())["facts"], 1, "nothing of the refused request was stored");
+
+    // A source holding a fact comment is stored and read back, not lost
+    let (code, body) =
+        daemon.post("/facts", json!({"facts": [{"text": "Likes jazz.", "source": "web <!--f x"}]})).await;
+    assert_eq!(code, 200, "{body}");
+    let (_, hits) = daemon.get("/search?q=jazz").await;
+    assert_eq!(hits["hits"][0]["id"], body["facts"][0]["id"], "{hits}");
+
+    // 409 memory.md holds a block that does not close: a pass would hide what it adds
+    let memory = fixture.root().join("consolidated/memory.md");
+    std::fs::write(&memory, "<!--m {\"id\":\"m-a\",\"sources\":[]}-->\n<pre>\n").unwrap();
+    let (code, body) = daemon.post("/consolidate", json!({"force": true})).await;
+    check((code, body.clone()), 409, "unclosed block");
+    assert_eq!(body["error"]["code"], "memory_unreadable");
+    assert_eq!(std::fs::read_to_string(&memory).unwrap(), "<!--m {\"id\":\"m-a\",\"sources\":[]}-->\n<pre>\n");
+    std::fs::write(&memory, "").unwrap();
+
     // 503 no LLM configured
     let (code, body) = daemon.post("/turns", json!({"text": "user: I live in Porto"})).await;
     check((code, body.clone()), 503, "no llm");
@@ -472,7 +506,8 @@ async fn errors_are_json_with_fitting_statuses() {
 
     let text = daemon.metrics().await;
     assert!(metric(&text, r#"memfold_http_responses_total{code="400"}"#) >= 11.0);
-    assert_eq!(verify(&fixture.root())["facts"], 1);
+    let report = verify(&fixture.root());
+    assert_eq!((report["ok"].clone(), report["facts"].clone()), (json!(true), json!(2)), "{report}");
     daemon.stop().await;
 }
 

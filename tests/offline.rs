@@ -4,7 +4,7 @@
 use std::path::Path;
 
 mod common;
-use common::{memfold, ok};
+use common::{init_root, memfold, ok, read};
 
 fn search(root: &Path, q: &str) -> Vec<String> {
     let hits = ok(memfold(root, &["search", "--json", "-k", "20", q], &[]));
@@ -16,19 +16,9 @@ fn verify_ok(root: &Path) {
     assert_eq!(report["ok"], true, "{report}");
 }
 
-fn read(root: &Path, file: &str) -> String {
-    std::fs::read_to_string(root.join(file)).unwrap()
-}
-
-fn setup() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    ok(memfold(dir.path(), &["init"], &[]));
-    dir
-}
-
 #[test]
 fn add_consolidate_search_and_memory_md_with_no_network() {
-    let dir = setup();
+    let dir = init_root();
     let root = dir.path();
     ok(memfold(
         root,
@@ -59,7 +49,7 @@ fn add_consolidate_search_and_memory_md_with_no_network() {
 
 #[test]
 fn forgotten_things_never_come_back() {
-    let dir = setup();
+    let dir = init_root();
     let root = dir.path();
     ok(memfold(root, &["add", "--date", "2026-06-01", "Home address is 12 Rua Augusta", "Likes green tea"], &[]));
     ok(memfold(root, &["consolidate", "--force"], &[]));
@@ -107,7 +97,7 @@ fn forgotten_things_never_come_back() {
 
 #[test]
 fn rebuild_reconsolidates_the_archive_and_keeps_pinned_and_hand_written_entries() {
-    let dir = setup();
+    let dir = init_root();
     let root = dir.path();
     ok(memfold(root, &["add", "--date", "2026-06-01", "Plays the cello", "Name is John"], &[]));
     ok(memfold(root, &["consolidate", "--force"], &[]));

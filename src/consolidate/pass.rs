@@ -162,8 +162,9 @@ pub struct Planned {
 }
 
 /// The pending facts a pass takes up: not in a pending plan (they wait for it), not given up on
-/// after `max_attempts`, and, unless forced, not flagged by an undo or a rejected plan (so the
-/// same decision is not made again by itself). `status` counts the same facts.
+/// after `max_attempts`, not edited in place in the archive (a person resolves those first,
+/// forced or not), and, unless forced, not flagged by an undo or a rejected plan (so the same
+/// decision is not made again by itself). `status` counts the same facts.
 pub fn eligible<'a>(
     ledger: &'a Ledger,
     under_review: &std::collections::HashSet<String>,
@@ -173,7 +174,7 @@ pub fn eligible<'a>(
     ledger
         .pending()
         .into_iter()
-        .filter(|f| !under_review.contains(&f.id))
+        .filter(|f| !under_review.contains(&f.id) && !f.edited)
         .filter(|f| {
             ledger
                 .state

@@ -376,7 +376,15 @@ mod tests {
     fn fact(id: &str, date: &str, text: &str) -> (String, Fact) {
         (
             id.into(),
-            Fact { id: id.into(), date: date.parse().unwrap(), time: None, text: text.into(), src: None, line: 1 },
+            Fact {
+                id: id.into(),
+                date: date.parse().unwrap(),
+                time: None,
+                text: text.into(),
+                src: None,
+                line: 1,
+                edited: false,
+            },
         )
     }
 

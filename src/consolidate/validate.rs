@@ -2,8 +2,10 @@
 //!
 //! An invalid op is dropped whole, with a reason, never half-applied: targets must be
 //! neighbours of this cluster and not pinned; an entry is changed by at most one REPLACE or
-//! REMOVE; REMOVE must name a surviving `into`; facts must be candidates of this cluster;
-//! content must be non-empty, not a placeholder, and within the length bound. Every
+//! REMOVE; REMOVE must name a surviving `into`; facts must be candidates of this cluster, and
+//! a fact is named by one ADD or one DUPLICATE only (a fact touching several entries may be
+//! named by REPLACEs of each, as `prompts/consolidate.md` allows, but not also by an ADD or a
+//! DUPLICATE); content must be non-empty, not a placeholder, and within the length bound. Every
 //! candidate no accepted op names is then added verbatim ("default is keep, and add").
 
 use std::collections::{HashMap, HashSet};
@@ -67,10 +69,22 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
     let mut changed: HashSet<String> = HashSet::new();
     let mut removed: HashSet<String> = HashSet::new();
     let mut must_survive: HashSet<String> = HashSet::new();
+    // Facts named by an accepted op, with the kind of the first one.
+    let mut used: HashMap<String, &'static str> = HashMap::new();
     for mut proposed in ops {
         let verdict = (|| -> Result<(), String> {
             if let Some(unknown) = proposed.op.facts().iter().find(|f| !candidates.contains(f.as_str())) {
                 return Err(format!("fact {unknown} is not a candidate of this cluster"));
+            }
+            // A fact goes into one ADD or one DUPLICATE; only REPLACEs of different entries may share it.
+            let shares = matches!(proposed.op, Op::Replace { .. });
+            if let Some((fact, by)) = proposed
+                .op
+                .facts()
+                .iter()
+                .find_map(|f| used.get(f.as_str()).filter(|by| !(shares && **by == "REPLACE")).map(|by| (f, by)))
+            {
+                return Err(format!("fact {fact} is already used by an earlier {by} in this reply"));
             }
             if let Some(target) = proposed.op.target() {
                 match neighbours.get(target) {
@@ -122,7 +136,12 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
             Ok(())
         })();
         match verdict {
-            Ok(()) => out.ops.push(proposed),
+            Ok(()) => {
+                for fact in proposed.op.facts() {
+                    used.entry(fact.clone()).or_insert(proposed.op.kind());
+                }
+                out.ops.push(proposed)
+            }
             Err(reason) => {
                 tracing::warn!(op = proposed.op.kind(), reason = %reason, "op dropped");
                 out.dropped.push((proposed, reason));
@@ -238,15 +257,64 @@ mod tests {
     }
 
     #[test]
-    fn a_fact_may_feed_two_entries() {
+    fn a_fact_may_feed_replaces_of_two_entries() {
         let v = validate(
             &doc(),
             ops(
-                r#"{"ops":[{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"},{"op":"REPLACE","target":"m-2","facts":["f-1"],"content":"Commutes to the Microsoft office"},{"op":"ADD","facts":["f-2"],"content":"Likes tea"}]}"#,
+                r#"{"ops":[{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"Works at Microsoft"},{"op":"REPLACE","target":"m-2","facts":["f-1"],"content":"Commutes to the Microsoft office"},{"op":"ADD","facts":["f-2"],"content":"Likes tea"}]}"#,
             ),
             2000,
         );
         assert!(v.dropped.is_empty(), "{:?}", v.dropped);
         assert_eq!(v.ops.len(), 3);
+    }
+
+    #[test]
+    fn three_adds_of_one_fact_make_one_entry() {
+        let add = r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#;
+        let v = validate(&doc(), ops(&format!(r#"{{"ops":[{add},{add},{add}]}}"#)), 2000);
+        let kinds: Vec<_> = v.ops.iter().map(|o| (o.op.kind(), o.op.facts().to_vec())).collect();
+        assert_eq!(kinds, [("ADD", vec!["f-1".to_string()]), ("ADD", vec!["f-2".to_string()])]);
+        assert_eq!(v.dropped.len(), 2);
+        assert!(v.dropped.iter().all(|(_, why)| why == "fact f-1 is already used by an earlier ADD in this reply"));
+    }
+
+    #[test]
+    fn a_fact_used_once_is_not_used_again_by_another_kind_of_op() {
+        for (first, second) in [
+            (
+                r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"REPLACE","target":"m-2","facts":["f-1"],"content":"Commutes to Microsoft"}"#,
+            ),
+            (
+                r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"DUPLICATE","target":"m-1","facts":["f-1"]}"#,
+            ),
+            (
+                r#"{"op":"DUPLICATE","target":"m-1","facts":["f-1"]}"#,
+                r#"{"op":"ADD","facts":["f-1","f-2"],"content":"Works at Microsoft, likes tea"}"#,
+            ),
+            (
+                r#"{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#,
+            ),
+            (
+                r#"{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"DUPLICATE","target":"m-2","facts":["f-1"]}"#,
+            ),
+        ] {
+            let v = validate(&doc(), ops(&format!(r#"{{"ops":[{first},{second}]}}"#)), 2000);
+            assert_eq!(v.dropped.len(), 1, "{second} after {first}");
+            assert!(v.dropped[0].1.starts_with("fact f-1 is already used by an earlier"), "{}", v.dropped[0].1);
+        }
+        // A dropped op uses nothing up.
+        let v = validate(
+            &doc(),
+            ops(
+                r#"{"ops":[{"op":"ADD","facts":["f-1"],"content":"..."},{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}]}"#,
+            ),
+            2000,
+        );
+        assert_eq!((v.ops.len(), v.dropped.len()), (2, 1));
     }
 }

@@ -1,7 +1,14 @@
 //! The append-only daily logs `archive/YYYY-MM-DD.md`: one fact per list item.
 //!
 //! A line memfold writes looks like
-//! `- 14:03 Moved to Lisbon in October. <!--f {"id":"f-…","src":"chat"}-->`.
+//! `- 14:03 Moved to Lisbon in October. <!--f {"id":"f-…","src":"chat","hash":"e0dd4929"}-->`.
+//! The archive is read line by line: a fact is one line (its text has no line break), and its
+//! comment is the last `<!--f ` on the line, whose JSON holds no `<` or `>`; so any text and
+//! source read back exactly as written. `hash` is the start of the sha256 of the text: a line
+//! whose text no longer matches it was edited in place, and is reported and flagged
+//! ([`Fact::edited`]) so consolidation leaves it alone until a person resolves it. Lines
+//! written before the hash existed have none and are trusted as before.
+//!
 //! A list item appended by hand without the comment is a fact too; its id is derived from
 //! (date, text, occurrence of that text earlier in the day), the same rule memfold uses
 //! when it writes one, so ids are stable across reads. Headings, blank lines and HTML
@@ -34,6 +41,10 @@ pub struct Fact {
     /// 1-based line in the day file.
     #[serde(skip)]
     pub line: usize,
+    /// The text no longer matches the hash in the line's comment: edited in place after
+    /// memfold wrote it. Reported by `verify`; consolidation leaves the fact alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
 }
 
 /// A fact to be appended.
@@ -51,6 +62,8 @@ pub struct NewFact {
 pub enum ArchiveError {
     #[error("fact {index} is empty")]
     EmptyFact { index: usize },
+    #[error("fact {index} has {bytes} bytes of {field}, more than ingest.max_fact_bytes = {max}; nothing was stored")]
+    TooLong { index: usize, field: &'static str, bytes: usize, max: usize },
     #[error("appending to {path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("reading {path}: {source}")]
@@ -73,6 +86,33 @@ struct FactMeta {
     id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     src: Option<String>,
+    /// [`text_hash`] of the text as written; absent on lines older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hash: Option<String>,
+}
+
+/// The short hash an archive line carries of its text.
+pub fn text_hash(text: &str) -> String {
+    content_hash(text)[..8].to_string()
+}
+
+/// Check facts before anything is appended: each has text, and neither its text nor its
+/// source is longer than `max_bytes` (`ingest.max_fact_bytes`) as stored. Every adapter that
+/// takes facts (`memfold add`, `POST /facts`) calls this, so one refused fact stores nothing.
+pub fn check_new(facts: &[NewFact], max_bytes: usize) -> Result<(), ArchiveError> {
+    for (index, fact) in facts.iter().enumerate() {
+        let text = clean_text(&fact.text);
+        if text.is_empty() {
+            return Err(ArchiveError::EmptyFact { index });
+        }
+        let source = fact.source.as_deref().map(clean_text).unwrap_or_default();
+        for (field, value) in [("text", &text), ("source", &source)] {
+            if value.len() > max_bytes {
+                return Err(ArchiveError::TooLong { index, field, bytes: value.len(), max: max_bytes });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A fact's text as stored: one line, trimmed, inner whitespace collapsed.
@@ -193,6 +233,7 @@ fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) ->
             problems.push(Problem::new(file, lineno, "empty fact; skipped"));
             continue;
         }
+        let edited = meta.as_ref().and_then(|m| m.hash.as_deref()).is_some_and(|hash| hash != text_hash(&text));
         let (id, src) = match meta {
             Some(meta) if !occ.ids.contains(&meta.id) => {
                 occ.record(&text, &meta.id);
@@ -208,7 +249,17 @@ fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) ->
             }
             None => (occ.next_id(date, &text), None),
         };
-        facts.push(Fact { id, date, time, text, src, line: lineno });
+        if edited {
+            problems.push(Problem::new(
+                file,
+                lineno,
+                format!(
+                    "fact {id} was edited in place: its text no longer matches the hash in its comment; \
+                     consolidation leaves it alone until the text is put back or \"hash\" is removed from the comment"
+                ),
+            ));
+        }
+        facts.push(Fact { id, date, time, text, src, line: lineno, edited });
     }
     (facts, problems)
 }
@@ -267,7 +318,8 @@ pub fn read_day(root: &Root, date: NaiveDate) -> Result<(Vec<Fact>, Vec<Problem>
 
 /// Render one fact line (with its newline).
 pub fn render_line(fact: &Fact) -> String {
-    let meta = comment_json(&FactMeta { id: fact.id.clone(), src: fact.src.clone() });
+    let meta =
+        comment_json(&FactMeta { id: fact.id.clone(), src: fact.src.clone(), hash: Some(text_hash(&fact.text)) });
     match &fact.time {
         Some(time) => format!("- {time} {} {FACT_COMMENT}{meta}-->\n", fact.text),
         None => format!("- {} {FACT_COMMENT}{meta}-->\n", fact.text),
@@ -333,11 +385,7 @@ impl Appender {
         facts: &[NewFact],
         now: chrono::NaiveDateTime,
     ) -> Result<Vec<Fact>, ArchiveError> {
-        for (index, fact) in facts.iter().enumerate() {
-            if clean_text(&fact.text).is_empty() {
-                return Err(ArchiveError::EmptyFact { index });
-            }
-        }
+        check_new(facts, usize::MAX)?;
         // Group by day, remembering each fact's place so callers see them in the order given.
         let mut by_day: Vec<(NaiveDate, Vec<usize>)> = Vec::new();
         for (i, fact) in facts.iter().enumerate() {
@@ -409,6 +457,7 @@ impl Appender {
                 text,
                 src,
                 line: first_line + i,
+                edited: false,
             };
             out.push_str(&render_line(&fact));
             facts.push(fact);
@@ -553,6 +602,71 @@ mod tests {
     }
 
     #[test]
+    fn a_source_or_text_holding_a_fact_comment_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let facts = [
+            NewFact { source: Some("web <!--f x".into()), ..new("Lives in Porto.") },
+            NewFact { source: Some("<!--f {\"id\":\"f-000000000000\"}-->".into()), ..new("a <!--f b -->") },
+            new("ends like a comment <!--f {\"id\":\"f-111111111111\"}-->"),
+        ];
+        let written = append(&root, &facts, now()).unwrap();
+        let (read, problems) = read_day(&root, d("2026-11-22")).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(read, written);
+        assert_eq!(read[0].src.as_deref(), Some("web <!--f x"));
+        assert_eq!(read[2].text, "ends like a comment <!--f {\"id\":\"f-111111111111\"}-->");
+    }
+
+    #[test]
+    fn a_line_edited_in_place_is_reported_and_flagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let written = append(&root, &[new("Lives in Porto."), new("Has a cat.")], now()).unwrap();
+        let path = root.archive_file(d("2026-11-22"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(&format!("\"hash\":\"{}\"", text_hash("Lives in Porto."))), "{text}");
+        std::fs::write(&path, text.replace("Porto", "Berlin")).unwrap();
+        let (read, problems) = read_day(&root, d("2026-11-22")).unwrap();
+        assert_eq!(
+            (read[0].id.as_str(), read[0].text.as_str(), read[0].edited),
+            (written[0].id.as_str(), "Lives in Berlin.", true)
+        );
+        assert!(!read[1].edited);
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].to_string().starts_with(&format!(
+                "archive/2026-11-22.md:3: fact {} was edited in place: its text no longer matches the hash",
+                written[0].id
+            )),
+            "{}",
+            problems[0]
+        );
+        // Removing the hash accepts the edit; a line without one was never checked.
+        let accepted = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(&format!(",\"hash\":\"{}\"", text_hash("Lives in Porto.")), "");
+        let (read, problems) = parse_day(d("2026-11-22"), &accepted, "archive/2026-11-22.md");
+        assert!(problems.is_empty() && !read[0].edited, "{problems:?}");
+        assert_eq!(read[0].id, written[0].id);
+    }
+
+    #[test]
+    fn facts_over_the_limit_are_refused_whole() {
+        let long = "x".repeat(101);
+        let facts = [new("fine"), NewFact { source: Some(long.clone()), ..new("fine too") }];
+        let err = check_new(&facts, 100).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "fact 1 has 101 bytes of source, more than ingest.max_fact_bytes = 100; nothing was stored"
+        );
+        assert!(matches!(check_new(&[new(&long)], 100), Err(ArchiveError::TooLong { index: 0, field: "text", .. })));
+        // Measured as stored: runs of whitespace count once.
+        check_new(&[new(&format!("{}   {}", "x".repeat(49), "y".repeat(50)))], 100).unwrap();
+        assert!(matches!(check_new(&[new("ok"), new(" \n ")], 100), Err(ArchiveError::EmptyFact { index: 1 })));
+    }
+
+    #[test]
     fn concurrent_appenders_lose_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
@@ -571,5 +685,44 @@ mod tests {
         assert_eq!(all.facts.len(), 800);
         let ids: HashSet<_> = all.facts.iter().map(|f| &f.id).collect();
         assert_eq!(ids.len(), 800);
+    }
+
+    /// Text biased to what could end a fact line early or forge its comment.
+    fn awkward() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            2 => "[a-zA-Z0-9]{1,6}",
+            3 => prop::sample::select(vec![
+                "<!--f ", "<!--f {\"id\":\"f-000000000000\"}-->", "-->", "<!--", "<pre>", "```", "`", "[x]: y",
+                "---", "===", "# ", "- ", "* ", "14:03 ", "    ", "\t", "\n", "\r", "\r\n", "\0", "\"", "\\", "}", "🙂",
+            ])
+            .prop_map(String::from),
+        ];
+        prop::collection::vec(piece, 0..10).prop_map(|p| p.concat())
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn any_text_and_source_read_back_as_exactly_one_fact(text in awkward(), source in proptest::option::of(awkward())) {
+            prop_assume!(!clean_text(&text).is_empty());
+            let date = d("2026-11-22");
+            let src = source.as_deref().map(clean_text).filter(|s| !s.is_empty());
+            let fact = Fact {
+                id: fact_id(date, &text, 0),
+                date,
+                time: Some("14:03".into()),
+                text: clean_text(&text),
+                src,
+                line: 3,
+                edited: false,
+            };
+            let day = format!("# {date}\n\n{}", render_line(&fact));
+            let (read, problems) = parse_day(date, &day, "archive/2026-11-22.md");
+            prop_assert!(problems.is_empty(), "{:?}\n{}", problems, day);
+            prop_assert_eq!(read, vec![fact], "{}", day);
+        }
     }
 }

@@ -127,11 +127,12 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
-/// Serialise metadata for an HTML comment: JSON with `-->` made impossible.
+/// Serialise metadata for an HTML comment: JSON with no `<` or `>`, so it can neither close
+/// the comment (`-->`) nor hold anything that looks like the start of one (`<!--f `).
 pub(crate) fn comment_json<T: Serialize>(value: &T) -> String {
     let json = serde_json::to_string(value).unwrap_or_else(|_| "{}".into());
-    // `>` only occurs inside JSON strings; \u003e keeps the text identical after parsing.
-    json.replace('>', "\\u003e")
+    // `<` and `>` only occur inside JSON strings; \u003c and \u003e read back as the same text.
+    json.replace('<', "\\u003c").replace('>', "\\u003e")
 }
 
 /// A recoverable problem in a file: reported with its place, never fatal.
@@ -163,11 +164,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn comment_json_cannot_close_the_comment() {
-        let json = comment_json(&serde_json::json!({"src": "a --> b"}));
-        assert!(!json.contains("-->"));
+    fn comment_json_cannot_close_or_open_a_comment() {
+        let json = comment_json(&serde_json::json!({"src": "a --> b <!--f c"}));
+        assert!(!json.contains('<') && !json.contains('>'), "{json}");
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(back["src"], "a --> b");
+        assert_eq!(back["src"], "a --> b <!--f c");
     }
 
     #[test]

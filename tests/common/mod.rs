@@ -30,6 +30,18 @@ pub fn memfold(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("memfold runs")
 }
 
+/// A fresh memory root made by `memfold init`.
+pub fn init_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    ok(memfold(dir.path(), &["init"], &[]));
+    dir
+}
+
+/// A file of a root, as text.
+pub fn read(root: &Path, file: &str) -> String {
+    std::fs::read_to_string(root.join(file)).unwrap()
+}
+
 /// Assert success and parse stdout as JSON (Null when it is not JSON).
 pub fn ok(out: Output) -> serde_json::Value {
     assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status, String::from_utf8_lossy(&out.stderr));
