@@ -1001,14 +1001,14 @@ async fn has_primary_key(table: &Table) -> Result<bool, IndexError> {
     Ok(PK_METADATA.iter().any(|m| field.metadata().contains_key(*m)))
 }
 
-/// Create (or overwrite) the table empty, with `key` as its primary key.
+/// Create (or overwrite) the table empty, with `key` as its primary key. A table that does not
+/// exist yet is created rather than overwritten, which lance would log as a warning.
 async fn create_empty(db: &Connection, dim: usize) -> Result<Table, IndexError> {
-    let table = db
-        .create_empty_table(TABLE, rows::schema(dim))
-        .mode(CreateTableMode::Overwrite)
-        .execute()
-        .await
-        .db("create the table")?;
+    let mode = match table_exists(db).await? {
+        true => CreateTableMode::Overwrite,
+        false => CreateTableMode::Create,
+    };
+    let table = db.create_empty_table(TABLE, rows::schema(dim)).mode(mode).execute().await.db("create the table")?;
     table.set_unenforced_primary_key([KEY]).await.db("declare the primary key")?;
     Ok(table)
 }
