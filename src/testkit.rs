@@ -354,6 +354,21 @@ fn error(status: u16, message: &str) -> Response {
     (code, Json(body)).into_response()
 }
 
+/// A scripted answer to a promotion request (`prompts/promote.md`), for
+/// [`FakeOpenAi::set_chat_handler`]: every entry shown, its content as the line, then the lines
+/// shown, cut at `max_lines`. `None` when the request's user message is not a promotion
+/// request (it has no `max_lines`).
+pub fn promotion_reply(request: &Value) -> Option<FakeReply> {
+    let user = request["messages"].as_array()?.iter().rev().find(|m| m["role"] == "user")?;
+    let asked: Value = serde_json::from_str(user["content"].as_str()?).ok()?;
+    let max = usize::try_from(asked["max_lines"].as_u64()?).ok()?;
+    let entries =
+        asked["entries"].as_array().into_iter().flatten().map(|e| json!({"entry": e["id"], "text": e["content"]}));
+    let lines = asked["lines"].as_array().into_iter().flatten().cloned();
+    let answer: Vec<Value> = entries.chain(lines).take(max).collect();
+    Some(FakeReply::Content(json!({ "lines": answer }).to_string()))
+}
+
 /// The vector the fake returns for `text`: lowercased character trigrams (space-padded) hashed
 /// with FNV-1a into `dim` signed buckets, L2-normalised. Texts sharing trigrams are close.
 pub fn fake_embedding(text: &str, dim: usize) -> Vec<f32> {
