@@ -654,15 +654,26 @@ impl Index {
         // rebuilt whenever it does not hold exactly the table's rows, so that scores depend on
         // the rows alone: the same files give the same ranking however the index got there.
         // Larger tables fold new rows in (below) and rebuild the index when they compact.
+        // Rows outside each index, and the ANN index's segments (read once, for this and the
+        // fold below; a compaction folds everything in).
+        let mut outside: HashMap<String, usize> = HashMap::new();
+        let mut segments = 1;
+        if !compact {
+            for index in &indices {
+                if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
+                    outside.insert(index.name.clone(), s.num_unindexed_rows);
+                    if index.name == VECTOR_INDEX {
+                        segments = s.num_indices.unwrap_or(1) as usize;
+                    }
+                }
+            }
+        }
         let text_index = on(TEXT).map(|i| i.name.clone());
         let rebuild_text = match &text_index {
             None => true,
             Some(_) if compact => meta.text_stale,
             Some(_) if rows >= self.tuning.ann_min_rows => false,
-            Some(name) => {
-                meta.text_stale
-                    || table.index_stats(name).await.db("index statistics")?.is_some_and(|s| s.num_unindexed_rows > 0)
-            }
+            Some(name) => meta.text_stale || outside.get(name).is_some_and(|n| *n > 0),
         };
         if rebuild_text {
             let started = Instant::now();
@@ -674,7 +685,8 @@ impl Index {
                 .await
                 .db("build the full-text index")?;
             let elapsed_ms = started.elapsed().as_millis() as u64;
-            if text_index.is_some() {
+            if let Some(name) = &text_index {
+                outside.remove(name);
                 debug!(rows, elapsed_ms, "rebuilt the full-text index");
             } else {
                 info!(rows, elapsed_ms, "built the full-text index");
@@ -687,15 +699,7 @@ impl Index {
         }
 
         if !compact && !built {
-            let (mut lag, mut segments) = (0, 1);
-            for index in &indices {
-                if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
-                    lag = lag.max(s.num_unindexed_rows);
-                    if index.name == VECTOR_INDEX {
-                        segments = s.num_indices.unwrap_or(1) as usize;
-                    }
-                }
-            }
+            let lag = outside.values().copied().max().unwrap_or(0);
             if lag > self.tuning.index_lag_rows {
                 let started = Instant::now();
                 // A fold adds a delta segment to the ANN index that every search then visits
