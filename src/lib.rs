@@ -28,7 +28,7 @@ pub mod memory;
 mod metrics;
 mod openai;
 mod promote;
-mod recall;
+pub mod recall;
 mod review;
 pub mod state;
 mod status;

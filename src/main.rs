@@ -7,8 +7,15 @@ use tracing_subscriber::EnvFilter;
 
 fn main() {
     let cli = memfold::cli::Cli::parse();
-    let filter = EnvFilter::try_from_env("MEMFOLD_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,lance=warn,lancedb=warn,datafusion=warn,lance_index=warn"));
+    // The daemon logs what it does; any other command prints its result on stdout, so by
+    // default it logs only what a person should act on.
+    let level = match cli.command {
+        memfold::cli::Command::Serve { .. } => "info",
+        _ => "warn",
+    };
+    let filter = EnvFilter::try_from_env("MEMFOLD_LOG").unwrap_or_else(|_| {
+        EnvFilter::new(format!("{level},lance=warn,lancedb=warn,datafusion=warn,lance_index=warn"))
+    });
     // Colours only on a terminal: under systemd/journald or in a pipe they would be noise.
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()

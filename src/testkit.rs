@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::config::{EmbeddingConfig, EmbeddingProvider, LlmConfig};
-use crate::llm::estimate_tokens;
+pub use crate::llm::estimate_tokens;
 
 /// Model name the fake reports and the config helpers use for chat.
 pub const FAKE_CHAT_MODEL: &str = "fake-chat";
@@ -352,6 +352,21 @@ fn error(status: u16, message: &str) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = json!({"error": {"message": message, "type": "fake_error", "code": status}});
     (code, Json(body)).into_response()
+}
+
+/// A scripted answer to a promotion request (`prompts/promote.md`), for
+/// [`FakeOpenAi::set_chat_handler`]: every entry shown, its content as the line, then the lines
+/// shown, cut at `max_lines`. `None` when the request's user message is not a promotion
+/// request (it has no `max_lines`).
+pub fn promotion_reply(request: &Value) -> Option<FakeReply> {
+    let user = request["messages"].as_array()?.iter().rev().find(|m| m["role"] == "user")?;
+    let asked: Value = serde_json::from_str(user["content"].as_str()?).ok()?;
+    let max = usize::try_from(asked["max_lines"].as_u64()?).ok()?;
+    let entries =
+        asked["entries"].as_array().into_iter().flatten().map(|e| json!({"entry": e["id"], "text": e["content"]}));
+    let lines = asked["lines"].as_array().into_iter().flatten().cloned();
+    let answer: Vec<Value> = entries.chain(lines).take(max).collect();
+    Some(FakeReply::Content(json!({ "lines": answer }).to_string()))
 }
 
 /// The vector the fake returns for `text`: lowercased character trigrams (space-padded) hashed

@@ -160,3 +160,35 @@ fn one_clock_dates_archive_files_entries_and_history_alike() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("time.zone"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
+
+/// At the default log level a search prints its hits and nothing else: no lance deprecation
+/// warnings, no "creating dataset" warning on the first open, no progress notes.
+#[test]
+fn search_prints_nothing_on_stderr_at_the_default_log_level() {
+    let dir = init();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_memfold"))
+            .arg("--root")
+            .arg(dir.path())
+            .args(args)
+            .env_remove("MEMFOLD_LOG")
+            .env_remove("MEMFOLD_ROOT")
+            .env_remove("MEMFOLD_LLM__BASE_URL")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (_, stderr) = run(&["search", "anything at all"]);
+    assert_eq!(stderr, "", "first search on a fresh root");
+    run(&["add", "Keeps bees on the roof of the garage.", "Plays the cello on Sundays."]);
+    for args in [&["search", "bees"][..], &["search", "--json", "-k", "1", "cello"]] {
+        let (stdout, stderr) = run(args);
+        assert_eq!(stderr, "", "{args:?}");
+        assert!(stdout.contains("bees") || stdout.contains("cello"), "{args:?}: {stdout}");
+    }
+    run(&["consolidate", "--force"]);
+    let (stdout, stderr) = run(&["search", "bees on the roof"]);
+    assert_eq!(stderr, "", "search after a pass");
+    assert!(stdout.contains("entry"), "{stdout}");
+}

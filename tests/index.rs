@@ -1,5 +1,6 @@
-//! The derived index against real files: rebuilt from nothing it answers the same; a fact
-//! appended by hand is found after the watcher runs; a dead embedding endpoint loses nothing.
+//! The derived index against real files: rebuilt from nothing it answers the same, question
+//! for question, as the index built pass by pass; a fact appended by hand is found after the
+//! watcher runs; a dead embedding endpoint loses nothing.
 
 use std::path::Path;
 
@@ -7,10 +8,14 @@ mod common;
 use common::{memfold, ok};
 use std::time::{Duration, Instant};
 
+use chrono::NaiveDate;
 use memfold::config::Config;
+use memfold::consolidate::pass::PassOptions;
 use memfold::corpus;
 use memfold::files::Root;
-use memfold::index::SearchOpts;
+use memfold::files::archive::{self, NewFact};
+use memfold::index::{Index, SearchOpts};
+use memfold::memory::Memory;
 use memfold::watch::Watcher;
 
 const QUERIES: &[&str] = &["tea", "where does she live", "dog", "job at a bank", "music", "allergy", "cello lessons"];
@@ -140,4 +145,134 @@ fn an_embedding_endpoint_that_fails_then_recovers_is_retried() {
     // Unchanged text is not embedded again: a second search embeds only the probe and the query.
     ok(memfold(root, &["search", "--json", "book club"], &env));
     assert_eq!(server.embedding_calls() - calls, 2, "probe + query; unchanged docs are not embedded again");
+}
+
+/// A deterministic stream of conversation-like facts with repeats and contradictions, so that
+/// passes add, replace and drop rows the way a real memory does.
+fn fact_stream(passes: usize, per_pass: usize) -> Vec<Vec<String>> {
+    const NAMES: &[&str] = &["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jun"];
+    const PLACES: &[&str] = &["Lisbon", "Berlin", "Osaka", "Lagos", "Quito", "Oslo", "Hanoi", "Perth"];
+    const THINGS: &[&str] =
+        &["jazz records", "green tea", "old bicycles", "chess openings", "sourdough bread", "board games", "ramen"];
+    const HOBBIES: &[&str] = &["paints", "repairs", "collects", "teaches", "studies", "reads about"];
+    let mut seed: u64 = 0x5eed;
+    let mut next = move |n: usize| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    let mut said: Vec<String> = Vec::new();
+    (0..passes)
+        .map(|p| {
+            (0..per_pass)
+                .map(|i| {
+                    let name = NAMES[next(NAMES.len())];
+                    let text = match next(7) {
+                        0 if !said.is_empty() => said[next(said.len())].clone(),
+                        1 => format!("{name} moved to {}.", PLACES[next(PLACES.len())]),
+                        2 => format!("{name} likes {}.", THINGS[next(THINGS.len())]),
+                        3 => format!("{name} dislikes {}.", THINGS[next(THINGS.len())]),
+                        4 => format!("{name}'s phone number is 555-{:04}.", next(10_000)),
+                        _ => format!(
+                            "{name} {} {} in {} (pass {p}, note {i}).",
+                            HOBBIES[next(HOBBIES.len())],
+                            THINGS[next(THINGS.len())],
+                            PLACES[next(PLACES.len())]
+                        ),
+                    };
+                    said.push(text.clone());
+                    text
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A few hundred questions over the stream's vocabulary: single words, pairs, whole facts,
+/// phrasings no fact uses, and words nothing contains.
+fn questions(facts: &[Vec<String>]) -> Vec<String> {
+    let words = [
+        "Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jun", "Lisbon", "Berlin", "Osaka",
+        "Lagos", "Quito", "Oslo", "Hanoi", "Perth", "jazz", "tea", "bicycles", "chess", "bread", "games", "ramen",
+        "phone", "moved", "likes", "dislikes", "paints", "repairs", "collects", "teaches", "studies", "note",
+    ];
+    let mut out: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+    for (i, a) in words.iter().enumerate() {
+        out.push(format!("{a} {}", words[(i * 7 + 3) % words.len()]));
+        out.push(format!("where does {a} live now"));
+    }
+    out.extend(facts.iter().flatten().step_by(2).take(200).cloned());
+    out.extend(["zeppelin", "quantum entanglement", "what is her phone number", "555"].map(String::from));
+    out
+}
+
+/// Each question's top hits as `key kind score`.
+async fn top_lists(index: &Index, questions: &[String], opts: &SearchOpts) -> Vec<Vec<String>> {
+    let mut out = Vec::with_capacity(questions.len());
+    for q in questions {
+        let hits = index.search(q, opts).await.unwrap();
+        out.push(hits.iter().map(|h| format!("{} {} {:.12}", h.key, h.kind.as_str(), h.score)).collect());
+    }
+    out
+}
+
+/// The questions whose lists differ, with the first difference spelled out.
+fn differences(questions: &[String], a: &[Vec<String>], b: &[Vec<String>]) -> Option<String> {
+    let differ: Vec<usize> = (0..questions.len()).filter(|&i| a[i] != b[i]).collect();
+    let first = *differ.first()?;
+    Some(format!(
+        "{} of {} questions, e.g. {:?}:\n{:#?}\nvs\n{:#?}",
+        differ.len(),
+        questions.len(),
+        questions[first],
+        a[first],
+        b[first]
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_built_pass_by_pass_and_by_reindex_clear_ranks_every_question_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Root::new(dir.path());
+    root.init().unwrap();
+    let config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    let memory = Memory::open(config.clone()).await.unwrap();
+    let stream = fact_stream(24, 20);
+    let start: NaiveDate = "2026-03-01".parse().unwrap();
+    for (p, texts) in stream.iter().enumerate() {
+        let date = start + chrono::Duration::days(p as i64);
+        let facts: Vec<NewFact> =
+            texts.iter().map(|t| NewFact { text: t.clone(), date: Some(date), source: None }).collect();
+        archive::append(&root, &facts, date.and_hms_opt(12, 0, 0).unwrap()).unwrap();
+        // A search between passes indexes the new facts first, as `memfold search` does; the
+        // last day's facts stay pending.
+        memory.mark_dirty();
+        memory.refresh().await.unwrap();
+        if p + 1 < stream.len() {
+            memory.consolidate(PassOptions { force: true, dry_run: false }).await.unwrap();
+        }
+    }
+    drop(memory);
+    let questions = questions(&stream);
+    assert!(questions.len() >= 300, "{} questions", questions.len());
+    let mut opts = SearchOpts::new(&config.search, "2026-04-01".parse().unwrap());
+    opts.k = 10;
+    opts.history = true;
+
+    let index = corpus::open_index(&root, &config).await.unwrap();
+    let rows = index.len().await.unwrap();
+    let first = top_lists(&index, &questions, &opts).await;
+    assert!(first.iter().filter(|l| l.len() == 10).count() > 250, "most questions fill the top 10");
+    let again = top_lists(&index, &questions, &opts).await;
+    if let Some(d) = differences(&questions, &first, &again) {
+        panic!("asked twice, answered differently: {d}");
+    }
+    drop(index);
+
+    ok(memfold(dir.path(), &["reindex", "--clear"], &[]));
+    let index = corpus::open_index(&root, &config).await.unwrap();
+    assert_eq!(index.len().await.unwrap(), rows);
+    let rebuilt = top_lists(&index, &questions, &opts).await;
+    if let Some(d) = differences(&questions, &first, &rebuilt) {
+        panic!("ranked differently after reindex --clear: {d}");
+    }
 }

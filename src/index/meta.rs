@@ -19,6 +19,11 @@ pub(super) struct Meta {
     /// Rows in the table when the vector (ANN) index was last trained; `None` without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ann_trained_rows: Option<usize>,
+    /// Rows were deleted or rewritten since the full-text index was built: lance keeps them in
+    /// the index's BM25 statistics until it is rebuilt. Set before such a write, cleared when
+    /// the full-text index is rebuilt.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_stale: bool,
 }
 
 impl Meta {

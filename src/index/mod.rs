@@ -23,10 +23,13 @@
 //!
 //! **Maintenance, at the end of every sync.** Once the table has rows it gets a full-text index
 //! on `text`, a bitmap index on `kind` and B-tree indices on `valid_from` and `valid_until`, so
-//! the kind and as-of filters are index lookups rather than scans of every row. Rows added
-//! later are searched unindexed until more than [`IndexTuning::index_lag_rows`] of them pile
-//! up, then they are folded in (`optimize`); each fold adds a delta segment to the ANN index,
-//! and past [`IndexTuning::max_index_deltas`] the deltas are merged into one. From
+//! the kind and as-of filters are index lookups rather than scans of every row. Below
+//! [`IndexTuning::ann_min_rows`] the full-text index is rebuilt whenever it does not hold
+//! exactly the table's rows, so that BM25 statistics are those of the rows (see `maintain`).
+//! Rows added later stay outside the other indices (and, from that size on, the full-text one)
+//! and are searched unindexed until more than [`IndexTuning::index_lag_rows`] of them pile up;
+//! then they are folded in (`optimize`). Each fold adds a delta segment to the ANN index, and
+//! past [`IndexTuning::max_index_deltas`] the deltas are merged into one. From
 //! [`IndexTuning::ann_min_rows`] rows on, an IVF-HNSW-SQ cosine index serves vector search
 //! (a flat scan of 10k rows already costs more than the ANN search over 100k; building the
 //! index over 100k rows takes about a minute, which is logged); it is rebuilt when the table
@@ -37,8 +40,10 @@
 //!
 //! **Search** ([`Index::search`]) fuses the vector top-N and the full-text top-N
 //! (N = max(4k, 20)) by reciprocal rank fusion plus a recency term on `valid_from`; the exact
-//! score is documented in `index/rank.rs`. The two legs run on separate tasks, so on two or
-//! more cores they run at the same time.
+//! score is documented in `index/rank.rs`. Each leg cuts its N by score and then key, never
+//! where lance stopped reading, so below the ANN threshold a search is a function of the rows
+//! and the question. The two legs run on separate tasks, so on two or more cores they run at
+//! the same time.
 
 mod lock;
 mod meta;
@@ -67,7 +72,7 @@ use crate::config::SearchConfig;
 use crate::embed::{EmbedError, Embedder};
 
 use meta::Meta;
-use rows::{HASH, HIT, KEY, KIND, PATH, TEXT, VALID_FROM, VALID_UNTIL, VECTOR};
+use rows::{DISTANCE, HASH, HIT, KEY, KIND, PATH, SCORE, TEXT, VALID_FROM, VALID_UNTIL, VECTOR};
 
 /// Name of the table inside the index folder.
 const TABLE: &str = "docs";
@@ -330,6 +335,7 @@ impl Index {
             embedder: embedder.id(),
             dim: embedder.dim(),
             ann_trained_rows: None,
+            text_stale: false,
         };
         let lock_path = lock::path(dir);
         let current = meta::read(dir).await?;
@@ -428,6 +434,13 @@ impl Index {
             }
         };
 
+        // A delete, and an upsert of a stored key (lance deletes the old row), leaves the old row
+        // in the full-text index's statistics until that index is rebuilt.
+        let removes = !to_delete.is_empty() || to_write.iter().any(|(d, _)| existing.contains_key(&d.key));
+        if removes && !meta.text_stale {
+            meta.text_stale = true;
+            meta::write(&self.dir, &meta).await?;
+        }
         // Deleting every copy of a duplicated key before re-inserting it repairs the table.
         for chunk in to_delete.chunks(KEYS_PER_FILTER).chain(repair.chunks(KEYS_PER_FILTER)) {
             table.delete(rank::key_list(chunk, false).as_str()).await.db("delete rows")?;
@@ -593,18 +606,6 @@ impl Index {
             }
         }
 
-        if on(TEXT).is_none() {
-            let started = Instant::now();
-            table
-                .create_index(&[TEXT], LanceIndex::FTS(FtsIndexBuilder::default()))
-                .name(FTS_INDEX.to_string())
-                .execute()
-                .await
-                .db("build the full-text index")?;
-            info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "built the full-text index");
-            built = true;
-        }
-
         let vector_index = on(VECTOR);
         if rows >= self.tuning.ann_min_rows {
             let trained =
@@ -634,20 +635,66 @@ impl Index {
 
         let deleted = stats.num_deleted_rows.unwrap_or(0);
         let fragments = stats.fragment_stats.num_fragments;
-        if fragments > self.tuning.max_fragments || deleted > rows / 5 {
+        let compact = fragments > self.tuning.max_fragments || deleted > rows / 5;
+        if compact {
             let started = Instant::now();
             table.optimize(OptimizeAction::All).await.db("compact the table")?;
             info!(fragments, deleted, elapsed_ms = started.elapsed().as_millis() as u64, "compacted the index");
-        } else if !built {
-            let (mut lag, mut segments) = (0, 1);
+        }
+
+        // lance scores full-text matches with the statistics (document count and lengths, term
+        // frequencies) of the index that holds them: rows deleted or rewritten since the index
+        // was built still count, and rows not yet in it are scored apart, with other statistics.
+        // Where vector search is exact, below the ANN threshold, the full-text index is therefore
+        // rebuilt whenever it does not hold exactly the table's rows, so that scores depend on
+        // the rows alone: the same files give the same ranking however the index got there.
+        // Larger tables fold new rows in (below) and rebuild the index when they compact.
+        // Rows outside each index, and the ANN index's segments (read once, for this and the
+        // fold below; a compaction folds everything in).
+        let mut outside: HashMap<String, usize> = HashMap::new();
+        let mut segments = 1;
+        if !compact {
             for index in &indices {
                 if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
-                    lag = lag.max(s.num_unindexed_rows);
+                    outside.insert(index.name.clone(), s.num_unindexed_rows);
                     if index.name == VECTOR_INDEX {
                         segments = s.num_indices.unwrap_or(1) as usize;
                     }
                 }
             }
+        }
+        let text_index = on(TEXT).map(|i| i.name.clone());
+        let rebuild_text = match &text_index {
+            None => true,
+            Some(_) if compact => meta.text_stale,
+            Some(_) if rows >= self.tuning.ann_min_rows => false,
+            Some(name) => meta.text_stale || outside.get(name).is_some_and(|n| *n > 0),
+        };
+        if rebuild_text {
+            let started = Instant::now();
+            table
+                .create_index(&[TEXT], LanceIndex::FTS(FtsIndexBuilder::default()))
+                .name(text_index.clone().unwrap_or_else(|| FTS_INDEX.to_string()))
+                .replace(true)
+                .execute()
+                .await
+                .db("build the full-text index")?;
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            if let Some(name) = &text_index {
+                outside.remove(name);
+                debug!(rows, elapsed_ms, "rebuilt the full-text index");
+            } else {
+                info!(rows, elapsed_ms, "built the full-text index");
+                built = true;
+            }
+            if meta.text_stale {
+                meta.text_stale = false;
+                meta::write(&self.dir, meta).await?;
+            }
+        }
+
+        if !compact && !built {
+            let lag = outside.values().copied().max().unwrap_or(0);
             if lag > self.tuning.index_lag_rows {
                 let started = Instant::now();
                 // A fold adds a delta segment to the ANN index that every search then visits
@@ -692,12 +739,26 @@ impl Index {
         let kinds = rank::search_kinds(opts.kinds.as_deref(), opts.history, opts.as_of.is_some());
         let filter = rank::search_filter(&kinds, opts.as_of);
         let vector = self.embed(&[query.to_string()]).await?.remove(0);
+        self.check_dim(&vector)?;
         // Both legs are CPU work done while their streams are polled; spawned, the vector leg
         // runs on another worker thread instead of taking turns with the text leg.
-        let vector_query = self.vector_query(&table, &vector, filter.as_deref(), n, &[HIT])?;
-        let by_vector = tokio::spawn(async move { collect(vector_query.execute().await, "vector search").await });
-        let by_text = match self.text_leg(&table, query, filter.as_deref(), n, &[HIT]).await {
-            Ok(batches) => batches,
+        let by_vector = {
+            let (table, filter) = (table.clone(), filter.clone());
+            tokio::spawn(async move {
+                top_rows(n, false, |limit| {
+                    let query = vector_query(&table, &vector, filter.as_deref(), limit, &[HIT, DISTANCE]);
+                    async move { hit_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
+                })
+                .await
+            })
+        };
+        let by_text = top_rows(n, true, |limit| {
+            let leg = text_leg(&table, query, filter.as_deref(), limit, &[HIT, SCORE]);
+            async move { hit_rows(&leg.await?, SCORE) }
+        })
+        .await;
+        let by_text = match by_text {
+            Ok(rows) => rows,
             Err(e) => {
                 by_vector.abort();
                 return Err(e);
@@ -707,15 +768,13 @@ impl Index {
 
         let mut hits: HashMap<String, Hit> = HashMap::new();
         let mut legs: Vec<Vec<String>> = Vec::new();
-        for (batches, score_column, higher_better) in [(by_vector, "_distance", false), (by_text, "_score", true)] {
-            let mut scored = Vec::new();
-            for batch in &batches {
-                for (hit, score) in parse_hits(batch, score_column)? {
-                    scored.push((hit.key.clone(), score));
-                    hits.entry(hit.key.clone()).or_insert(hit);
-                }
+        for rows in [by_vector, by_text] {
+            let mut keys = Vec::with_capacity(rows.len());
+            for (key, _, hit) in rows {
+                keys.push(key.clone());
+                hits.entry(key).or_insert(hit);
             }
-            legs.push(rank::ranked(scored, higher_better));
+            legs.push(keys);
         }
         let legs: Vec<&[String]> = legs.iter().map(|l| l.as_slice()).collect();
         let mut scored: Vec<(String, f64)> = rank::fuse(&legs)
@@ -738,60 +797,15 @@ impl Index {
             .collect())
     }
 
-    fn vector_query(
-        &self,
-        table: &Table,
-        vector: &[f32],
-        filter: Option<&str>,
-        limit: usize,
-        columns: &[&str],
-    ) -> Result<lancedb::query::VectorQuery, IndexError> {
-        if vector.len() != self.want.dim {
-            return Err(IndexError::Dimension { expected: self.want.dim, got: vector.len() });
-        }
-        let mut query = table
-            .query()
-            .nearest_to(vector)
-            .db("vector search")?
-            .column(VECTOR)
-            .distance_type(DistanceType::Cosine)
-            .limit(limit)
-            .ef(limit * HNSW_EF_PER_NEIGHBOUR)
-            .select(Select::columns(columns));
-        if let Some(filter) = filter {
-            query = query.only_if(filter);
-        }
-        Ok(query)
-    }
-
-    async fn text_leg(
-        &self,
-        table: &Table,
-        text: &str,
-        filter: Option<&str>,
-        limit: usize,
-        columns: &[&str],
-    ) -> Result<Vec<RecordBatch>, IndexError> {
-        let mut query = table
-            .query()
-            .full_text_search(FullTextSearchQuery::new(text.to_string()))
-            .limit(limit)
-            .select(Select::columns(columns));
-        if let Some(filter) = filter {
-            query = query.only_if(filter);
-        }
-        match collect(query.execute().await, "full-text search").await {
-            Ok(batches) => Ok(batches),
-            // Before the first sync with data there is no full-text index to search.
-            Err(e) => match table.list_indices().await.db("list indices")?.iter().any(|i| i.columns == [TEXT]) {
-                true => Err(e),
-                false => Ok(Vec::new()),
-            },
+    fn check_dim(&self, vector: &[f32]) -> Result<(), IndexError> {
+        match vector.len() == self.want.dim {
+            true => Ok(()),
+            false => Err(IndexError::Dimension { expected: self.want.dim, got: vector.len() }),
         }
     }
 
     /// The `k` rows of the given kinds (all kinds if empty) nearest to `vector`, skipping
-    /// `exclude_keys`, with their cosine similarity, best first.
+    /// `exclude_keys`, with their cosine similarity, best first (ties by key).
     pub async fn nearest(
         &self,
         vector: &[f32],
@@ -802,43 +816,37 @@ impl Index {
         if k == 0 {
             return Ok(Vec::new());
         }
+        self.check_dim(vector)?;
         let mut parts: Vec<String> = rank::kind_filter(kinds).into_iter().collect();
         if !exclude_keys.is_empty() {
             parts.push(rank::key_list(exclude_keys, true));
         }
         let filter =
             (!parts.is_empty()).then(|| parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND "));
-        let query = self.vector_query(&self.table(), vector, filter.as_deref(), k, &[KEY])?;
-        let batches = collect(query.execute().await, "vector search").await?;
-        let mut scored = Vec::new();
-        for batch in &batches {
-            let keys = rows::strings(batch, KEY)?;
-            let distances = rows::floats(batch, "_distance")?;
-            scored.extend(keys.into_iter().zip(distances.into_iter().map(|d| 1.0 - d)));
-        }
-        scored.sort_by(rank::by_score_then_key);
-        scored.truncate(k);
-        Ok(scored.into_iter().map(|(key, s)| (key, s as f32)).collect())
+        let table = self.table();
+        let rows = top_rows(k, false, |limit| {
+            let query = vector_query(&table, vector, filter.as_deref(), limit, &[KEY, DISTANCE]);
+            async move { key_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
+        })
+        .await?;
+        Ok(rows.into_iter().map(|(key, d, ())| (key, (1.0 - d) as f32)).collect())
     }
 
     /// The `k` best full-text (BM25) matches of the given kinds (all kinds if empty), with
-    /// their BM25 score, best first. An empty query gives none.
+    /// their BM25 score, best first (ties by key). An empty query gives none.
     pub async fn lexical(&self, query: &str, kinds: &[DocKind], k: usize) -> Result<Vec<(String, f32)>, IndexError> {
         let query = query.trim();
         if query.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
         let filter = rank::kind_filter(kinds);
-        let batches = self.text_leg(&self.table(), query, filter.as_deref(), k, &[KEY]).await?;
-        let mut scored = Vec::new();
-        for batch in &batches {
-            let keys = rows::strings(batch, KEY)?;
-            let scores = rows::floats(batch, "_score")?;
-            scored.extend(keys.into_iter().zip(scores));
-        }
-        scored.sort_by(rank::by_score_then_key);
-        scored.truncate(k);
-        Ok(scored.into_iter().map(|(key, s)| (key, s as f32)).collect())
+        let table = self.table();
+        let rows = top_rows(k, true, |limit| {
+            let leg = text_leg(&table, query, filter.as_deref(), limit, &[KEY, SCORE]);
+            async move { key_rows(&leg.await?, SCORE) }
+        })
+        .await?;
+        Ok(rows.into_iter().map(|(key, s, ())| (key, s as f32)).collect())
     }
 
     /// The stored vectors of `keys` (keys not in the index are absent from the map).
@@ -887,9 +895,92 @@ impl Index {
     }
 }
 
-/// Rows of a search leg with their leg score (`_distance` or `_score`).
-fn parse_hits(batch: &RecordBatch, score_column: &str) -> Result<Vec<(Hit, f64)>, IndexError> {
-    Ok(rows::hits(batch)?.into_iter().zip(rows::floats(batch, score_column)?).collect())
+/// A search leg's rows as `(key, leg score, hit)`; the score is `_distance` or `_score`.
+fn hit_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, f64, Hit)>, IndexError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for (hit, score) in rows::hits(batch)?.into_iter().zip(rows::floats(batch, score_column)?) {
+            out.push((hit.key.clone(), score, hit));
+        }
+    }
+    Ok(out)
+}
+
+/// A leg's rows as `(key, leg score, ())`.
+fn key_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, f64, ())>, IndexError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let keys = rows::strings(batch, KEY)?;
+        out.extend(keys.into_iter().zip(rows::floats(batch, score_column)?).map(|(k, s)| (k, s, ())));
+    }
+    Ok(out)
+}
+
+/// The best `n` rows of one search leg, ties by key, whatever order lance returns equal scores
+/// in: `fetch(limit)` runs the leg for `limit` rows, first `n` + [`rank::TIE_SLACK`], then twice
+/// as many while rows tied with the n-th reach the limit (see [`rank::cut`]).
+async fn top_rows<T, F, Fut>(n: usize, higher_better: bool, mut fetch: F) -> Result<Vec<(String, f64, T)>, IndexError>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<(String, f64, T)>, IndexError>>,
+{
+    let mut limit = n + rank::TIE_SLACK;
+    loop {
+        if let Some(rows) = rank::cut(fetch(limit).await?, n, limit, higher_better) {
+            return Ok(rows);
+        }
+        limit *= 2;
+    }
+}
+
+/// A flat (or, past the ANN threshold, approximate) cosine search for `vector`. The score
+/// column is asked for by name, so lance adds nothing on its own.
+fn vector_query(
+    table: &Table,
+    vector: &[f32],
+    filter: Option<&str>,
+    limit: usize,
+    columns: &[&str],
+) -> Result<lancedb::query::VectorQuery, IndexError> {
+    let mut query = table
+        .query()
+        .nearest_to(vector)
+        .db("vector search")?
+        .column(VECTOR)
+        .distance_type(DistanceType::Cosine)
+        .limit(limit)
+        .ef(limit * HNSW_EF_PER_NEIGHBOUR)
+        .select(Select::columns(columns));
+    if let Some(filter) = filter {
+        query = query.only_if(filter);
+    }
+    Ok(query)
+}
+
+/// A full-text (BM25) search for `text`; no rows before the table has a full-text index.
+async fn text_leg(
+    table: &Table,
+    text: &str,
+    filter: Option<&str>,
+    limit: usize,
+    columns: &[&str],
+) -> Result<Vec<RecordBatch>, IndexError> {
+    let mut query = table
+        .query()
+        .full_text_search(FullTextSearchQuery::new(text.to_string()))
+        .limit(limit)
+        .select(Select::columns(columns));
+    if let Some(filter) = filter {
+        query = query.only_if(filter);
+    }
+    match collect(query.execute().await, "full-text search").await {
+        Ok(batches) => Ok(batches),
+        // Before the first sync with data there is no full-text index to search.
+        Err(e) => match table.list_indices().await.db("list indices")?.iter().any(|i| i.columns == [TEXT]) {
+            true => Err(e),
+            false => Ok(Vec::new()),
+        },
+    }
 }
 
 async fn collect(
@@ -909,14 +1000,14 @@ async fn has_primary_key(table: &Table) -> Result<bool, IndexError> {
     Ok(PK_METADATA.iter().any(|m| field.metadata().contains_key(*m)))
 }
 
-/// Create (or overwrite) the table empty, with `key` as its primary key.
+/// Create (or overwrite) the table empty, with `key` as its primary key. A table that does not
+/// exist yet is created rather than overwritten, which lance would log as a warning.
 async fn create_empty(db: &Connection, dim: usize) -> Result<Table, IndexError> {
-    let table = db
-        .create_empty_table(TABLE, rows::schema(dim))
-        .mode(CreateTableMode::Overwrite)
-        .execute()
-        .await
-        .db("create the table")?;
+    let mode = match table_exists(db).await? {
+        true => CreateTableMode::Overwrite,
+        false => CreateTableMode::Create,
+    };
+    let table = db.create_empty_table(TABLE, rows::schema(dim)).mode(mode).execute().await.db("create the table")?;
     table.set_unenforced_primary_key([KEY]).await.db("declare the primary key")?;
     Ok(table)
 }

@@ -6,6 +6,14 @@
 //! default 0.1, being new is worth about as much as moving up a few places near the top).
 //! The recency term is `weight * 0.5^(age_days / half_life_days)` with age counted from
 //! `valid_from`. Ties are broken by key so that equal inputs rank equally.
+//!
+//! **A leg's cut is the files', not lance's.** Each leg keeps its best `n` rows by score, ties
+//! by key. lance cuts its answer at the requested limit wherever it likes among rows of equal
+//! score (e.g. an entry and the fact it was added from: same text, same vector, same BM25), so
+//! a leg asks for a few rows more than it keeps and, when rows tied with its n-th reach the end
+//! of what came back, asks again for twice as many ([`cut`]). The fused list therefore does not
+//! depend on the row order inside the table, on how the index was built, or on which leg
+//! finished first.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -70,14 +78,33 @@ pub(super) fn search_filter(kinds: &[DocKind], as_of: Option<NaiveDate>) -> Opti
     if parts.is_empty() { None } else { Some(parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND ")) }
 }
 
-/// Keys ordered best first: by `score` (higher is better when `higher_better`), then by key.
-pub(super) fn ranked(mut scored: Vec<(String, f64)>, higher_better: bool) -> Vec<String> {
-    scored.sort_by(|(ka, a), (kb, b)| {
+/// Rows a leg asks for beyond the `n` it keeps, so that a tie at its cut shows.
+pub(super) const TIE_SLACK: usize = 8;
+
+/// One leg's rows, `(key, score, payload)`, as lance returned them for a request of `limit`
+/// rows: sorted best first (higher score is better when `higher_better`, ties by key), repeated
+/// keys dropped, and cut to `n`. `None` when the cut is not yet the files' own: lance returned
+/// `limit` rows and the last of them ties with the n-th, so rows of that score may have been
+/// left out at lance's choice; ask again with a larger limit.
+pub(super) fn cut<T>(
+    mut rows: Vec<(String, f64, T)>,
+    n: usize,
+    limit: usize,
+    higher_better: bool,
+) -> Option<Vec<(String, f64, T)>> {
+    let fetched = rows.len();
+    rows.sort_by(|(ka, a, _), (kb, b, _)| {
         let by_score = if higher_better { b.total_cmp(a) } else { a.total_cmp(b) };
         by_score.then_with(|| ka.cmp(kb))
     });
-    scored.dedup_by(|a, b| a.0 == b.0);
-    scored.into_iter().map(|(k, _)| k).collect()
+    rows.dedup_by(|a, b| a.0 == b.0);
+    let complete = fetched < limit
+        || rows.len() <= n
+        || rows.last().is_some_and(|(_, worst, _)| worst.total_cmp(&rows[n - 1].1).is_ne());
+    complete.then(|| {
+        rows.truncate(n);
+        rows
+    })
 }
 
 /// Scaled reciprocal rank fusion of ranked key lists.
@@ -126,12 +153,39 @@ mod tests {
         assert!(f["a"] > f["c"] && f["c"] > f["b"]);
     }
 
+    fn keys<T>(rows: &[(String, f64, T)]) -> Vec<&str> {
+        rows.iter().map(|(k, _, _)| k.as_str()).collect()
+    }
+
+    fn rows(list: &[(&str, f64)]) -> Vec<(String, f64, ())> {
+        list.iter().map(|(k, s)| (k.to_string(), *s, ())).collect()
+    }
+
     #[test]
-    fn ranked_orders_by_score_then_key_and_drops_repeats() {
-        let r = ranked(vec![("b".into(), 0.1), ("a".into(), 0.1), ("c".into(), 0.05), ("a".into(), 0.1)], false);
-        assert_eq!(r, ["c", "a", "b"]);
-        let r = ranked(vec![("b".into(), 2.0), ("a".into(), 2.0), ("c".into(), 3.0)], true);
-        assert_eq!(r, ["c", "a", "b"]);
+    fn cut_orders_by_score_then_key_and_drops_repeats() {
+        let r = cut(rows(&[("b", 0.1), ("a", 0.1), ("c", 0.05), ("a", 0.1)]), 3, 10, false).unwrap();
+        assert_eq!(keys(&r), ["c", "a", "b"]);
+        let r = cut(rows(&[("b", 2.0), ("a", 2.0), ("c", 3.0)]), 2, 10, true).unwrap();
+        assert_eq!(keys(&r), ["c", "a"]);
+    }
+
+    #[test]
+    fn cut_asks_again_while_a_tie_at_the_nth_row_reaches_the_limit() {
+        // lance returned its limit of 4 rows and the 2nd and 4th tie: a row "a" of the same score
+        // may exist beyond the limit and would come before "c".
+        let fetched = rows(&[("d", 1.0), ("c", 0.5), ("e", 0.5), ("b", 0.5)]);
+        assert!(cut(fetched.clone(), 2, 4, true).is_none());
+        // The same rows when lance had fewer to give, or a better-scored row ends the tie.
+        assert_eq!(keys(&cut(fetched.clone(), 2, 5, true).unwrap()), ["d", "b"]);
+        let ended = rows(&[("d", 1.0), ("c", 0.5), ("b", 0.5), ("e", 0.25)]);
+        assert_eq!(keys(&cut(ended, 2, 4, true).unwrap()), ["d", "b"]);
+        // A tie below the cut is no concern.
+        let below = rows(&[("d", 1.0), ("c", 0.75), ("b", 0.5), ("e", 0.5)]);
+        assert_eq!(keys(&cut(below, 2, 4, true).unwrap()), ["d", "c"]);
+        // Nothing to keep, or fewer rows than asked for, is complete.
+        assert!(cut(rows(&[]), 3, 4, true).unwrap().is_empty());
+        assert_eq!(keys(&cut(rows(&[("y", 0.1), ("x", 0.1)]), 1, 3, false).unwrap()), ["x"]);
+        assert!(cut(rows(&[("y", 0.1), ("x", 0.1)]), 1, 2, false).is_none());
     }
 
     #[test]

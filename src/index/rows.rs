@@ -35,6 +35,10 @@ pub(super) const PINNED: &str = "pinned";
 pub(super) const HASH: &str = "hash";
 pub(super) const HIT: &str = "hit";
 pub(super) const VECTOR: &str = "vector";
+/// The cosine distance lance computes for a vector search; not stored.
+pub(super) const DISTANCE: &str = "_distance";
+/// The BM25 score lance computes for a full-text search; not stored.
+pub(super) const SCORE: &str = "_score";
 
 /// The table schema for vectors of `dim` dimensions.
 pub(super) fn schema(dim: usize) -> SchemaRef {

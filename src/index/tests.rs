@@ -671,3 +671,59 @@ async fn ann_delta_segments_stay_bounded() {
     let hits = index.search("round 7 item 2 lighthouse", &opts(3)).await.unwrap();
     assert_eq!(hits[0].key, "f-7-2", "{hits:#?}");
 }
+
+/// Rows of equal score (the same text: same vector, same BM25) are cut by key, not where lance
+/// stops reading: written in reverse key order over several syncs, more of them than a leg
+/// fetches, the search keeps the smallest keys every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ties_are_cut_by_key_whatever_order_the_rows_were_written_in() {
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let mut docs = corpus();
+    for batch in (0..3).rev() {
+        for i in (batch * 20..batch * 20 + 20).rev() {
+            docs.push(fact(&format!("f-tie-{i:02}"), "Feeds the neighbour's goldfish on Sundays.", "2026-11-20"));
+        }
+        index.sync(&docs, Scope::All, None).await.unwrap();
+    }
+    let want = ["f-tie-00", "f-tie-01", "f-tie-02"];
+    for _ in 0..5 {
+        let hits = index.search("goldfish Sundays", &opts(3)).await.unwrap();
+        assert_eq!(keys(&hits), want, "{hits:#?}");
+        let lexical = index.lexical("goldfish", &[], 3).await.unwrap();
+        assert_eq!(lexical.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), want);
+        let vector = index.embedder().embed(&["goldfish on Sundays".into()]).await.unwrap().remove(0);
+        let nearest = index.nearest(&vector, &[DocKind::Fact], 3, &["f-tie-01".into()]).await.unwrap();
+        assert_eq!(nearest.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["f-tie-00", "f-tie-02", "f-tie-03"]);
+    }
+}
+
+/// BM25 scores are those of the rows the table holds: an index that saw rows deleted,
+/// rewritten and added since its full-text index was built scores every query exactly as one
+/// built from those rows at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_text_scores_do_not_depend_on_deleted_or_unindexed_rows() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let history = open(a.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let mut docs = corpus();
+    for i in 0..40 {
+        docs.push(fact(&format!("f-old-{i}"), &format!("Old note {i} about the cat and the bike."), "2026-01-01"));
+    }
+    history.sync(&docs, Scope::All, None).await.unwrap();
+    // Delete a few notes (too few to compact the table), rewrite an entry, add a fact: the kind
+    // of change a pass makes.
+    docs.retain(|d| !["f-old-1", "f-old-2", "f-old-3", "f-old-4"].contains(&d.key.as_str()));
+    docs[2].text = "Has a grey cat called Miso who sleeps on the bike seat.".into();
+    docs.push(fact("f-new", "Took the cat to the vet by bike.", "2026-11-22"));
+    history.sync(&docs, Scope::All, None).await.unwrap();
+
+    let fresh = open(b.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    fresh.sync(&docs, Scope::All, None).await.unwrap();
+    for q in ["cat", "bike", "cat bike", "Miso", "vet", "Lisbon flat", "coffee noon"] {
+        let (x, y) = (history.lexical(q, &[], 10).await.unwrap(), fresh.lexical(q, &[], 10).await.unwrap());
+        assert!(!x.is_empty(), "{q}");
+        assert_eq!(x, y, "{q}");
+    }
+    let meta = meta::read(&index_dir(a.path())).await.unwrap().unwrap();
+    assert!(!meta.text_stale, "the full-text index was rebuilt after the deletes");
+}
