@@ -1,4 +1,4 @@
-//! The consolidation pass: gate, neighbours, clusters, decide, validate, plan, apply.
+//! The consolidation pass: gate, neighbours, clusters, packing into calls, decide, validate, plan, apply.
 
 pub mod apply;
 pub mod cluster;
@@ -6,6 +6,7 @@ pub mod decide;
 pub mod gate;
 pub mod offline;
 pub mod ops;
+pub mod pack;
 pub mod pass;
 pub mod plan;
 pub mod rebuild;
