@@ -408,6 +408,37 @@ async fn every_call_starts_with_the_same_prompt_and_a_fact_over_budget_still_get
 }
 
 #[tokio::test]
+async fn an_entry_two_calls_need_shows_the_later_call_what_the_earlier_did_and_undoes_whole() {
+    let mut env = env().await;
+    env.llm.set_chat_handler(script(|_| json!([])));
+    add(&env, "2026-06-01", &["Lives in Lisbon"]);
+    force(&env).await;
+    let lisbon = std::fs::read(env.root.memory()).unwrap();
+    // One fact per call: both facts rank the Lisbon entry, so it is in both calls.
+    env.config.consolidation.cluster_max = 1;
+    env.llm.set_chat_handler(script(|doc| {
+        let text = doc["candidates"][0]["text"].as_str().unwrap();
+        json!([{"op": "REPLACE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"]), "content": text, "why": "update"}])
+    }));
+    add(&env, "2026-07-01", &["Lives in Berlin now", "Lives in Oslo now"]);
+    let before = env.llm.chat_calls() as usize;
+    let report = force(&env).await;
+    assert_eq!(report.packing.calls, 2);
+    assert_eq!(report.clusters[0].neighbors, report.clusters[1].neighbors, "the entry is in both calls");
+    let shown: Vec<String> = env.llm.chat_requests()[before..before + 2]
+        .iter()
+        .map(|r| cluster(r)["neighbors"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    let first = memory(&env).entries().next().unwrap().content.clone();
+    let earlier = if first == "Lives in Oslo now" { "Lives in Berlin now" } else { "Lives in Oslo now" };
+    assert_eq!(shown, ["Lives in Lisbon", earlier], "the later call sees the earlier call's text");
+    assert_eq!(history(&env).entries().count(), 2);
+    memfold::review::undo(&env.root, report.run.as_deref().unwrap()).unwrap();
+    assert_eq!(std::fs::read(env.root.memory()).unwrap(), lisbon, "undo restores the entry as it was before the pass");
+    assert_verified(&env);
+}
+
+#[tokio::test]
 async fn an_entry_replaced_twice_keeps_both_old_versions_and_verifies() {
     let env = env().await;
     env.llm.set_chat_handler(script(|doc| {
