@@ -17,7 +17,7 @@
 //! [`Links::ranked`]: super::cluster::Links::ranked
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 
 /// What the packer needs to know about one pass. Facts and entries are indices.
 #[derive(Debug, Clone, Copy)]
@@ -61,13 +61,22 @@ pub fn pack(input: &PackInput) -> Vec<Call> {
     for (p, &f) in input.order.iter().enumerate() {
         position[f] = p;
     }
-    let mut users: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); input.entry_chars.len()];
     for &f in input.order {
         for &e in &input.ranked[f] {
-            users.entry(e).or_default().push(f);
+            users[e].push(f);
         }
     }
-    let mut state = State { input, position: &position, users: &users, call_of: vec![None; n] };
+    let mut state = State {
+        input,
+        position,
+        users,
+        call_of: vec![None; n],
+        in_call: vec![NOT; input.entry_chars.len()],
+        reserved: vec![NOT; n],
+        refused: vec![NOT; n],
+        shared: vec![(NOT, 0); n],
+    };
     let mut calls = Vec::new();
     let mut cursor = 0;
     loop {
@@ -80,42 +89,41 @@ pub fn pack(input: &PackInput) -> Vec<Call> {
     calls
 }
 
+/// A call number no call has: what the per-call marks start as.
+const NOT: usize = usize::MAX;
+
+/// The packer's state. Per-call sets are arrays marked with the number of the call they hold
+/// for, so a new call starts without clearing anything.
 struct State<'a> {
     input: &'a PackInput<'a>,
-    position: &'a [usize],
-    users: &'a HashMap<usize, Vec<usize>>,
+    position: Vec<usize>,
+    /// Per entry: the facts that rank it.
+    users: Vec<Vec<usize>>,
     /// The call each fact was placed in.
     call_of: Vec<Option<usize>>,
+    /// Per entry: the call it is in.
+    in_call: Vec<usize>,
+    /// Per fact of an earlier call: the call that keeps room for what it added.
+    reserved: Vec<usize>,
+    /// Per fact: the call it did not fit in.
+    refused: Vec<usize>,
+    /// Per unplaced fact: (call, how much it shares with that call).
+    shared: Vec<(usize, usize)>,
 }
 
 /// A call being filled.
 struct Open {
     number: usize,
     facts: Vec<usize>,
-    entries: HashSet<usize>,
-    /// Facts of earlier calls whose added entries this call has room for.
-    reserved: HashSet<usize>,
+    entries: Vec<usize>,
     chars: u64,
-    /// Per unplaced fact: how much it shares with the call.
-    shared: HashMap<usize, usize>,
     /// (shared, earlier in cluster order, fact); stale items are skipped when popped.
     best: BinaryHeap<(usize, Reverse<usize>, usize)>,
-    /// Facts that did not fit.
-    refused: HashSet<usize>,
 }
 
 impl State<'_> {
     fn fill(&mut self, number: usize, seed: usize, scan_from: usize) -> Call {
-        let mut open = Open {
-            number,
-            facts: Vec::new(),
-            entries: HashSet::new(),
-            reserved: HashSet::new(),
-            chars: 0,
-            shared: HashMap::new(),
-            best: BinaryHeap::new(),
-            refused: HashSet::new(),
-        };
+        let mut open = Open { number, facts: Vec::new(), entries: Vec::new(), chars: 0, best: BinaryHeap::new() };
         // The first fact goes in whatever it costs: its ranked entries are never cut.
         self.place(&mut open, seed);
         let mut scan = scan_from;
@@ -128,14 +136,14 @@ impl State<'_> {
             let mut found = None;
             while let Some(&f) = self.input.order.get(scan) {
                 scan += 1;
-                if self.call_of[f].is_some() || open.refused.contains(&f) {
+                if self.call_of[f].is_some() || self.refused[f] == number {
                     continue;
                 }
                 if self.fits(&open, f) {
                     found = Some(f);
                     break;
                 }
-                open.refused.insert(f);
+                self.refused[f] = number;
                 misses += 1;
                 if misses == FILL_TRIES {
                     break;
@@ -146,21 +154,20 @@ impl State<'_> {
                 None => break,
             }
         }
-        let mut entries: Vec<usize> = open.entries.into_iter().collect();
-        entries.sort_unstable();
-        Call { facts: open.facts, entries, chars: open.chars }
+        open.entries.sort_unstable();
+        Call { facts: open.facts, entries: open.entries, chars: open.chars }
     }
 
     /// The unplaced fact sharing most with the call that fits in it.
-    fn best_sharing(&self, open: &mut Open) -> Option<usize> {
+    fn best_sharing(&mut self, open: &mut Open) -> Option<usize> {
         while let Some((shared, _, f)) = open.best.pop() {
-            if self.call_of[f].is_some() || open.refused.contains(&f) || open.shared.get(&f) != Some(&shared) {
+            if self.call_of[f].is_some() || self.refused[f] == open.number || self.shared[f] != (open.number, shared) {
                 continue;
             }
             if self.fits(open, f) {
                 return Some(f);
             }
-            open.refused.insert(f);
+            self.refused[f] = open.number;
         }
         None
     }
@@ -168,11 +175,14 @@ impl State<'_> {
     /// Characters `f` would add to the call.
     fn cost(&self, open: &Open, f: usize) -> u64 {
         let input = self.input;
-        let entries: u64 =
-            input.ranked[f].iter().filter(|e| !open.entries.contains(e)).map(|&e| input.entry_chars[e] + 1).sum();
+        let entries: u64 = input.ranked[f]
+            .iter()
+            .filter(|&&e| self.in_call[e] != open.number)
+            .map(|&e| input.entry_chars[e] + 1)
+            .sum();
         let added: u64 = input.related[f]
             .iter()
-            .filter(|g| self.call_of[**g].is_some_and(|c| c < open.number) && !open.reserved.contains(g))
+            .filter(|&&g| self.call_of[g].is_some_and(|c| c < open.number) && self.reserved[g] != open.number)
             .map(|&g| input.added_chars[g] + 1)
             .sum();
         input.fact_chars[f] + 1 + entries + added
@@ -187,34 +197,42 @@ impl State<'_> {
         open.chars += self.cost(open, f);
         self.call_of[f] = Some(open.number);
         open.facts.push(f);
-        let share = |open: &mut Open, g: usize| {
-            if self.call_of[g].is_none() && !open.refused.contains(&g) {
-                let shared = open.shared.entry(g).or_default();
-                *shared += 1;
-                open.best.push((*shared, Reverse(self.position[g]), g));
-            }
-        };
         for &e in &input.ranked[f] {
-            if open.entries.insert(e) {
-                for &g in self.users.get(&e).into_iter().flatten() {
-                    share(open, g);
+            if self.in_call[e] != open.number {
+                self.in_call[e] = open.number;
+                open.entries.push(e);
+                for i in 0..self.users[e].len() {
+                    self.share(open, self.users[e][i]);
                 }
             }
         }
         for &g in &input.related[f] {
             match self.call_of[g] {
-                Some(c) if c < open.number => {
-                    open.reserved.insert(g);
-                }
+                Some(c) if c < open.number => self.reserved[g] = open.number,
                 Some(_) => {}
-                None => share(open, g),
+                None => self.share(open, g),
             }
         }
+    }
+
+    /// `g` shares one more entry or link with the call.
+    fn share(&mut self, open: &mut Open, g: usize) {
+        if self.call_of[g].is_some() || self.refused[g] == open.number {
+            return;
+        }
+        let (call, shared) = &mut self.shared[g];
+        if *call != open.number {
+            (*call, *shared) = (open.number, 0);
+        }
+        *shared += 1;
+        open.best.push((*shared, Reverse(self.position[g]), g));
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     struct Case {
