@@ -1,9 +1,15 @@
-//! Benchmark: one consolidation pass over many new facts against many entries, with a fake LLM
-//! that answers at once, so the time measured is memfold's own.
+//! Benchmark: consolidation passes with a fake LLM that answers at once, so the time measured is
+//! memfold's own, and the LLM cost is what the packing of facts into calls asks for.
 //!
-//! `cargo bench --bench consolidate` (release). Sizes: MEMFOLD_BENCH_ENTRIES (default 50000)
-//! and MEMFOLD_BENCH_FACTS (default 10000). Prints the pass timings, LLM calls per 100 facts,
-//! prompt tokens per fact and peak RSS.
+//! `cargo bench --bench consolidate` (release) runs two passes:
+//! - a daily pass: the 60 update facts of `fixtures/updates.tsv` against their 60 entries among
+//!   1,940 generated distractors (2,000 entries);
+//! - a large pass: MEMFOLD_BENCH_FACTS (default 10000) generated facts against
+//!   MEMFOLD_BENCH_ENTRIES (default 50000) generated entries.
+//!
+//! Each prints the pass timings, the coverage (share of (fact, ranked entry) pairs that met in the
+//! fact's call), decision calls per fact, prompt tokens per fact (whole prompt, system prompt
+//! included, as the fake server counted them: characters / 4) and peak RSS.
 
 use std::time::Instant;
 
@@ -58,30 +64,61 @@ fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+// Fields the bench does not read are still part of the shared test data.
+#[allow(dead_code)]
+#[path = "../tests/common/life.rs"]
+mod life;
+
+/// Entries and facts of the daily pass.
+fn daily() -> (Vec<String>, Vec<String>) {
+    let updates = life::updates();
+    let distractors = life::distractors(2000 - updates.len());
+    let every = distractors.len() / updates.len();
+    let mut entries = Vec::with_capacity(2000);
+    for (j, text) in distractors.into_iter().enumerate() {
+        if j % every == 0 && j / every < updates.len() {
+            entries.push(updates[j / every].old.clone());
+        }
+        entries.push(text);
+    }
+    (entries, updates.into_iter().map(|u| u.new).collect())
+}
+
+/// Entries and facts of the large pass.
+fn large(n_entries: usize, n_facts: usize) -> (Vec<String>, Vec<String>) {
+    let entries = (0..n_entries).map(|i| sentence(i, 0)).collect();
+    let facts = (0..n_facts).map(|i| sentence(i * 5 % n_entries.max(1), 1)).collect();
+    (entries, facts)
+}
+
 #[tokio::main]
 async fn main() {
-    let n_entries = env_usize("MEMFOLD_BENCH_ENTRIES", 50_000);
-    let n_facts = env_usize("MEMFOLD_BENCH_FACTS", 10_000);
+    let (entries, facts) = daily();
+    run("daily pass", &entries, &facts).await;
+    let (entries, facts) = large(env_usize("MEMFOLD_BENCH_ENTRIES", 50_000), env_usize("MEMFOLD_BENCH_FACTS", 10_000));
+    run("large pass", &entries, &facts).await;
+    println!("peak RSS {:.0} MB", peak_rss_mb());
+}
+
+async fn run(name: &str, entries: &[String], facts: &[String]) {
+    let (n_entries, n_facts) = (entries.len(), facts.len());
     let dir = tempfile::tempdir().expect("temp dir");
     let root = Root::new(dir.path());
     root.init().expect("init");
 
     let mut memory = EntryFile::default();
-    for i in 0..n_entries {
+    for (i, text) in entries.iter().enumerate() {
         let meta = EntryMeta {
             first_seen: Some("2026-01-01".parse().unwrap()),
             updated: Some("2026-01-01".parse().unwrap()),
             ..EntryMeta::new(format!("m-{i:08x}"))
         };
-        memory.push(Entry::new(meta, &sentence(i, 0)));
+        memory.push(Entry::new(meta, text));
     }
     std::fs::write(root.memory(), memory.render()).expect("memory.md");
-    let facts: Vec<NewFact> = (0..n_facts)
-        .map(|i| NewFact {
-            text: sentence(i * 5 % n_entries.max(1), 1),
-            date: Some("2026-06-01".parse().unwrap()),
-            source: None,
-        })
+    let facts: Vec<NewFact> = facts
+        .iter()
+        .map(|text| NewFact { text: text.clone(), date: Some("2026-06-01".parse().unwrap()), source: None })
         .collect();
     let now = "2026-06-01T12:00:00".parse().unwrap();
     for chunk in facts.chunks(1000) {
@@ -97,7 +134,7 @@ async fn main() {
     let done = memory.reindex(false, None).await.expect("initial index");
     let index_secs = t.elapsed().as_secs_f64();
     println!(
-        "initial index: {} docs in {index_secs:.1}s ({:.0} docs/s)",
+        "{name}: initial index: {} docs in {index_secs:.1}s ({:.0} docs/s)",
         done.stats.upserted,
         done.stats.upserted as f64 / index_secs
     );
@@ -107,9 +144,9 @@ async fn main() {
     let wall = wall.elapsed().as_secs_f64();
     let t = &report.timings;
     let without_llm = t.total_ms.saturating_sub(t.decide_ms);
-    println!("pass over {n_facts} new facts against {n_entries} entries: {wall:.2}s wall clock");
+    println!("{name} over {n_facts} new facts against {n_entries} entries: {wall:.2}s wall clock");
     println!(
-        "  total {:.2}s, excluding the LLM {:.2}s (embed {:.2}s, neighbours+clusters {:.2}s, decide wait {:.2}s, write {:.2}s, promote {:.2}s, reindex {:.2}s)",
+        "  total {:.2}s, excluding the LLM {:.2}s (embed {:.2}s, neighbours+packing {:.2}s, decide wait {:.2}s, write {:.2}s, promote {:.2}s, reindex {:.2}s)",
         t.total_ms as f64 / 1e3,
         without_llm as f64 / 1e3,
         t.embed_ms as f64 / 1e3,
@@ -119,13 +156,32 @@ async fn main() {
         t.promote_ms as f64 / 1e3,
         t.reindex_ms as f64 / 1e3
     );
-    let decisions = report.clusters.len();
+    let packing = &report.packing;
+    let decisions = packing.calls;
+    // Every request but the last (promotion) is a decision call.
+    let requests = llm.chat_requests();
+    let decision_tokens: u64 = requests
+        .iter()
+        .take(decisions)
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .map(|m| (m["content"].as_str().unwrap_or("").chars().count() as u64).div_ceil(4))
+        .sum();
+    let nodes = packing.nodes.iter().sum::<usize>() as f64 / decisions.max(1) as f64;
+    let most = packing.prompt_tokens.iter().max().copied().unwrap_or(0);
     println!(
-        "  {decisions} decision calls: {:.1} per 100 facts; {} prompt tokens: {:.1} per fact; {} ops",
-        decisions as f64 * 100.0 / n_facts as f64,
-        report.llm.prompt_tokens,
-        report.llm.prompt_tokens as f64 / n_facts as f64,
+        "  coverage {} ({} of {} fact-entry pairs); {decisions} decision calls: {:.3} per fact, {nodes:.1} nodes per call, {:.0} prompt tokens per call (most {most}, {} over the {}-token budget)",
+        packing.coverage,
+        packing.pairs_in_call,
+        packing.pairs,
+        decisions as f64 / n_facts as f64,
+        decision_tokens as f64 / decisions.max(1) as f64,
+        packing.over_budget,
+        packing.budget_tokens,
+    );
+    println!(
+        "  {decision_tokens} decision prompt tokens: {:.0} per fact (the pass's estimate: {}); {} ops",
+        decision_tokens as f64 / n_facts as f64,
+        packing.prompt_tokens.iter().sum::<u64>(),
         report.ops.len()
     );
-    println!("  peak RSS {:.0} MB", peak_rss_mb());
 }

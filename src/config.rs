@@ -183,10 +183,14 @@ pub struct ConsolidationConfig {
     pub neighbor_k: usize,
     /// Full-text candidates per new fact, added to the vector neighbours.
     pub lexical_k: usize,
-    /// Cosine below which a vector neighbour is not shown to the decider (limits candidates, never merges).
+    /// Cosine below which two new facts are not linked by their vectors. Entries are shown by
+    /// rank alone (every fact sees its top `neighbor_k`); this never merges anything.
     pub min_similarity: f32,
-    /// Largest cluster decided in one call; larger components are split into sequential calls.
+    /// Most new facts decided in one call (its reply must hold their ops).
     pub cluster_max: usize,
+    /// Estimated prompt tokens (system prompt included) one decision call is packed up to. A
+    /// fact whose ranked entries alone exceed it still gets all of them, in a call of its own.
+    pub call_budget_tokens: u64,
     /// Longest accepted entry content, in characters.
     pub max_content_chars: usize,
     /// Attempts before a fact whose cluster keeps failing is left for a person.
@@ -206,6 +210,7 @@ impl Default for ConsolidationConfig {
             lexical_k: 4,
             min_similarity: 0.25,
             cluster_max: 25,
+            call_budget_tokens: 4000,
             max_content_chars: 2000,
             max_attempts: 5,
             review_below_confidence: 0.5,
@@ -349,6 +354,9 @@ impl Config {
         }
         if self.consolidation.cluster_max == 0 {
             return bad("consolidation.cluster_max", "must be at least 1");
+        }
+        if self.consolidation.call_budget_tokens == 0 {
+            return bad("consolidation.call_budget_tokens", "must be at least 1");
         }
         if self.consolidation.neighbor_k == 0 {
             return bad("consolidation.neighbor_k", "must be at least 1");
@@ -515,6 +523,17 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("min_factz"), "{msg}");
         assert!(msg.contains("memfold.toml"), "{msg}");
+    }
+
+    #[test]
+    fn a_file_written_for_cluster_max_still_loads_and_a_zero_budget_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), "[consolidation]\ncluster_max = 2000\n");
+        let c = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap();
+        assert_eq!((c.consolidation.cluster_max, c.consolidation.call_budget_tokens), (2000, 4000));
+        let file = write(dir.path(), "[consolidation]\ncall_budget_tokens = 0\n");
+        let err = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap_err();
+        assert!(err.to_string().contains("consolidation.call_budget_tokens"), "{err}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod forget;
 pub mod http;
 pub mod index;
 pub mod ledger;
-mod llm;
+pub mod llm;
 pub mod lock;
 pub mod memory;
 mod metrics;

@@ -664,7 +664,7 @@ impl Memory {
                 force: opts.force,
             },
         );
-        let mut report = PassReport::new(gate, &self.inner.decider, opts.dry_run);
+        let mut report = PassReport::new(gate, &self.inner.decider, cfg, opts.dry_run);
         if !report.gate.open {
             report.timings.total_ms = ms(clock);
             return Ok(report);
@@ -699,7 +699,7 @@ impl Memory {
             open: true,
             reason: format!("rebuild: {} facts, {} entries set aside", pending.len(), blocks.len()),
         };
-        let mut report = PassReport::new(gate, &self.inner.decider, false);
+        let mut report = PassReport::new(gate, &self.inner.decider, &self.inner.config.consolidation, false);
         report.run = Some(run.clone());
         tracing::info!(run = %run, pending = pending.len(), set_aside = blocks.len(), "rebuild started");
         let planned = PassRun {

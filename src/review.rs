@@ -201,6 +201,7 @@ fn exact_plan(stored: &StoredPlan, memory_before: String) -> Result<Plan, Error>
         touched: stored.touched.clone(),
         llm: stored.llm,
         from_plan: Some(stored.id.clone()),
+        packing: None,
     })
 }
 

@@ -199,7 +199,7 @@ fn with<'a>(base: &'a [(&'static str, String)], more: &[(&'static str, &'a str)]
     base.iter().map(|(k, v)| (*k, v.as_str())).chain(more.iter().copied()).collect()
 }
 
-/// Fake LLM behaviour: every consolidation cluster becomes one ADD of its candidates' texts;
+/// Fake LLM behaviour: every candidate of a decision call becomes an ADD of its own text;
 /// anything else (promotion) is refused, so the offline ranking writes MEMORY.md.
 fn add_everything(request: &Value) -> FakeReply {
     let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
@@ -207,10 +207,13 @@ fn add_everything(request: &Value) -> FakeReply {
         Some(Ok(doc)) if doc.get("candidates").is_some() => doc,
         _ => return FakeReply::StatusMessage(400, "only consolidation is scripted".into()),
     };
-    let candidates = doc["candidates"].as_array().unwrap();
-    let facts: Vec<&str> = candidates.iter().map(|c| c["id"].as_str().unwrap()).collect();
-    let text: Vec<&str> = candidates.iter().map(|c| c["text"].as_str().unwrap()).collect();
-    FakeReply::Content(json!({"ops": [{"op": "ADD", "facts": facts, "content": text.join(" ")}]}).to_string())
+    let ops: Vec<Value> = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]}))
+        .collect();
+    FakeReply::Content(json!({ "ops": ops }).to_string())
 }
 
 fn temp_files(dir: &Path) -> Vec<PathBuf> {

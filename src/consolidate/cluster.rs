@@ -1,10 +1,14 @@
-//! Neighbours and clusters: which new facts and entries are decided together.
+//! Neighbours and clusters: which entries each new fact is shown, and which facts belong together.
 //!
-//! Each new fact is linked to its top-`neighbor_k` entries and other new facts by cosine,
-//! plus its top-`lexical_k` entries and facts by shared rare words, so a paraphrase the
-//! embedding misses still meets its partner. Clusters are the connected components of
-//! those links: every entry is in at most one cluster, so ops of different clusters
-//! cannot conflict. Similarity only proposes candidates here; it never decides anything.
+//! Each new fact gets a ranked list of entries: its top-`neighbor_k` entries by cosine and its
+//! top-`lexical_k` entries by shared rare words, fused by reciprocal rank, of which the best
+//! `neighbor_k` are kept ([`Links::ranked`]). Rank alone decides: a fact is shown its best
+//! entries whatever their cosine, so a paraphrase the embedding scores low still meets its
+//! partner. New facts link to each other only when each is among the other's nearest and, by
+//! cosine, at least `min_similarity` apart from that, so one batch does not percolate into a
+//! single component through chains of weak fact-to-fact links. Clusters are the connected
+//! components of all those links; [`super::pack`] turns them into decision calls. Similarity only
+//! proposes candidates here; it never decides anything.
 //!
 //! Scoring is exact and in memory: vectors are compared with a matrix product in
 //! chunks, so a pass is a pure function of the texts and their vectors.
@@ -29,41 +33,92 @@ pub struct Cluster {
 /// Parameters of neighbour search.
 #[derive(Debug, Clone, Copy)]
 pub struct NeighbourParams {
+    /// Entries each fact is shown (by fused rank), and cosine candidates per fact.
     pub neighbor_k: usize,
+    /// Full-text candidates per fact, fused with the cosine ones.
     pub lexical_k: usize,
-    /// Cosine below which a vector neighbour is not shown to the decider at all. Without a
-    /// floor every fact links to k others however unrelated, and components grow to the
-    /// whole batch. It limits candidates only; it never merges anything.
+    /// Cosine below which two new facts are not linked by their vectors. Entries are chosen by
+    /// rank alone; this floor only keeps weak fact-to-fact links from joining a whole batch.
     pub min_similarity: f32,
 }
 
 /// Links from each fact (index into `facts`) to entries and to other facts.
 #[derive(Debug, Clone, Default)]
 pub struct Links {
-    pub fact_entry: Vec<(usize, usize)>,
+    /// Per fact: its top-`neighbor_k` entries (indices into `entries`) by fused rank, best first.
+    pub ranked: Vec<Vec<usize>>,
+    /// Linked pairs of facts `(i, j)`, `i < j`, each listed once.
     pub fact_fact: Vec<(usize, usize)>,
 }
+
+impl Links {
+    /// Per fact: the facts it is linked to, in index order.
+    pub fn related(&self) -> Vec<Vec<usize>> {
+        let mut related = vec![Vec::new(); self.ranked.len()];
+        for &(i, j) in &self.fact_fact {
+            related[i].push(j);
+            related[j].push(i);
+        }
+        for list in &mut related {
+            list.sort_unstable();
+        }
+        related
+    }
+}
+
+/// The constant of reciprocal rank fusion: a place `r` (from 1) in either list is worth
+/// `1 / (RRF_K + r)`, so an entry near the top of both lists beats one at the top of either.
+const RRF_K: f64 = 60.0;
 
 /// Find neighbour links by cosine (vectors are unit length, so cosine = dot product) and by
 /// words. Fails only if the matrix product does (out of memory, say).
 pub fn neighbours(facts: &[Node], entries: &[Node], params: NeighbourParams) -> candle_core::Result<Links> {
-    let mut links = Links::default();
-    let floor = params.min_similarity;
-    for (i, near) in top_k_dot(facts, entries, params.neighbor_k, false, floor)?.into_iter().enumerate() {
-        links.fact_entry.extend(near.into_iter().map(|j| (i, j)));
-    }
-    for (i, near) in top_k_dot(facts, facts, params.neighbor_k, true, floor)?.into_iter().enumerate() {
-        links.fact_fact.extend(near.into_iter().map(|j| (i, j)));
-    }
+    let k = params.neighbor_k;
+    // No floor on entries: a fact always sees its best ones.
+    let by_cosine = top_k_dot(facts, entries, k, false, f32::NEG_INFINITY)?;
+    let near_facts = top_k_dot(facts, facts, k, true, params.min_similarity)?;
+    let (mut by_words, mut near_facts_by_words) = (vec![Vec::new(); facts.len()], vec![Vec::new(); facts.len()]);
     if params.lexical_k > 0 {
         let entry_words = WordIndex::new(entries);
         let fact_words = WordIndex::new(facts);
         for (i, fact) in facts.iter().enumerate() {
-            links.fact_entry.extend(entry_words.top(fact.text, params.lexical_k, None).into_iter().map(|j| (i, j)));
-            links.fact_fact.extend(fact_words.top(fact.text, params.lexical_k, Some(i)).into_iter().map(|j| (i, j)));
+            by_words[i] = entry_words.top(fact.text, params.lexical_k, None);
+            near_facts_by_words[i] = fact_words.top(fact.text, params.lexical_k, Some(i));
         }
     }
-    Ok(links)
+    let ranked = by_cosine.iter().zip(&by_words).map(|(cos, words)| fuse(cos, words, k)).collect();
+    let mut fact_fact: BTreeSet<(usize, usize)> = mutual(&near_facts);
+    fact_fact.extend(mutual(&near_facts_by_words));
+    Ok(Links { ranked, fact_fact: fact_fact.into_iter().collect() })
+}
+
+/// The best `k` of two ranked lists by reciprocal rank fusion, best first. Ties (the same place
+/// in each list) go to the cosine list, then to the lower index.
+fn fuse(cosine: &[usize], words: &[usize], k: usize) -> Vec<usize> {
+    let mut scores: HashMap<usize, (f64, usize)> = HashMap::new();
+    for (list, tie) in [(cosine, 0), (words, 1)] {
+        for (r, &j) in list.iter().enumerate() {
+            let score = scores.entry(j).or_insert((0.0, usize::MAX));
+            score.0 += 1.0 / (RRF_K + r as f64 + 1.0);
+            score.1 = score.1.min(2 * r + tie);
+        }
+    }
+    let mut fused: Vec<(f64, usize, usize)> = scores.into_iter().map(|(j, (s, first))| (s, first, j)).collect();
+    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    fused.into_iter().take(k).map(|(_, _, j)| j).collect()
+}
+
+/// Pairs `(i, j)`, `i < j`, where each lists the other.
+fn mutual(near: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
+    let mut pairs = BTreeSet::new();
+    for (i, list) in near.iter().enumerate() {
+        for &j in list {
+            if i < j && near[j].contains(&i) {
+                pairs.insert((i, j));
+            }
+        }
+    }
+    pairs
 }
 
 /// Exact top-k by dot product (at least `floor`) for every query, in chunks to bound memory.
@@ -233,8 +288,10 @@ pub fn clusters(facts: &[Node], entries: &[Node], links: &Links) -> Vec<Cluster>
             parent[ra.max(rb)] = ra.min(rb);
         }
     };
-    for &(i, j) in &links.fact_entry {
-        union(i, f + j);
+    for (i, near) in links.ranked.iter().enumerate() {
+        for &j in near {
+            union(i, f + j);
+        }
     }
     for &(i, j) in &links.fact_fact {
         union(i, j);
@@ -320,10 +377,40 @@ mod tests {
             Node { id: "m-1", text: "Lives in Lisbon", vector: &vb },
             Node { id: "m-2", text: "Unrelated", vector: &va },
         ];
-        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 1, lexical_k: 1, min_similarity: 0.25 })
+        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 2, lexical_k: 1, min_similarity: 0.25 })
             .unwrap();
         let c = clusters(&facts, &entries, &links);
         assert_eq!(c[0].entries, ["m-1", "m-2"]);
+    }
+
+    #[test]
+    fn a_fact_sees_its_best_entries_whatever_their_cosine() {
+        // Every entry points away from the fact: a similarity floor would show it nothing.
+        let vf = unit(&[1.0, 0.0, 0.0]);
+        let vs: Vec<Vec<f32>> = (0..5).map(|i| unit(&[-1.0, i as f32, 1.0])).collect();
+        let facts = [Node { id: "f-1", text: "Sold the old car", vector: &vf }];
+        let texts = ["Drives a blue car", "Owns a boat", "Has a cat", "Likes jazz", "Reads poetry"];
+        let ids = ["m-0", "m-1", "m-2", "m-3", "m-4"];
+        let entries: Vec<Node> = (0..5).map(|i| Node { id: ids[i], text: texts[i], vector: &vs[i] }).collect();
+        let links =
+            neighbours(&facts, &entries, NeighbourParams { neighbor_k: 3, lexical_k: 2, min_similarity: 0.9 }).unwrap();
+        // Best by cosine (all negative), the only one sharing a word, second by cosine.
+        assert_eq!(links.ranked[0], [4, 0, 3]);
+    }
+
+    #[test]
+    fn fusion_ranks_an_entry_high_in_both_lists_first_and_keeps_k() {
+        assert_eq!(fuse(&[1, 2, 3], &[3, 4], 3), [3, 1, 2], "3 is in both; then by place, cosine first");
+        assert_eq!(fuse(&[1, 2], &[], 5), [1, 2]);
+        assert_eq!(fuse(&[], &[7, 6], 1), [7]);
+    }
+
+    #[test]
+    fn facts_link_only_when_each_is_among_the_others_nearest() {
+        // A chain a - b - c - d where each link is strong only one way: no mutual pair but (a, b)
+        // and (c, d), so the batch does not become one component through b - c.
+        let near = vec![vec![1], vec![0, 2], vec![3], vec![2]];
+        assert_eq!(mutual(&near).into_iter().collect::<Vec<_>>(), [(0, 1), (2, 3)]);
     }
 
     #[test]

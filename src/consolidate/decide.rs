@@ -3,6 +3,10 @@
 //! The cluster goes into the user message as one JSON document (see `prompts/consolidate.md`) and the reply
 //! must be `{"ops":[…]}`. A reply that does not parse is asked for once more, with the
 //! error; a second failure is returned so the caller can leave the facts pending.
+//!
+//! Every call of a pass starts with the same bytes: the system message is the prompt alone
+//! (instructions and example, nothing per call) and the cluster document is the user message
+//! after it, so a provider that caches prompt prefixes reuses the prompt from call to call.
 
 use chrono::NaiveDate;
 
@@ -43,6 +47,15 @@ impl Decider {
         }
     }
 
+    /// The system prompt of a decision call. The offline decider sends none; for it this is the
+    /// built-in prompt, so that a pass can say what its calls would cost an LLM.
+    pub fn system_prompt(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Decider::Llm { prompts, .. } => prompts.consolidate.as_str().into(),
+            Decider::Offline => Prompts::default().consolidate.into(),
+        }
+    }
+
     /// Decide one cluster. Usage is added to `usage` even when the call fails.
     pub async fn decide(
         &self,
@@ -54,7 +67,7 @@ impl Decider {
             Decider::Offline => return Ok(offline::decide(doc, today)),
             Decider::Llm { client, prompts } => (client, &prompts.consolidate),
         };
-        let user = serde_json::to_string(doc).unwrap_or_default();
+        let user = user_message(doc);
         let reply = client.complete_json(prompt, &user).await?;
         usage.add(reply.usage);
         let error = match parse_json_reply::<OpsReply>(&reply.content) {
@@ -69,4 +82,9 @@ impl Decider {
         usage.add(reply.usage);
         parse_json_reply::<OpsReply>(&reply.content).map(|r| r.ops).map_err(DecideError::BadReply)
     }
+}
+
+/// The user message of a decision call: the cluster document as compact JSON.
+pub fn user_message(doc: &ClusterDoc) -> String {
+    serde_json::to_string(doc).unwrap_or_default()
 }

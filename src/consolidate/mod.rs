@@ -1,4 +1,4 @@
-//! The consolidation pass: gate, neighbours, clusters, decide, validate, plan; what applying it writes.
+//! The consolidation pass: gate, neighbours, packing into calls, decide, validate, plan; what applying it writes.
 //!
 //! Everything here is planning: it reads a [`crate::ledger::Ledger`] and returns plans and the
 //! [`crate::commit::Change`] that applies them. [`crate::memory::Memory::consolidate`] runs it
@@ -11,6 +11,7 @@ pub mod divert;
 pub mod gate;
 pub mod offline;
 pub mod ops;
+pub mod pack;
 pub mod pass;
 pub mod plan;
 pub mod rebuild;

@@ -1,33 +1,41 @@
-//! Planning one consolidation pass: embed, neighbours, clusters, decide each cluster, validate, plan.
+//! Planning one consolidation pass: embed, neighbours, pack into calls, decide each call, validate, plan.
 //!
 //! Given the files as read (a [`Ledger`]) and the pending facts the gate let through,
-//! [`Pass::plan`] embeds new facts and entries, links each fact to its neighbours, groups them
-//! into clusters, asks the decider about each cluster in turn (later calls of a split cluster
-//! see what earlier ones did), validates the ops and applies them to an in-memory copy of
-//! `memory.md`. It writes nothing: `--dry-run` stops there, review mode stores the plan, and
-//! otherwise [`crate::memory::Memory::consolidate`] commits it (see [`super::apply`]). A
-//! cluster whose decision fails leaves its facts pending with an attempt count; the other
-//! clusters go on.
+//! [`Pass::plan`] embeds new facts and entries, ranks each fact's neighbours, packs facts into
+//! decision calls, asks the decider about each call in turn, validates the ops and applies
+//! them to an in-memory copy of `memory.md`. It writes nothing: `--dry-run` stops there, review
+//! mode stores the plan, and otherwise [`crate::memory::Memory::consolidate`] commits it (see
+//! [`super::apply`]). A call whose decision fails leaves its facts pending with an attempt
+//! count; the other calls go on.
+//!
+//! **Every new fact is decided in a call that holds its ranked entries** (its top
+//! `neighbor_k` by fused cosine and lexical rank, [`cluster::Links::ranked`]), or, for an entry
+//! an earlier call of the same pass changed, that entry as it now stands (merged away: the entry
+//! it was merged into). [`pack`] never drops a ranked entry to make a call fit, calls are decided
+//! in order against the planner's current state, and a call also shows what earlier calls made
+//! from facts linked to its own. [`Packing`] reports, per pass, the share of (fact, ranked
+//! entry) pairs that met in the fact's call, counted from the documents actually sent.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use super::cluster::{self, NeighbourParams, Node};
-use super::decide::{DecideError, Decider};
+use super::decide::{DecideError, Decider, user_message};
 use super::divert::split_low_confidence;
 use super::gate::Gate;
-use super::ops::{Op, ProposedOp};
-use super::plan::{Plan, Planner};
+use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
+use super::pack::{self, PackInput, Packing};
+use super::plan::{Plan, Planner, neighbor};
 use super::validate::validate;
 use crate::config::{ConsolidationConfig, Mode};
 use crate::embed::Embedder;
 use crate::error::Error;
 use crate::files::archive::Fact;
 use crate::ledger::Ledger;
-use crate::llm::Usage;
+use crate::llm::{Usage, estimate_tokens};
 
 /// How to run a pass.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,6 +104,7 @@ pub struct PassReport {
     pub decider: &'static str,
     pub gate: Gate,
     pub clusters: Vec<ClusterReport>,
+    pub packing: Packing,
     pub ops: Vec<OpReport>,
     pub dropped: Vec<DroppedReport>,
     pub llm: Usage,
@@ -108,7 +117,7 @@ pub struct PassReport {
 
 impl PassReport {
     /// The report of a pass that has evaluated its gate and not yet done anything else.
-    pub fn new(gate: Gate, decider: &Decider, dry_run: bool) -> PassReport {
+    pub fn new(gate: Gate, decider: &Decider, cfg: &ConsolidationConfig, dry_run: bool) -> PassReport {
         PassReport {
             run: None,
             applied: false,
@@ -116,6 +125,7 @@ impl PassReport {
             decider: decider.name(),
             gate,
             clusters: Vec::new(),
+            packing: Packing { budget_tokens: cfg.call_budget_tokens, coverage: 1.0, ..Packing::default() },
             ops: Vec::new(),
             dropped: Vec::new(),
             llm: Usage::default(),
@@ -126,8 +136,7 @@ impl PassReport {
     }
 }
 
-/// Where a pass spent its time, in milliseconds (`decide` is the wait for decisions; `total`
-/// covers the whole pass from the lock to the reindex, so it is at least the sum of the others).
+/// Where a pass spent its time, in milliseconds (`decide` is the wait for decisions).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timings {
     pub embed_ms: u64,
@@ -207,10 +216,11 @@ impl Pass<'_> {
         let cfg = self.config;
         // Vectors for entries and new facts.
         let mut step = std::time::Instant::now();
-        let entries: Vec<(String, String)> =
-            ledger.memory.entries().map(|e| (e.id().to_string(), e.content.clone())).collect();
-        let facts: Vec<(String, String)> = pending.iter().map(|f| (f.id.clone(), f.text.clone())).collect();
-        let texts: Vec<String> = entries.iter().chain(&facts).map(|(_, text)| text.clone()).collect();
+        let entries: Vec<Neighbor> = ledger.memory.entries().map(|e| neighbor(e, today)).collect();
+        let facts: Vec<Candidate> =
+            pending.iter().map(|f| Candidate { id: f.id.clone(), text: f.text.clone(), date: f.date }).collect();
+        let texts: Vec<String> =
+            entries.iter().map(|e| e.content.clone()).chain(facts.iter().map(|f| f.text.clone())).collect();
         let mut vectors = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(1024) {
             vectors.extend(self.embedder.embed(chunk).await?);
@@ -222,10 +232,21 @@ impl Pass<'_> {
             lexical_k: cfg.lexical_k,
             min_similarity: cfg.min_similarity,
         };
-        let (clusters, linked, related) =
-            tokio::task::spawn_blocking(move || neighbourhoods(&entries, &facts, &vectors, params))
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+        let system_tokens = estimate_tokens(&self.decider.system_prompt());
+        let sizes = Sizes { budget_tokens: cfg.call_budget_tokens, system_tokens, max_facts: cfg.cluster_max };
+        if system_tokens >= sizes.budget_tokens {
+            tracing::warn!(
+                system_tokens,
+                budget = sizes.budget_tokens,
+                "the decision prompt alone exceeds consolidation.call_budget_tokens; every fact gets a call of its own"
+            );
+        }
+        let (entries, facts, calls) = tokio::task::spawn_blocking(move || {
+            let calls = calls(&entries, &facts, &vectors, params, sizes)?;
+            Ok::<_, candle_core::Error>((entries, facts, calls))
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         report.timings.neighbours_ms = ms(step);
 
         let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
@@ -233,47 +254,59 @@ impl Pass<'_> {
         let mut failures: Vec<(String, String)> = Vec::new();
         let mut decide_wait = std::time::Duration::ZERO;
         let mut held: Vec<ProposedOp> = Vec::new();
-        for c in &clusters {
-            let mark = planner.journal_len();
-            for (facts, mut entries) in chunks(c, &linked, cfg.cluster_max) {
-                // Later calls of a split cluster see what earlier ones added from facts linked to theirs.
-                let near: BTreeSet<&str> =
-                    facts.iter().flat_map(|f| related.get(f).into_iter().flatten().map(String::as_str)).collect();
-                entries.extend(planner.added_since(mark, &near, cfg.cluster_max));
-                let doc = planner.doc(&facts, &entries);
-                report.clusters.push(ClusterReport {
-                    candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
-                    neighbors: doc.neighbors.iter().map(|n| n.id.clone()).collect(),
-                });
-                let asked = std::time::Instant::now();
-                let decided = self.decider.decide(&doc, today, &mut report.llm).await;
-                decide_wait += asked.elapsed();
-                match decided {
-                    Ok(ops) => {
-                        let valid = validate(&doc, ops, cfg.max_content_chars);
-                        report.ops.extend(valid.ops.iter().map(OpReport::from));
-                        report.dropped.extend(
-                            valid
-                                .dropped
-                                .iter()
-                                .map(|(op, reason)| DroppedReport { op: op.into(), reason: reason.clone() }),
-                        );
-                        // In auto mode, ops the decider is unsure of go to review; the rest apply.
-                        let (now, unsure) = match cfg.mode {
-                            Mode::Auto => split_low_confidence(valid.ops, cfg.review_below_confidence),
-                            Mode::Review => (valid.ops, Vec::new()),
-                        };
-                        held.extend(unsure);
-                        planner.apply(&now);
-                    }
-                    Err(err) => {
-                        tracing::warn!(run = %run, facts = facts.len(), error = %err, "cluster left pending");
-                        let message = match &err {
-                            DecideError::BadReply(m) => format!("unusable reply: {m}"),
-                            other => other.to_string(),
-                        };
-                        failures.extend(facts.iter().map(|f| (f.clone(), message.clone())));
-                    }
+        for (number, call) in calls.calls.iter().enumerate() {
+            let fact_ids: Vec<String> = call.facts.iter().map(|&f| facts[f].id.clone()).collect();
+            let mut entry_ids: Vec<String> = call.entries.iter().map(|&e| entries[e].id.clone()).collect();
+            // What earlier calls made from facts linked to these.
+            let earlier: BTreeSet<&str> = call
+                .facts
+                .iter()
+                .flat_map(|&f| &calls.related[f])
+                .filter(|&&g| calls.call_of[g] < number)
+                .map(|&g| facts[g].id.as_str())
+                .collect();
+            entry_ids.extend(planner.entries_from(&earlier));
+            let doc = planner.doc(&fact_ids, &entry_ids);
+            let shown: HashSet<&str> = doc.neighbors.iter().map(|n| n.id.as_str()).collect();
+            let met: Vec<bool> = call
+                .facts
+                .iter()
+                .flat_map(|&f| &calls.ranked[f])
+                .map(|&e| planner.resolve(&entries[e].id).is_some_and(|id| shown.contains(id)))
+                .collect();
+            count_call(&mut report.packing, &doc, system_tokens, &met);
+            report.clusters.push(ClusterReport {
+                candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
+                neighbors: doc.neighbors.iter().map(|n| n.id.clone()).collect(),
+            });
+            let asked = std::time::Instant::now();
+            let decided = self.decider.decide(&doc, today, &mut report.llm).await;
+            decide_wait += asked.elapsed();
+            match decided {
+                Ok(ops) => {
+                    let valid = validate(&doc, ops, cfg.max_content_chars);
+                    report.ops.extend(valid.ops.iter().map(OpReport::from));
+                    report.dropped.extend(
+                        valid
+                            .dropped
+                            .iter()
+                            .map(|(op, reason)| DroppedReport { op: op.into(), reason: reason.clone() }),
+                    );
+                    // In auto mode, ops the decider is unsure of go to review; the rest apply.
+                    let (now, unsure) = match cfg.mode {
+                        Mode::Auto => split_low_confidence(valid.ops, cfg.review_below_confidence),
+                        Mode::Review => (valid.ops, Vec::new()),
+                    };
+                    held.extend(unsure);
+                    planner.apply(&now);
+                }
+                Err(err) => {
+                    tracing::warn!(run = %run, facts = fact_ids.len(), error = %err, "call left pending");
+                    let message = match &err {
+                        DecideError::BadReply(m) => format!("unusable reply: {m}"),
+                        other => other.to_string(),
+                    };
+                    failures.extend(fact_ids.iter().map(|f| (f.clone(), message.clone())));
                 }
             }
         }
@@ -281,62 +314,116 @@ impl Pass<'_> {
         report.failed_facts = failures.iter().map(|(f, _)| f.clone()).collect();
         let mut plan = planner.finish(ledger.memory.hash.clone());
         plan.llm = report.llm;
+        plan.packing = Some(report.packing.clone());
         Ok(Planned { plan, held, failures, facts: facts_by_id })
     }
 }
 
-/// Fact id → linked ids.
-type Linked = HashMap<String, BTreeSet<String>>;
-
-/// Neighbour links and clusters of `(id, text)` entries and facts whose vectors follow
-/// `vectors` in that order (entries first); also which entries, and which other facts, each
-/// fact is linked to.
-fn neighbourhoods(
-    entries: &[(String, String)],
-    facts: &[(String, String)],
-    vectors: &[Vec<f32>],
-    params: NeighbourParams,
-) -> candle_core::Result<(Vec<cluster::Cluster>, Linked, Linked)> {
-    let (entry_vecs, fact_vecs) = vectors.split_at(entries.len());
-    fn nodes<'a>(items: &'a [(String, String)], vecs: &'a [Vec<f32>]) -> Vec<Node<'a>> {
-        items.iter().zip(vecs).map(|((id, text), v)| Node { id, text, vector: v }).collect()
-    }
-    let (entry_nodes, fact_nodes) = (nodes(entries, entry_vecs), nodes(facts, fact_vecs));
-    let links = cluster::neighbours(&fact_nodes, &entry_nodes, params)?;
-    let clusters = cluster::clusters(&fact_nodes, &entry_nodes, &links);
-    let mut linked: Linked = HashMap::new();
-    for &(i, j) in &links.fact_entry {
-        linked.entry(facts[i].0.clone()).or_default().insert(entries[j].0.clone());
-    }
-    let mut related: Linked = HashMap::new();
-    for &(i, j) in &links.fact_fact {
-        related.entry(facts[i].0.clone()).or_default().insert(facts[j].0.clone());
-        related.entry(facts[j].0.clone()).or_default().insert(facts[i].0.clone());
-    }
-    Ok((clusters, linked, related))
+/// How big a decision call may be.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    budget_tokens: u64,
+    /// Estimated tokens of the system prompt, sent with every call.
+    system_tokens: u64,
+    max_facts: usize,
 }
 
-/// Split a cluster into decision calls of about `max` facts + entries each.
-fn chunks(
-    c: &cluster::Cluster,
-    linked: &HashMap<String, BTreeSet<String>>,
-    max: usize,
-) -> Vec<(Vec<String>, Vec<String>)> {
-    if c.facts.len() + c.entries.len() <= max {
-        return vec![(c.facts.clone(), c.entries.clone())];
-    }
-    let per_call = (max / 2).max(1);
-    c.facts
-        .chunks(per_call)
-        .map(|facts| {
-            let mut entries: BTreeSet<String> = BTreeSet::new();
-            for f in facts {
-                if let Some(near) = linked.get(f) {
-                    entries.extend(near.iter().cloned());
-                }
-            }
-            let entries: Vec<String> = entries.into_iter().take(max.saturating_sub(facts.len()).max(1)).collect();
-            (facts.to_vec(), entries)
+/// The decision calls of a pass, with the links they were packed from (facts and entries are
+/// indices into the pass's lists).
+struct Calls {
+    calls: Vec<pack::Call>,
+    /// Per fact: its ranked entries.
+    ranked: Vec<Vec<usize>>,
+    /// Per fact: the facts it is linked to.
+    related: Vec<Vec<usize>>,
+    /// Per fact: the number of its call.
+    call_of: Vec<usize>,
+}
+
+/// Characters of `value` as JSON, which is what the token estimate counts.
+fn json_chars<T: Serialize>(value: &T) -> u64 {
+    serde_json::to_string(value).map_or(0, |s| s.chars().count() as u64)
+}
+
+/// Neighbour links, clusters and the packed calls of `entries` and `facts`, whose vectors follow
+/// `vectors` in that order (entries first).
+fn calls(
+    entries: &[Neighbor],
+    facts: &[Candidate],
+    vectors: &[Vec<f32>],
+    params: NeighbourParams,
+    sizes: Sizes,
+) -> candle_core::Result<Calls> {
+    let (entry_vecs, fact_vecs) = vectors.split_at(entries.len());
+    let entry_nodes: Vec<Node> =
+        entries.iter().zip(entry_vecs).map(|(e, v)| Node { id: &e.id, text: &e.content, vector: v }).collect();
+    let fact_nodes: Vec<Node> =
+        facts.iter().zip(fact_vecs).map(|(f, v)| Node { id: &f.id, text: &f.text, vector: v }).collect();
+    let links = cluster::neighbours(&fact_nodes, &entry_nodes, params)?;
+    let related = links.related();
+    // Calls are started and filled cluster by cluster, facts in pass order within each.
+    let at: HashMap<&str, usize> = facts.iter().enumerate().map(|(i, f)| (f.id.as_str(), i)).collect();
+    let order: Vec<usize> = cluster::clusters(&fact_nodes, &entry_nodes, &links)
+        .iter()
+        .flat_map(|c| {
+            let mut members: Vec<usize> = c.facts.iter().map(|id| at[id.as_str()]).collect();
+            members.sort_unstable();
+            members
         })
-        .collect()
+        .collect();
+    let mut entry_chars = vec![0; entries.len()];
+    for &e in links.ranked.iter().flatten() {
+        if entry_chars[e] == 0 {
+            entry_chars[e] = json_chars(&entries[e]);
+        }
+    }
+    let fact_chars: Vec<u64> = facts.iter().map(json_chars).collect();
+    // An entry made from a fact: its text under a new id, dated like the fact.
+    let added_chars: Vec<u64> = facts
+        .iter()
+        .map(|f| {
+            let made = Neighbor {
+                id: "m-00000000".into(),
+                content: f.text.clone(),
+                first_seen: f.date,
+                updated: f.date,
+                pinned: false,
+            };
+            json_chars(&made)
+        })
+        .collect();
+    let frame = json_chars(&ClusterDoc::default());
+    let room = sizes.budget_tokens.saturating_sub(sizes.system_tokens).saturating_mul(4).saturating_sub(frame);
+    let calls = pack::pack(&PackInput {
+        ranked: &links.ranked,
+        related: &related,
+        fact_chars: &fact_chars,
+        entry_chars: &entry_chars,
+        added_chars: &added_chars,
+        order: &order,
+        room,
+        max_facts: sizes.max_facts.max(1),
+    });
+    let mut call_of = vec![0; facts.len()];
+    for (number, call) in calls.iter().enumerate() {
+        for &f in &call.facts {
+            call_of[f] = number;
+        }
+    }
+    Ok(Calls { calls, ranked: links.ranked, related, call_of })
+}
+
+/// Add one call to `packing`: its size, its estimated prompt, and for each (fact, ranked entry)
+/// pair of the call whether the entry was in its document (`met`).
+fn count_call(packing: &mut Packing, doc: &ClusterDoc, system_tokens: u64, met: &[bool]) {
+    let tokens = system_tokens + estimate_tokens(&user_message(doc));
+    packing.calls += 1;
+    packing.nodes.push(doc.neighbors.len() + doc.candidates.len());
+    packing.prompt_tokens.push(tokens);
+    if tokens > packing.budget_tokens {
+        packing.over_budget += 1;
+    }
+    packing.pairs += met.len();
+    packing.pairs_in_call += met.iter().filter(|m| **m).count();
+    packing.coverage = if packing.pairs == 0 { 1.0 } else { packing.pairs_in_call as f64 / packing.pairs as f64 };
 }

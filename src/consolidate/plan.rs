@@ -2,8 +2,10 @@
 //!
 //! Planning is pure: it never touches disk. Code sets all provenance here —
 //! `first_seen` is the earliest source date, `updated` the newest, `sources` the union — and
-//! the decider's text only ever becomes content. Later chunks of a large cluster are decided
-//! against the planner's current state, so they see the earlier chunks' results.
+//! the decider's text only ever becomes content. The calls of a pass are decided one after
+//! another against the planner's current state, so a later call sees the earlier calls' results:
+//! an entry shows its current text, and an entry merged away shows as the entry it was merged
+//! into ([`Planner::resolve`]).
 //!
 //! A pass looks entries up once per op and per neighbour, tens of thousands of times against
 //! tens of thousands of entries, so the planner keeps an id → position map of `memory.md`
@@ -15,6 +17,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
+use super::pack::Packing;
 use crate::files::archive::Fact;
 use crate::files::content_hash;
 use crate::files::entries::{Entry, EntryFile, EntryMeta, HistoryStatus, Item};
@@ -58,6 +61,8 @@ pub struct Plan {
     pub llm: Usage,
     /// The stored plan (`.memfold/plans/`) this was loaded from, if any.
     pub from_plan: Option<String>,
+    /// How the pass that made the plan packed its facts into decision calls.
+    pub packing: Option<Packing>,
 }
 
 /// One entry's net change over a list of journal records: its first `before` and last `after`.
@@ -100,8 +105,10 @@ pub struct Planner<'a> {
     at: HashMap<String, Vec<usize>>,
     /// Positions of entries removed so far; they leave `memory.items` at `finish`.
     removed: BTreeSet<usize>,
-    /// Fact id → (journal seq, entry id) of each ADD made from that fact.
-    adds: HashMap<String, Vec<(usize, String)>>,
+    /// Fact id → (journal seq, entry id) of each entry an op naming that fact added or changed.
+    made: HashMap<String, Vec<(usize, String)>>,
+    /// Entry id → the entry it was merged into by a REMOVE.
+    merged: HashMap<String, String>,
     memory_before: String,
     history: Vec<Entry>,
     journal: Vec<JournalRecord>,
@@ -134,7 +141,8 @@ impl<'a> Planner<'a> {
             memory,
             at,
             removed: BTreeSet::new(),
-            adds: HashMap::new(),
+            made: HashMap::new(),
+            merged: HashMap::new(),
             memory_before,
             history: Vec::new(),
             journal: Vec::new(),
@@ -173,37 +181,43 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// A mark for [`Planner::added_since`].
-    pub fn journal_len(&self) -> usize {
-        self.journal.len()
+    /// The id an entry goes by now: itself while current, the entry it was merged into (followed
+    /// to the end) after a REMOVE, `None` when it is gone.
+    pub fn resolve<'b>(&'b self, mut id: &'b str) -> Option<&'b str> {
+        // A merge chain is at most as long as the number of REMOVEs; the bound only guards
+        // against a cycle, which validation already rules out.
+        for _ in 0..=self.merged.len() {
+            if self.get(id).is_some() {
+                return Some(id);
+            }
+            id = self.merged.get(id)?;
+        }
+        None
     }
 
-    /// Entries added by ADD ops since `mark` from any of the facts in `from`, still current,
-    /// newest first, at most `max`.
-    pub fn added_since(&self, mark: usize, from: &BTreeSet<&str>, max: usize) -> Vec<String> {
-        let mut added: Vec<&(usize, String)> = from
-            .iter()
-            .filter_map(|f| self.adds.get(*f))
-            .flatten()
-            .filter(|(seq, id)| *seq >= mark && self.get(id).is_some())
-            .collect();
-        added.sort_by_key(|a| std::cmp::Reverse(a.0));
-        added.dedup_by_key(|a| a.0);
-        added.into_iter().take(max).map(|(_, id)| id.clone()).collect()
+    /// Current entries that ops naming any of the facts in `from` added or changed, newest first,
+    /// each once.
+    pub fn entries_from(&self, from: &BTreeSet<&str>) -> Vec<String> {
+        let mut made: Vec<&(usize, String)> = from.iter().filter_map(|f| self.made.get(*f)).flatten().collect();
+        made.sort_by_key(|m| std::cmp::Reverse(m.0));
+        let mut seen = BTreeSet::new();
+        made.into_iter()
+            .filter_map(|(_, id)| self.resolve(id))
+            .filter(|id| seen.insert(*id))
+            .map(str::to_string)
+            .collect()
     }
 
-    /// The decision document for these facts and entries, as things stand now.
+    /// The decision document for these facts and entries, as things stand now: each entry as
+    /// [`Planner::resolve`] finds it, each once, in the order given.
     pub fn doc(&self, facts: &[String], entries: &[String]) -> ClusterDoc {
+        let mut seen = BTreeSet::new();
         let neighbors = entries
             .iter()
+            .filter_map(|id| self.resolve(id))
+            .filter(|id| seen.insert(*id))
             .filter_map(|id| self.get(id))
-            .map(|e| Neighbor {
-                id: e.id().to_string(),
-                content: e.content.clone(),
-                first_seen: e.meta.first_seen.or(e.meta.updated).unwrap_or(self.today),
-                updated: e.meta.updated.or(e.meta.first_seen).unwrap_or(self.today),
-                pinned: e.meta.pinned,
-            })
+            .map(|e| neighbor(e, self.today))
             .collect();
         let mut candidates: Vec<Candidate> = facts
             .iter()
@@ -220,11 +234,16 @@ impl<'a> Planner<'a> {
     }
 
     fn record(&mut self, op: &ProposedOp, changes: Vec<Change>) {
+        let seq = self.journal.len();
         for c in &changes {
             self.touched.insert(c.entry.clone());
+            if c.after.is_some() {
+                for fact in op.op.facts() {
+                    self.made.entry(fact.clone()).or_default().push((seq, c.entry.clone()));
+                }
+            }
         }
         self.facts_done.extend(op.op.facts().iter().cloned());
-        let seq = self.journal.len();
         self.journal.push(JournalRecord { run: self.run.clone(), seq, time: self.now, op: op.clone(), changes });
     }
 
@@ -254,9 +273,6 @@ impl<'a> Planner<'a> {
                     let entry = Entry::new(meta, content);
                     let after = Some(entry.render());
                     self.push(entry);
-                    for fact in facts {
-                        self.adds.entry(fact.clone()).or_default().push((self.journal.len(), id.clone()));
-                    }
                     self.record(op, vec![Change { entry: id, before: None, after }]);
                 }
                 Op::Replace { target, facts, content, .. } => {
@@ -285,6 +301,9 @@ impl<'a> Planner<'a> {
                     };
                     self.retire(&old, HistoryStatus::Merged, into, self.today);
                     self.remove(target);
+                    if self.get(target).is_none() {
+                        self.merged.insert(target.clone(), into.clone());
+                    }
                     let mut meta = survivor.meta.clone();
                     meta.sources = union(&meta.sources, &old.meta.sources);
                     meta.first_seen = min_date(meta.first_seen, old.meta.first_seen);
@@ -348,7 +367,19 @@ impl<'a> Planner<'a> {
             touched: self.touched,
             llm: Usage::default(),
             from_plan: None,
+            packing: None,
         }
+    }
+}
+
+/// An entry as a decision document shows it; `today` stands in for dates it lacks.
+pub fn neighbor(e: &Entry, today: NaiveDate) -> Neighbor {
+    Neighbor {
+        id: e.id().to_string(),
+        content: e.content.clone(),
+        first_seen: e.meta.first_seen.or(e.meta.updated).unwrap_or(today),
+        updated: e.meta.updated.or(e.meta.first_seen).unwrap_or(today),
+        pinned: e.meta.pinned,
     }
 }
 
@@ -440,23 +471,28 @@ mod tests {
     }
 
     #[test]
-    fn added_since_lists_current_adds_from_those_facts_newest_first() {
+    fn entries_from_lists_what_ops_of_those_facts_made_newest_first_and_follows_merges() {
         let facts: HashMap<_, _> =
             [fact("f-1", "2026-05-01", "a"), fact("f-2", "2026-05-02", "b"), fact("f-3", "2026-05-03", "c")].into();
         let mut planner = Planner::new(EntryFile::default(), &facts, "r-1".into(), now(), now().date_naive());
-        planner.apply(&[ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "Before the mark.".into() })]);
-        let mark = planner.journal_len();
         planner.apply(&[
+            ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "Oldest.".into() }),
             ProposedOp::new(Op::Add { facts: vec!["f-1".into(), "f-2".into()], content: "From both.".into() }),
             ProposedOp::new(Op::Add { facts: vec!["f-3".into()], content: "Not asked for.".into() }),
             ProposedOp::new(Op::Add { facts: vec!["f-2".into()], content: "Newest.".into() }),
         ]);
         let ids: Vec<String> = planner.journal.iter().map(|r| r.changes[0].entry.clone()).collect();
         let from: BTreeSet<&str> = ["f-1", "f-2"].into();
-        assert_eq!(planner.added_since(mark, &from, 10), [ids[3].clone(), ids[1].clone()]);
-        assert_eq!(planner.added_since(mark, &from, 1), [ids[3].clone()]);
+        assert_eq!(planner.entries_from(&from), [ids[3].clone(), ids[1].clone(), ids[0].clone()]);
+        planner.apply(&[ProposedOp::new(Op::Duplicate { facts: vec!["f-1".into()], target: ids[2].clone() })]);
+        assert_eq!(planner.entries_from(&from)[0], ids[2], "a DUPLICATE names its target too");
         planner.apply(&[ProposedOp::new(Op::Remove { target: ids[3].clone(), into: ids[1].clone(), why: None })]);
-        assert_eq!(planner.added_since(mark, &from, 10), [ids[1].clone()]);
+        assert_eq!(planner.resolve(&ids[3]), Some(ids[1].as_str()));
+        assert_eq!(planner.entries_from(&from), [ids[2].clone(), ids[1].clone(), ids[0].clone()]);
+        let doc = planner.doc(&["f-2".into()], &[ids[3].clone(), ids[1].clone(), "m-gone".into()]);
+        let shown: Vec<&str> = doc.neighbors.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(shown, [ids[1].as_str()], "a merged entry shows as its survivor, once; an unknown id not at all");
+        assert_eq!(doc.neighbors[0].content, "From both.");
     }
 
     #[test]

@@ -100,6 +100,10 @@ pub struct RunRecord {
     /// Every LLM call of the run: decisions, re-asks and the promotion of `MEMORY.md` after it.
     #[serde(default)]
     pub llm: Usage,
+    /// How the run's facts were packed into decision calls, and the coverage of their ranked
+    /// entries (runs of a pass; absent for runs recorded before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packing: Option<super::pack::Packing>,
     /// Hashes and text of `memory.md` around the run (empty when unknown).
     #[serde(default)]
     pub memory_hash_before: String,
@@ -129,6 +133,7 @@ impl RunRecord {
             entries: plan.touched.iter().cloned().collect(),
             history_blocks: plan.history.len(),
             llm: plan.llm,
+            packing: plan.packing.clone(),
             memory_hash_before: plan.memory_hash_before.clone(),
             memory_hash_after: content_hash(&plan.memory_after),
             memory_before: plan.memory_before.clone(),
@@ -157,6 +162,7 @@ impl RunRecord {
             entries: entries.into_iter().collect(),
             history_blocks: 0,
             llm: Usage::default(),
+            packing: None,
             memory_hash_before: String::new(),
             memory_hash_after: String::new(),
             memory_before: String::new(),

@@ -2,6 +2,8 @@
 // Each test binary uses a different subset of these.
 #![allow(dead_code)]
 
+pub mod life;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
