@@ -447,7 +447,7 @@ pub async fn serve(root: Root, config: Config) -> Result<(), DaemonError> {
     );
 
     let mut workers = Workers::default();
-    workers.spawn("http", http_worker(listener, crate::http::router(state.clone()), stop.clone()));
+    workers.spawn("http", http_worker(listener, crate::http::router(state.clone(), addr), stop.clone()));
     workers.spawn("scheduler", scheduler_worker(state.clone(), decider, scheduler_rx, stop.clone()));
     workers.spawn("indexer", indexer_worker(state.clone(), stop.clone()));
     workers.spawn("watcher", watcher_worker(state.clone(), watcher, stop.clone()));

@@ -14,6 +14,7 @@ pub mod diff;
 pub mod embed;
 pub mod files;
 pub mod forget;
+pub mod guard;
 pub mod http;
 pub mod index;
 pub mod ledger;
