@@ -271,6 +271,9 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// `POST /consolidate` answers 202 with a request id when a pass takes longer than this.
     pub request_timeout_secs: u64,
+    /// Host names (with an optional port) the server answers to besides the loopback names
+    /// and the bind address ([`crate::guard`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -280,6 +283,7 @@ impl Default for ServerConfig {
             token_env: String::new(),
             max_body_bytes: 1 << 20,
             request_timeout_secs: 60,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -379,6 +383,9 @@ impl Config {
         if let Err(message) = Zone::parse(&self.time.zone) {
             return bad("time.zone", &message);
         }
+        for entry in &self.server.allowed_hosts {
+            crate::guard::check_allowed_host(entry).or_else(|message| bad("server.allowed_hosts", &message))?;
+        }
         Ok(())
     }
 
@@ -447,6 +454,10 @@ fn env_value(raw: &str, default: &toml::Value) -> Result<toml::Value, String> {
         toml::Value::Boolean(_) => {
             toml::Value::Boolean(raw.parse().map_err(|_| format!("expected true or false, got {raw:?}"))?)
         }
+        // A list of strings, comma-separated.
+        toml::Value::Array(_) => toml::Value::Array(
+            raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| toml::Value::String(s.into())).collect(),
+        ),
         _ => return Err("cannot be set from the environment".into()),
     })
 }
@@ -575,6 +586,21 @@ mod tests {
         .unwrap();
         assert!(c.llm.enabled());
         assert_eq!(c.consolidation.mode, Mode::Review);
+    }
+
+    #[test]
+    fn allowed_hosts_come_from_the_file_or_a_comma_separated_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "[server]\nallowed_hosts = [\"memfold.lan\"]\n");
+        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let c = Config::load_with_env(&flags, &env(&[])).unwrap();
+        assert_eq!(c.server.allowed_hosts, ["memfold.lan"]);
+        let vars = env(&[("MEMFOLD_SERVER__ALLOWED_HOSTS", " a.lan, 10.0.0.5:7878 ,")]);
+        let c = Config::load_with_env(&flags, &vars).unwrap();
+        assert_eq!(c.server.allowed_hosts, ["a.lan", "10.0.0.5:7878"]);
+        let vars = env(&[("MEMFOLD_SERVER__ALLOWED_HOSTS", "https://a.lan/")]);
+        let err = Config::load_with_env(&flags, &vars).unwrap_err().to_string();
+        assert!(err.contains("server.allowed_hosts") && err.contains("https://a.lan/"), "{err}");
     }
 
     #[test]

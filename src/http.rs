@@ -2,13 +2,17 @@
 //!
 //! Bodies mirror the CLI's `--json` output. Every error is
 //! `{"error":{"code","message"}}` (plus `ids` when a 409 can name what is in the way) with a
-//! fitting status: 400 bad input, 401 missing or wrong bearer token, 404 unknown id or route,
-//! 405 wrong method, 409 consolidation lock held, a stale write or a refused undo/apply,
-//! 413 body larger than `server.max_body_bytes` or a fact longer than
-//! `ingest.max_fact_bytes` (nothing of the request is stored), 502 an unusable LLM reply, 503 no LLM
-//! configured, the LLM or embedder unreachable, or the daemon shutting down.
-//! When `server.token_env` names a set variable, every route but `GET /healthz` requires
-//! `Authorization: Bearer <token>`.
+//! fitting status: 400 bad input, 401 missing or wrong bearer token, 403 a request a browser
+//! sent for another site, 404 unknown id or route, 405 wrong method, 409 consolidation lock
+//! held, a stale write or a refused undo/apply, 413 body larger than `server.max_body_bytes`
+//! or a fact longer than `ingest.max_fact_bytes` (nothing of the request is stored), 415 a
+//! body not sent as `application/json`, 421 a Host the server does not answer to, 502 an
+//! unusable LLM reply, 503 no LLM configured, the LLM or embedder unreachable, or the daemon
+//! shutting down.
+//! Every route first passes the [`Guard`] (Host allowlist, no cross-site browser requests).
+//! When `server.token_env` names a set variable, every route but `GET /healthz` then requires
+//! `Authorization: Bearer <token>`. A request body, where a route takes one, must be sent
+//! with `Content-Type: application/json` unless it is empty (an empty body means `{}`).
 //!
 //! Handlers parse, call one [`Memory`](crate::memory::Memory) method and render; the status
 //! of every error comes from its [`Kind`] in one place ([`ApiError::from`]). Consolidation
@@ -17,6 +21,7 @@
 //! request id whose progress `GET /status` shows.
 
 use std::future::IntoFuture;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -38,6 +43,7 @@ use crate::daemon::{Daemon, HTTP_DRAIN, PassReply, RequestError, stopped};
 use crate::error::{Error, Kind};
 use crate::files::archive::{Fact, NewFact};
 use crate::files::entries::Entry;
+use crate::guard::Guard;
 use crate::memory::{SearchRequest, Turn};
 use crate::metrics::{Gauges, Via};
 
@@ -52,7 +58,8 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
     let mut graceful = stop.clone();
-    let server = axum::serve(listener, router(state))
+    let bound = state.addr;
+    let server = axum::serve(listener, router(state, bound))
         .with_graceful_shutdown(async move { stopped(&mut graceful).await })
         .into_future();
     tokio::select! {
@@ -64,8 +71,10 @@ pub async fn serve(
     }
 }
 
-/// The routes of the HTTP API over `state`.
-pub fn router(state: Arc<Daemon>) -> Router {
+/// The routes of the HTTP API over `state`, for a server listening on `bound`.
+pub fn router(state: Arc<Daemon>, bound: SocketAddr) -> Router {
+    let server = &state.memory.config().server;
+    let guard = Arc::new(Guard::new(&server.bind, bound, &server.allowed_hosts));
     let api = Router::new()
         .route("/facts", post(post_facts))
         .route("/turns", post(post_turns))
@@ -91,6 +100,7 @@ pub fn router(state: Arc<Daemon>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(state.memory.config().server.max_body_bytes))
+        .layer(middleware::from_fn_with_state(guard, guard_requests))
         .layer(middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
 }
@@ -158,14 +168,20 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A JSON body parsed leniently (any content type; an empty body is `{}`) with JSON errors:
-/// 413 past the body limit, 400 for anything unparseable.
+/// A JSON body with JSON errors: 413 past the body limit, 415 unless it is sent as
+/// `application/json`, 400 for anything unparseable. An empty (or all-whitespace) body is
+/// `{}` whatever its type, so `curl -X POST …/consolidate` needs no header.
+///
+/// Requiring the type keeps web pages out: a browser sends `text/plain` from any page
+/// without asking the server first, but `application/json` only after a CORS preflight,
+/// which this server never grants.
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let content_type = req.headers().get(header::CONTENT_TYPE).cloned();
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", rejection.body_text())
@@ -173,13 +189,49 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 ApiError::bad_request(rejection.body_text())
             }
         })?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        let blank = bytes.iter().all(u8::is_ascii_whitespace);
+        if !blank && !is_json(content_type.as_ref()) {
+            let given = match &content_type {
+                Some(value) => format!("got Content-Type: {}", String::from_utf8_lossy(value.as_bytes())),
+                None => "no Content-Type was given".to_string(),
+            };
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!("the request body must be JSON sent with Content-Type: application/json ({given})"),
+            ));
+        }
+        let text: &[u8] = if blank { b"{}" } else { &bytes };
         serde_json::from_slice(text).map(JsonBody).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
     }
 }
 
+/// Whether a Content-Type is `application/json` (parameters such as `charset` allowed).
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
 fn ok(value: Value) -> ApiResult {
     Ok(Json(value).into_response())
+}
+
+/// Refuse what [`Guard::check`] refuses: 421 for a Host the server does not answer to,
+/// 403 for a request a browser sent for another site.
+async fn guard_requests(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    match guard.check(request.method(), request.uri(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            tracing::warn!(method = %request.method(), path = request.uri().path(), %refusal, "request refused");
+            let (status, code) = if refusal.misdirected() {
+                (StatusCode::MISDIRECTED_REQUEST, "host_not_allowed")
+            } else {
+                (StatusCode::FORBIDDEN, "cross_site")
+            };
+            ApiError::new(status, code, refusal.to_string()).into_response()
+        }
+    }
 }
 
 async fn require_token(State(state): Shared, request: Request, next: Next) -> Response {
@@ -444,6 +496,18 @@ async fn metrics(State(state): Shared) -> ApiResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_content_types() {
+        let json = |v: &'static str| is_json(Some(&HeaderValue::from_static(v)));
+        assert!(json("application/json"));
+        assert!(json("Application/JSON; charset=utf-8"));
+        assert!(!json("text/plain"));
+        assert!(!json("application/x-www-form-urlencoded"));
+        assert!(!json("multipart/form-data; boundary=x"));
+        assert!(!json("application/jsonx"));
+        assert!(!is_json(None));
+    }
 
     #[test]
     fn token_comparison() {

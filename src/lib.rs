@@ -19,6 +19,7 @@ pub mod embed;
 pub mod error;
 pub mod files;
 mod forget;
+mod guard;
 pub mod http;
 pub mod index;
 pub mod ledger;

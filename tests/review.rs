@@ -48,21 +48,7 @@ fn fate(env: &Env, fact: &str) -> FactFate {
 
 /// Every markdown file under the root, with its bytes.
 fn markdown(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                if !path.ends_with(".memfold") {
-                    dirs.push(path);
-                }
-            } else if path.extension().is_some_and(|x| x == "md") {
-                out.insert(path.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
+    common::files(root).into_iter().filter(|(path, _)| path.ends_with(".md") && !path.starts_with(".memfold")).collect()
 }
 
 /// The cluster document inside a chat request (None for a promotion request).

@@ -4,6 +4,7 @@
 
 pub mod life;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -116,4 +117,21 @@ pub fn history(env: &Env) -> EntryFile {
 pub fn assert_verified(env: &Env) {
     let report = memfold::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
     assert!(report.ok, "verify: {:?}", report.problems);
+}
+
+/// Every file under `root`, `.memfold` included, by path relative to `root`, with its bytes.
+pub fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                out.insert(path.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
 }
