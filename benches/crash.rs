@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use memfold::files::Root;
 use memfold::files::archive;
 use memfold::files::entries::EntryFile;
-use memfold::testkit::{FakeOpenAi, FakeReply};
+use memfold::testkit::{FakeOpenAi, FakeReply, churn_reply};
 use serde_json::{Value, json};
 
 fn knob(name: &str, default: usize) -> usize {
@@ -43,16 +43,7 @@ fn run(root: &Path, llm: &FakeOpenAi, args: &[&str]) -> Output {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
+    memfold::testkit::copy_dir(from, to).unwrap();
 }
 
 /// A small deterministic random number generator (xorshift), so runs can be repeated.
@@ -70,23 +61,7 @@ impl Rng {
 /// Slow decisions (30 ms each) that add, replace and merge, so passes write history.
 fn decide(request: &Value) -> FakeReply {
     std::thread::sleep(Duration::from_millis(30));
-    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
-    let doc: Value = serde_json::Deserializer::from_str(user).into_iter::<Value>().next().unwrap().unwrap();
-    let Some(candidates) = doc["candidates"].as_array() else {
-        return FakeReply::Content(json!({"lines": []}).to_string());
-    };
-    let neighbours = doc["neighbors"].as_array().unwrap();
-    let skip = usize::from(!neighbours.is_empty());
-    let mut ops: Vec<Value> =
-        candidates.iter().skip(skip).map(|c| json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]})).collect();
-    if let (Some(first), Some(n)) = (candidates.first(), neighbours.first()) {
-        let content = format!("{} {}", n["content"].as_str().unwrap(), first["text"].as_str().unwrap());
-        ops.push(json!({"op": "REPLACE", "target": n["id"], "facts": [first["id"]], "content": content}));
-        if let Some(second) = neighbours.get(1) {
-            ops.push(json!({"op": "REMOVE", "target": second["id"], "into": n["id"]}));
-        }
-    }
-    FakeReply::Content(json!({ "ops": ops }).to_string())
+    churn_reply(request)
 }
 
 fn add(root: &Path, llm: &FakeOpenAi, date: &str, facts: &[String]) {

@@ -369,6 +369,51 @@ pub fn promotion_reply(request: &Value) -> Option<FakeReply> {
     Some(FakeReply::Content(json!({ "lines": answer }).to_string()))
 }
 
+/// A scripted answer to a decision request that changes memory in every way, for
+/// [`FakeOpenAi::set_chat_handler`]: every candidate but the first becomes an entry of its own;
+/// the first replaces the first neighbour (the texts of both), and a second neighbour is merged
+/// into the first. Anything else (a promotion) gets an empty answer, which the offline ranking
+/// replaces.
+pub fn churn_reply(request: &Value) -> FakeReply {
+    let user = request["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
+    let doc: Value = user
+        .and_then(|u| serde_json::Deserializer::from_str(u).into_iter::<Value>().next())
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let (Some(candidates), Some(neighbours)) = (doc["candidates"].as_array(), doc["neighbors"].as_array()) else {
+        return FakeReply::Content(json!({"lines": []}).to_string());
+    };
+    let skip = usize::from(!neighbours.is_empty());
+    let mut ops: Vec<Value> =
+        candidates.iter().skip(skip).map(|c| json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]})).collect();
+    if let (Some(first), Some(n)) = (candidates.first(), neighbours.first()) {
+        let content = format!("{} {}", n["content"].as_str().unwrap_or(""), first["text"].as_str().unwrap_or(""));
+        ops.push(
+            json!({"op": "REPLACE", "target": n["id"], "facts": [first["id"]], "content": content, "why": "update"}),
+        );
+        if let Some(second) = neighbours.get(1) {
+            ops.push(json!({"op": "REMOVE", "target": second["id"], "into": n["id"], "why": "same"}));
+        }
+    }
+    FakeReply::Content(json!({ "ops": ops }).to_string())
+}
+
+/// Copy a folder and everything in it (a prepared memory root, for trials that each change a
+/// copy).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
 /// The vector the fake returns for `text`: lowercased character trigrams (space-padded) hashed
 /// with FNV-1a into `dim` signed buckets, L2-normalised. Texts sharing trigrams are close.
 pub fn fake_embedding(text: &str, dim: usize) -> Vec<f32> {

@@ -162,15 +162,7 @@ mod tests {
     use crate::state::Tombstone;
 
     fn fact(id: &str) -> Fact {
-        Fact {
-            id: id.into(),
-            date: "2026-05-01".parse().unwrap(),
-            time: None,
-            text: id.into(),
-            src: None,
-            line: 1,
-            edited: false,
-        }
+        Fact::sample(id, "2026-05-01", id)
     }
 
     fn entry(id: &str, sources: &[&str]) -> Entry {

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use memfold::files::Root;
 use memfold::files::entries::EntryFile;
-use memfold::testkit::{FakeOpenAi, FakeReply};
-use serde_json::{Value, json};
+use memfold::testkit::{FakeOpenAi, churn_reply};
+use serde_json::Value;
 
 mod common;
 
@@ -61,43 +61,7 @@ fn fingerprint(dir: &Path) -> Fingerprint {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// The fake LLM's decisions: every candidate but the first becomes an entry of its own; the
-/// first replaces the first neighbour (text of both), and the second neighbour is merged into
-/// the first. Promotion requests get an unusable answer (the offline ranking is used).
-fn decide(request: &Value) -> FakeReply {
-    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
-    let doc: Value = serde_json::Deserializer::from_str(user).into_iter::<Value>().next().unwrap().unwrap();
-    let Some(candidates) = doc["candidates"].as_array() else {
-        return FakeReply::Content(json!({"lines": []}).to_string());
-    };
-    let neighbours = doc["neighbors"].as_array().unwrap();
-    let mut ops = Vec::new();
-    let skip = usize::from(!neighbours.is_empty());
-    for c in candidates.iter().skip(skip) {
-        ops.push(json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]}));
-    }
-    if let (Some(first), Some(n)) = (candidates.first(), neighbours.first()) {
-        let content = format!("{} {}", n["content"].as_str().unwrap(), first["text"].as_str().unwrap());
-        ops.push(
-            json!({"op": "REPLACE", "target": n["id"], "facts": [first["id"]], "content": content, "why": "update"}),
-        );
-        if let Some(second) = neighbours.get(1) {
-            ops.push(json!({"op": "REMOVE", "target": second["id"], "into": n["id"], "why": "same"}));
-        }
-    }
-    FakeReply::Content(json!({ "ops": ops }).to_string())
+    memfold::testkit::copy_dir(from, to).unwrap();
 }
 
 struct Lab {
@@ -111,7 +75,7 @@ impl Lab {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().to_path_buf();
         let llm = FakeOpenAi::start_in_thread();
-        llm.set_chat_handler(decide);
+        llm.set_chat_handler(churn_reply);
         Lab { _dir: dir, base, llm }
     }
 

@@ -405,18 +405,7 @@ mod tests {
     use super::*;
 
     fn fact(id: &str, date: &str, text: &str) -> (String, Fact) {
-        (
-            id.into(),
-            Fact {
-                id: id.into(),
-                date: date.parse().unwrap(),
-                time: None,
-                text: text.into(),
-                src: None,
-                line: 1,
-                edited: false,
-            },
-        )
+        (id.into(), Fact::sample(id, date, text))
     }
 
     fn now() -> DateTime<Utc> {

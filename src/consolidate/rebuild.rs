@@ -44,15 +44,7 @@ mod tests {
     use crate::ledger::FactFate;
 
     fn fact(id: &str) -> Fact {
-        Fact {
-            id: id.into(),
-            date: "2026-05-01".parse().unwrap(),
-            time: None,
-            text: id.into(),
-            src: None,
-            line: 1,
-            edited: false,
-        }
+        Fact::sample(id, "2026-05-01", id)
     }
 
     #[test]

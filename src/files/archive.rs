@@ -47,6 +47,22 @@ pub struct Fact {
     pub edited: bool,
 }
 
+#[cfg(test)]
+impl Fact {
+    /// A fact as a test needs it: `text` archived on `date`, line 1, no source.
+    pub fn sample(id: &str, date: &str, text: &str) -> Fact {
+        Fact {
+            id: id.into(),
+            date: date.parse().unwrap(),
+            time: None,
+            text: text.into(),
+            src: None,
+            line: 1,
+            edited: false,
+        }
+    }
+}
+
 /// A fact to be appended.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewFact {
