@@ -300,10 +300,11 @@ impl Memory {
 
     /// Lock, recover, record hand deletions, read, plan, commit: the write path of every verb
     /// but consolidation. `plan` returns the change and what to answer.
+    /// Returns what `plan` answered, whether `memory.md` was rewritten, and the lock, still held.
     async fn write<T: Send + 'static>(
         &self,
         plan: impl FnOnce(&Memory, &Ledger) -> Result<(Change, T), Error> + Send + 'static,
-    ) -> Result<(T, bool), Error> {
+    ) -> Result<(T, bool, LockGuard), Error> {
         let me = self.clone();
         blocking(move || {
             let lock = me.lock()?;
@@ -312,24 +313,42 @@ impl Memory {
             let (change, out) = plan(&me, &ledger)?;
             let rewrote = change.memory.is_some();
             commit::commit(&me.inner.root, &change, &lock)?;
-            Ok((out, rewrote))
+            Ok((out, rewrote, lock))
         })
         .await
     }
 
-    /// After `memory.md` changed: tell subscribers, rewrite `MEMORY.md`, refresh the index.
-    /// Returns what the promotion cost. Failures are logged, not returned: the change is done.
-    async fn after_change(&self) -> Usage {
+    /// After a commit that rewrote `memory.md`, with the lock still held (so no other process
+    /// promotes at the same time): tell subscribers, rewrite `MEMORY.md`, and add what that cost
+    /// to the record of `run`, if the commit made one. Returns the lock and the cost. Failures
+    /// are logged, not returned: the change itself is done.
+    async fn after_commit(&self, lock: LockGuard, run: Option<&str>) -> (LockGuard, Usage) {
         self.tell(Rewritten::Memory);
         let usage = match self.promote().await {
             Ok(report) => report.llm,
             Err(e) => {
                 tracing::warn!(error = %e, "MEMORY.md not rewritten");
-                Usage::default()
+                return (lock, Usage::default());
             }
         };
-        self.settle_index().await;
-        usage
+        let Some(run) = run.filter(|_| usage.calls > 0) else { return (lock, usage) };
+        let (me, run) = (self.clone(), run.to_string());
+        let (lock, failed) = blocking(move || {
+            let mut change = Change::new(format!("account {run}"));
+            let written = records::load_run(&me.inner.root, &run).and_then(|record| {
+                if let Some(mut record) = record {
+                    record.llm.add(usage);
+                    change.records.push(record.file());
+                }
+                Ok(commit::commit(&me.inner.root, &change, &lock)?)
+            });
+            (lock, written.err())
+        })
+        .await;
+        if let Some(e) = failed {
+            tracing::warn!(error = %e, "could not add the promotion's cost to the run record");
+        }
+        (lock, usage)
     }
 
     /// After a change: mark the index dirty and bring it up to date, if there is one (a root
@@ -341,24 +360,6 @@ impl Memory {
         {
             tracing::warn!(error = %e, "index refresh failed; the next search or change tries again");
         }
-    }
-
-    /// Add what a promotion after run `run` cost to the run's record.
-    async fn record_usage(&self, run: &str, usage: Usage) -> Result<(), Error> {
-        if usage.calls == 0 {
-            return Ok(());
-        }
-        let run = run.to_string();
-        self.write(move |me, _| {
-            let mut change = Change::new(format!("account {run}"));
-            if let Some(mut record) = records::load_run(&me.inner.root, &run)? {
-                record.llm.add(usage);
-                change.records.push(record.file());
-            }
-            Ok((change, ()))
-        })
-        .await
-        .map(|_| ())
     }
 
     // ---- ingest ----------------------------------------------------------------------------
@@ -746,14 +747,8 @@ impl Memory {
         report.applied = !plan.journal.is_empty();
         if rewrote {
             let step = Instant::now();
-            let usage = self.after_change_locked(&lock).await;
+            let (_lock, usage) = self.after_commit(lock, report.applied.then_some(plan.run.as_str())).await;
             report.llm.add(usage);
-            drop(lock);
-            if report.applied
-                && let Err(e) = self.record_usage(&plan.run, usage).await
-            {
-                tracing::warn!(run = %plan.run, error = %e, "could not add the promotion's cost to the run record");
-            }
             report.timings.promote_ms = ms(step);
         } else {
             drop(lock);
@@ -765,19 +760,6 @@ impl Memory {
         report.timings.total_ms = ms(clock);
         tracing::info!(run = %plan.run, ops = plan.journal.len(), failed = planned.failures.len(), "pass done");
         Ok(report)
-    }
-
-    /// [`Memory::after_change`] without the index refresh (the caller does it), while the
-    /// caller still holds the lock, so no other process promotes at the same time.
-    async fn after_change_locked(&self, _lock: &LockGuard) -> Usage {
-        self.tell(Rewritten::Memory);
-        match self.promote().await {
-            Ok(report) => report.llm,
-            Err(e) => {
-                tracing::warn!(error = %e, "MEMORY.md not rewritten");
-                Usage::default()
-            }
-        }
     }
 
     /// Rewrite `MEMORY.md` from the current entries and the recall log.
@@ -795,7 +777,7 @@ impl Memory {
     /// Forget an entry (to history as deleted, tombstoned with its facts) or a pending fact.
     pub async fn forget(&self, id: &str, reason: Option<&str>) -> Result<Forgotten, Error> {
         let (id, reason) = (id.to_string(), reason.map(str::to_string));
-        let (done, rewrote) = self
+        let (done, rewrote, lock) = self
             .write(move |me, ledger| {
                 let promoted = me.promoted();
                 let now = me.inner.clock.now();
@@ -809,6 +791,7 @@ impl Memory {
                 )
             })
             .await?;
+        drop(lock);
         if rewrote {
             self.tell(Rewritten::Promoted);
             self.tell(Rewritten::Memory);
@@ -820,7 +803,8 @@ impl Memory {
     /// Pin or unpin an entry: a pinned entry is never replaced or removed by consolidation.
     pub async fn pin(&self, id: &str, pinned: bool) -> Result<(), Error> {
         let id = id.to_string();
-        let (_, rewrote) = self.write(move |_, ledger| Ok((forget::plan_pin(ledger, &id, pinned)?, ()))).await?;
+        let (_, rewrote, lock) = self.write(move |_, ledger| Ok((forget::plan_pin(ledger, &id, pinned)?, ()))).await?;
+        drop(lock);
         if rewrote {
             self.tell(Rewritten::Memory);
             self.settle_index().await;
@@ -849,7 +833,7 @@ impl Memory {
     pub async fn undo(&self, run: &str) -> Result<Undone, Error> {
         records::check_id("run", run)?;
         let run = run.to_string();
-        let (undone, _) = self
+        let (undone, _, lock) = self
             .write(move |me, ledger| {
                 let journal = records::journal(&me.inner.root)?;
                 let record = records::load_run(&me.inner.root, &run)?;
@@ -863,7 +847,10 @@ impl Memory {
             .await?;
         tracing::info!(run = %undone.run, exact = undone.exact, restored = undone.restored.len(), removed = undone.removed.len(), facts = undone.facts.len(), "run undone");
         let mut undone = undone;
-        undone.llm = self.after_change().await;
+        let (lock, usage) = self.after_commit(lock, None).await;
+        drop(lock);
+        undone.llm = usage;
+        self.settle_index().await;
         Ok(undone)
     }
 
@@ -872,7 +859,7 @@ impl Memory {
         records::check_id("plan", id)?;
         let id = id.to_string();
         let started = self.inner.clock.now();
-        let (applied, _) = self
+        let (applied, _, lock) = self
             .write(move |me, ledger| {
                 let root = &me.inner.root;
                 let stored = records::load_plan(root, &id)?;
@@ -897,10 +884,10 @@ impl Memory {
             .await?;
         let mut applied = applied?;
         tracing::info!(plan = %applied.plan, rebased = applied.rebased, ops = applied.ops, "plan applied");
-        applied.llm = self.after_change().await;
-        if let Err(e) = self.record_usage(&applied.run, applied.llm).await {
-            tracing::warn!(run = %applied.run, error = %e, "could not add the promotion's cost to the run record");
-        }
+        let (lock, usage) = self.after_commit(lock, Some(&applied.run)).await;
+        drop(lock);
+        applied.llm = usage;
+        self.settle_index().await;
         Ok(applied)
     }
 
@@ -908,7 +895,7 @@ impl Memory {
     pub async fn reject_plan(&self, id: &str) -> Result<RejectedPlan, Error> {
         records::check_id("plan", id)?;
         let id = id.to_string();
-        let (rejected, _) = self
+        let (rejected, _, _lock) = self
             .write(move |me, ledger| {
                 let stored = records::load_plan(&me.inner.root, &id)?;
                 Ok(review::plan_reject(ledger, &stored, me.inner.clock.now()))
