@@ -109,6 +109,9 @@ fn killed_passes(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
     assert!(run(&clean, llm, &["consolidate", "--force"]).status.success());
     let pass = started.elapsed();
     let (mut verified, mut whole, mut problems) = (0, 0, Vec::new());
+    let (mut in_commit, mut before, mut after) = (0, 0, 0);
+    let template_memory = std::fs::read_to_string(Root::new(&template).memory()).unwrap();
+    let clean_memory = std::fs::read_to_string(Root::new(&clean).memory()).unwrap();
     for trial in 0..trials {
         let root = base.join(format!("pass-{trial}"));
         copy_dir(&template, &root);
@@ -123,8 +126,17 @@ fn killed_passes(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
         std::thread::sleep(at);
         let _ = child.kill();
         let _ = child.wait();
+        // Where the kill landed: inside a commit (its record is left), or before or after it.
+        if root.join(".memfold/commit.json").exists() {
+            in_commit += 1;
+        }
         if verify_ok(&root, llm) {
             verified += 1;
+        }
+        match std::fs::read_to_string(Root::new(&root).memory()).unwrap() {
+            m if m == template_memory => before += 1,
+            m if m == clean_memory => after += 1,
+            _ => problems.push(format!("trial {trial}: memory.md neither as before nor as after the pass")),
         }
         let again = run(&root, llm, &["consolidate", "--force"]);
         match (again.status.success(), nothing_lost(&root)) {
@@ -134,8 +146,9 @@ fn killed_passes(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
         let _ = std::fs::remove_dir_all(&root);
     }
     println!(
-        "kill -9 during a pass ({:.1}s clean, 40 new facts): {trials} trials, verify ok after the kill in {verified}, \
-         nothing lost after the next pass in {whole}",
+        "kill -9 during a pass ({:.1}s clean, 40 new facts): {trials} trials ({in_commit} inside a commit; memory.md \
+         as before the pass in {before}, as after it in {after}), verify ok after the kill in {verified}, nothing lost \
+         after the next pass in {whole}",
         pass.as_secs_f64()
     );
     for p in problems.iter().take(10) {

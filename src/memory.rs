@@ -15,8 +15,9 @@
 //!    journal, run and plan records and `state.json`. The lock guard moves into the blocking
 //!    write, so a caller that gives up (a daemon shutting down) cannot release the lock while
 //!    the write goes on;
-//! 5. after `memory.md` changed: rewrite `MEMORY.md` ([`crate::promote`]) and bring the index
-//!    up to date.
+//! 5. after `memory.md` changed, still holding the lock: rewrite `MEMORY.md`
+//!    ([`crate::promote`]) and add what that cost to the run's record; then, without the lock,
+//!    bring the index up to date.
 //!
 //! Blocking work (file IO, the commit) runs on tokio's blocking pool; `Memory` is cheap to
 //! clone (one `Arc`), so adapters can share it.
