@@ -115,8 +115,9 @@ fn killed_passes(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
     for trial in 0..trials {
         let root = base.join(format!("pass-{trial}"));
         copy_dir(&template, &root);
-        // Most of a pass is waiting for the LLM; aim at its second half, where the writes are.
-        let at = pass.mul_f64(0.5 + rng.below(600) as f64 / 1000.0);
+        // Anywhere from the process's start-up to the end of the pass (promotion and reindex
+        // come after the commit, so the kills fall before, inside and after it).
+        let at = pass.mul_f64(0.2 + rng.below(800) as f64 / 1000.0);
         let mut child = memfold(&root, llm)
             .args(["consolidate", "--force"])
             .stdout(Stdio::null())
