@@ -65,7 +65,7 @@ pub async fn serve(
 ) -> Result<(), String> {
     let mut graceful = stop.clone();
     let bound = state.addr;
-    let mcp = McpServer::new(state.memory.clone());
+    let mcp = McpServer::in_daemon(state.clone());
     let rewritten = state.memory.subscribe();
     // Cancelled on shutdown: MCP streams stay open otherwise and would hold the drain.
     let mcp_stop = CancellationToken::new();

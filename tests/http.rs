@@ -586,6 +586,24 @@ async fn a_pass_longer_than_the_request_timeout_answers_202_and_finishes() {
     let (_, status) = daemon.get("/status").await;
     assert_eq!(status["last_run"]["id"], record["run"]);
     assert_eq!(status["pending_facts"], 0);
+
+    // memory_consolidate on /mcp queues on the same scheduler and answers the same way.
+    daemon.add(&["Plays the cello on Sundays"]).await;
+    fake.push_chat(FakeReply::Stall(Duration::from_secs(3)));
+    let (client, _) = mcp::http(&daemon.url("/mcp"), "").await;
+    let running = mcp::call(&client, "memory_consolidate", json!({"force": true})).await;
+    let running = running.structured_content.expect("structured content");
+    assert_eq!(running["status"], "running", "{running}");
+    let request = running["request"].as_str().unwrap().to_string();
+    assert!(running["message"].as_str().unwrap().contains("memory_status"), "{running}");
+    let record = eventually(Duration::from_secs(30), "the background pass", async || {
+        let status = mcp::ok(&client, "memory_status", json!({})).await;
+        let passes = status["daemon"]["passes"].as_array().unwrap().clone();
+        passes.into_iter().find(|p| p["request"] == request.as_str() && p["state"] == "done")
+    })
+    .await;
+    assert_eq!(record["applied"], true, "{record}");
+    client.cancel().await.unwrap();
     daemon.stop().await;
 }
 
@@ -1120,6 +1138,19 @@ async fn mcp_over_http_needs_the_token_and_passes_the_tour() {
 
     mcp::tour(&client, &fixture.root(), &fake).await;
     mcp::updated(&mut updates, &[mcp::MEMORY_URI, mcp::ENTRIES_URI]).await;
+
+    // On the daemon the tools go where the routes go: the facts through its ingest, the three
+    // passes of the tour (a dry run, two applied) through its scheduler, and memory_status
+    // shows them like GET /status.
+    let metrics = daemon.client.get(daemon.url("/metrics")).bearer_auth("s3cret").send().await.unwrap();
+    let text = metrics.text().await.unwrap();
+    assert!(text.contains("memfold_facts_ingested_total{via=\"mcp\"} 2\n"), "{text}");
+    assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 2\n"), "{text}");
+    assert!(text.contains("memfold_passes_total{outcome=\"dry_run\"} 1\n"), "{text}");
+    let status = mcp::ok(&client, "memory_status", json!({})).await;
+    let passes = status["daemon"]["passes"].as_array().unwrap();
+    let runs: Vec<&Value> = passes.iter().filter(|p| p["applied"] == true).map(|p| &p["run"]).collect();
+    assert_eq!(runs.len(), 2, "{status}");
     let note = tokio::time::timeout(mcp::LIMIT, subscription.next()).await.expect("in time").unwrap().unwrap();
     match note {
         ServerNotification::ResourceUpdatedNotification(n) => assert_eq!(n.params.uri, mcp::MEMORY_URI),

@@ -38,6 +38,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt, t
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::daemon::Daemon;
 use crate::files::Root;
 use crate::memory::{Memory, Rewritten};
 use crate::watch::{WatchError, Watcher};
@@ -103,6 +104,9 @@ pub struct McpServer {
 /// What every session shares.
 struct Shared {
     tools: ToolRouter<McpServer>,
+    /// The daemon serving `/mcp`, whose ingest, scheduler and status the tools go through (as
+    /// the HTTP routes do); none for `memfold mcp`.
+    daemon: Option<Arc<Daemon>>,
     /// Sessions that sent `resources/subscribe`.
     subscribers: Mutex<Vec<Subscriber>>,
     next_subscriber: AtomicU64,
@@ -127,9 +131,23 @@ struct Subscriber {
 }
 
 impl McpServer {
+    /// The server of `memfold mcp`: the tools call `memory` directly.
     pub fn new(memory: Memory) -> McpServer {
+        McpServer::with(memory, None)
+    }
+
+    /// The server `memfold serve` mounts at `/mcp`: facts are appended by the daemon's ingest
+    /// (grouped with `POST /facts`, counted in `/metrics`), passes are queued on its scheduler
+    /// (one at a time with the scheduled ones, listed under `daemon.passes`), and
+    /// `memory_status` adds the daemon's part, exactly as the HTTP routes do.
+    pub fn in_daemon(daemon: Arc<Daemon>) -> McpServer {
+        McpServer::with(daemon.memory.clone(), Some(daemon))
+    }
+
+    fn with(memory: Memory, daemon: Option<Arc<Daemon>>) -> McpServer {
         let shared = Shared {
             tools: McpServer::tool_router(),
+            daemon,
             subscribers: Mutex::default(),
             next_subscriber: AtomicU64::new(1),
             changes: tokio::sync::Mutex::new(()),

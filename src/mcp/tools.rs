@@ -5,7 +5,9 @@
 //! unknown field (every argument struct denies them) is a tool error naming the field, and the
 //! tool never runs. The tools that change `memory.md` (forget, pin, consolidate, apply, reject,
 //! undo) run one at a time in this process, so an agent's parallel calls do not refuse each
-//! other; a change another process is making still refuses them (`lock_held`). Every
+//! other; a change another process is making still refuses them (`lock_held`). Served by
+//! `memfold serve`, the tools take the daemon's paths instead where the HTTP routes do: facts go
+//! through its ingest and passes through its scheduler (see [`McpServer::in_daemon`]). Every
 //! [`Error`] of the call is a tool error carrying the message the CLI
 //! prints, with `{"error":{"code","message","ids"?}}` (as the HTTP API answers) in structured
 //! content. A panic inside a tool is caught and answered as an internal JSON-RPC error, so no
@@ -26,9 +28,11 @@ use serde_json::{Value, json};
 
 use super::{McpServer, text};
 use crate::consolidate::pass::PassOptions;
+use crate::daemon::{Daemon, PassReply, RequestError};
 use crate::error::{Error, Kind};
 use crate::files::archive::{Fact, NewFact};
 use crate::memory::{SearchRequest, Turn};
+use crate::metrics::Via;
 
 /// A day as `YYYY-MM-DD`, refused with a message that shows what was given.
 fn day<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<NaiveDate>, D::Error> {
@@ -149,10 +153,14 @@ fn refusal(e: &Error, note: &str) -> CallToolResult {
     if e.kind() == Kind::Internal {
         tracing::error!(error = %e, "tool failed");
     }
-    let message = format!("{e}{note}");
-    let mut error = json!({"code": e.code(), "message": message});
-    if !e.ids().is_empty() {
-        error["ids"] = json!(e.ids());
+    tool_error(e.code(), format!("{e}{note}"), e.ids())
+}
+
+/// A tool error: `message` as text, `{"error":{"code","message","ids"?}}` as structured content.
+fn tool_error(code: &str, message: String, ids: &[String]) -> CallToolResult {
+    let mut error = json!({"code": code, "message": message});
+    if !ids.is_empty() {
+        error["ids"] = json!(ids);
     }
     let mut result = CallToolResult::error(vec![ContentBlock::text(message)]);
     result.structured_content = Some(json!({ "error": error }));
@@ -211,11 +219,8 @@ impl McpServer {
     async fn memory_add(&self, Parameters(args): Parameters<AddArgs>) -> Result<CallToolResult, McpError> {
         let facts: Vec<NewFact> =
             args.facts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
-        let memory = self.memory.clone();
         answer(async move {
-            let added = tokio::task::spawn_blocking(move || memory.add(facts))
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+            let added = self.append(facts).await?;
             Ok((text::stored(&added), facts_json(&added)))
         })
         .await
@@ -232,10 +237,11 @@ impl McpServer {
             let mut turn = Turn::from_parts(args.text.as_deref(), messages)?;
             turn.date = args.date;
             turn.source = args.source;
-            let (added, usage) = self.memory.add_turn(&turn).await.map_err(|e| match e {
+            let (facts, usage) = self.memory.extract_turn(&turn).await.map_err(|e| match e {
                 Error::Llm(_) => Refused(refusal(&e, "; nothing was stored, send the turn again later")),
                 e => Refused::from(e),
             })?;
+            let added = if facts.is_empty() { Vec::new() } else { self.append(facts).await? };
             let mut structured = facts_json(&added);
             structured["llm"] = json!(usage);
             Ok((text::stored(&added), structured))
@@ -302,7 +308,13 @@ impl McpServer {
         Parameters(args): Parameters<ConsolidateArgs>,
     ) -> Result<CallToolResult, McpError> {
         let opts = PassOptions { force: args.force, dry_run: args.dry_run };
-        reply(self.one_at_a_time(self.memory.consolidate(opts)), |report| (text::pass(report), json!(report))).await
+        match &self.shared.daemon {
+            Some(daemon) => scheduled(daemon, opts).await,
+            None => {
+                reply(self.one_at_a_time(self.memory.consolidate(opts)), |report| (text::pass(report), json!(report)))
+                    .await
+            }
+        }
     }
 
     #[tool(
@@ -311,7 +323,15 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_status(&self) -> Result<CallToolResult, McpError> {
-        reply(self.memory.status(), |status| (text::status(status), json!(status))).await
+        let daemon = self.shared.daemon.as_ref().map(|d| d.daemon_status());
+        reply(self.memory.status(), |status| {
+            let mut structured = json!(status);
+            if let Some(daemon) = daemon {
+                structured["daemon"] = daemon;
+            }
+            (text::status(status), structured)
+        })
+        .await
     }
 
     #[tool(
@@ -364,7 +384,40 @@ impl McpServer {
     }
 }
 
+/// A pass on the daemon's scheduler, answered like `POST /consolidate`: the report, or (when it
+/// takes longer than `server.request_timeout_secs`) where to follow it.
+async fn scheduled(daemon: &Daemon, opts: PassOptions) -> Result<CallToolResult, McpError> {
+    match daemon.request_pass(opts).await {
+        Ok(PassReply::Done(result)) => reply(async { *result }, |report| (text::pass(report), json!(report))).await,
+        Ok(PassReply::Running(request)) => {
+            let message = format!(
+                "the pass takes longer than server.request_timeout_secs ({}s) and goes on in the background as \
+                 request {request}; memory_status shows it under daemon.passes, memory_runs once it is applied",
+                daemon.memory.config().server.request_timeout_secs
+            );
+            let structured = json!({"status": "running", "request": request, "message": message});
+            let mut result = CallToolResult::success(vec![ContentBlock::text(message)]);
+            result.structured_content = Some(structured);
+            Ok(result)
+        }
+        Err(e @ RequestError::QueueFull(_)) => Ok(tool_error("busy", e.to_string(), &[])),
+        Err(e) => Ok(tool_error("shutting_down", e.to_string(), &[])),
+    }
+}
+
 impl McpServer {
+    /// Append facts to the archive: through the daemon's ingest when it serves this server.
+    async fn append(&self, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
+        if let Some(daemon) = &self.shared.daemon {
+            self.memory.check_facts(&facts)?;
+            return daemon.ingest(facts, Via::Mcp).await;
+        }
+        let memory = self.memory.clone();
+        tokio::task::spawn_blocking(move || memory.add(facts))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+
     /// Run a change of memory once this server's changes before it are done: an agent's
     /// parallel calls queue instead of finding the consolidation lock taken by each other.
     async fn one_at_a_time<T>(&self, change: impl Future<Output = T>) -> T {
