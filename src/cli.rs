@@ -53,6 +53,8 @@ pub enum Command {
         #[arg(long, value_name = "ADDR")]
         bind: Option<String>,
     },
+    /// Serve MCP on stdin/stdout for an agent that starts memfold as a process (until stdin closes).
+    Mcp,
     /// Append facts to today's archive (or --date's).
     Add(AddArgs),
     /// Show the gate, pending facts, entries and the last run.
@@ -207,6 +209,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             Command::Serve { bind } => {
                 crate::daemon::serve(memory, bind, crate::http::serve).await.map(|()| 0).map_err(Into::into)
             }
+            Command::Mcp => crate::mcp::serve_stdio(memory).await.map(|()| 0).map_err(Into::into),
             Command::Consolidate { force, dry_run, json } => {
                 consolidate(&memory, PassOptions { force, dry_run }, json).await
             }
@@ -371,21 +374,7 @@ async fn consolidate(memory: &Memory, opts: PassOptions, json: bool) -> Result<i
         println!("not consolidating: {}", report.gate.reason);
     } else {
         print_ops(&report);
-        let verb = match (opts.dry_run, report.applied || report.plans.is_empty()) {
-            (true, _) => "would apply",
-            (false, true) => "applied",
-            (false, false) => "planned",
-        };
-        println!(
-            "{} {verb}: {} ops from {} decision calls ({} decider, {} LLM calls, {} prompt tokens); {} facts left pending",
-            report.run.as_deref().unwrap_or("-"),
-            report.ops.len(),
-            report.clusters.len(),
-            report.decider,
-            report.llm.calls,
-            report.llm.prompt_tokens,
-            report.failed_facts.len()
-        );
+        println!("{}", report.summary());
         for plan in &report.plans {
             println!(
                 "plan {plan} stored for review: `memfold plans`, then `memfold apply {plan}` or `memfold reject {plan}`"

@@ -16,7 +16,8 @@
 //!   hash) whenever ingest or the watcher marks it dirty; a search refreshes first if it is
 //!   still dirty, so facts are searchable as soon as `POST /facts` has answered.
 //! - `watcher`: [`Watcher`] events → tombstone entries deleted from `memory.md` by hand
-//!   ([`Memory::reconcile`]) → mark the index dirty.
+//!   ([`Memory::reconcile`]) → mark the index dirty and tell subscribers of `memory.md` and
+//!   `MEMORY.md` ([`Memory::files_changed`]; the MCP server's `resources/updated`).
 //!
 //! **Ingest** groups concurrent `POST /facts` requests into one archive append (one lock, one
 //! read of the day file, one fsync): each request queues its facts, and whoever gets the
@@ -66,7 +67,7 @@ const INDEX_DEBOUNCE: Duration = Duration::from_millis(100);
 /// The indexer rests this many times as long as its last refresh took before the next one.
 const INDEX_REST_FACTOR: u32 = 3;
 /// Debounce of the file watcher.
-const WATCH_DEBOUNCE: Duration = Duration::from_millis(250);
+pub(crate) const WATCH_DEBOUNCE: Duration = Duration::from_millis(250);
 /// Consolidation requests that may wait behind the pass in flight.
 const SCHEDULER_QUEUE: usize = 16;
 /// Pass records kept for `GET /status`.
@@ -672,7 +673,7 @@ async fn watcher_worker(
         if memory && let Err(e) = state.memory.reconcile().await {
             warn!(error = %e, "could not record hand edits of memory.md");
         }
-        state.memory.mark_dirty();
+        state.memory.files_changed(&changes);
     }
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;

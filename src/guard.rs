@@ -159,6 +159,14 @@ impl Guard {
         Guard { allowed, described }
     }
 
+    /// The names allowed, whatever the port (IPv6 addresses in brackets).
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.allowed.iter().map(|a| a.name.clone()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
     fn allows(&self, host: &Authority) -> bool {
         let port = host.port_or(80);
         self.allowed.iter().any(|a| a.name == host.name && a.port.is_none_or(|p| p == port))
@@ -243,6 +251,11 @@ mod tests {
 
     fn check(method: Method, pairs: &[(&str, &str)]) -> Result<(), Refusal> {
         guard().check(&method, &Uri::from_static("/facts"), &head(pairs))
+    }
+
+    #[test]
+    fn the_names_cover_loopback_the_bind_address_and_allowed_hosts() {
+        assert_eq!(guard().names(), ["10.0.0.5", "127.0.0.1", "[::1]", "localhost", "memfold.lan"]);
     }
 
     #[test]

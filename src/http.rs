@@ -14,6 +14,10 @@
 //! `Authorization: Bearer <token>`. A request body, where a route takes one, must be sent
 //! with `Content-Type: application/json` unless it is empty (an empty body means `{}`).
 //!
+//! `POST/GET/DELETE /mcp` is the MCP server ([`crate::mcp`]) over streamable HTTP, behind the
+//! same guard and token; it answers in MCP's terms (JSON-RPC), not with the error bodies above,
+//! except for what the guard and the token check refuse first.
+//!
 //! Handlers parse, call one [`Memory`](crate::memory::Memory) method and render; the status
 //! of every error comes from its [`Kind`] in one place ([`ApiError::from`]). Consolidation
 //! never runs in a handler: `POST /consolidate` asks the scheduler worker ([`crate::daemon`])
@@ -37,6 +41,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::consolidate::pass::PassOptions;
 use crate::daemon::{Daemon, HTTP_DRAIN, PassReply, RequestError, stopped};
@@ -44,6 +49,7 @@ use crate::error::{Error, Kind};
 use crate::files::archive::{Fact, NewFact};
 use crate::files::entries::Entry;
 use crate::guard::Guard;
+use crate::mcp::McpServer;
 use crate::memory::{SearchRequest, Turn};
 use crate::metrics::{Gauges, Via};
 
@@ -59,8 +65,16 @@ pub async fn serve(
 ) -> Result<(), String> {
     let mut graceful = stop.clone();
     let bound = state.addr;
-    let server = axum::serve(listener, router(state, bound))
-        .with_graceful_shutdown(async move { stopped(&mut graceful).await })
+    let mcp = McpServer::in_daemon(state.clone());
+    let rewritten = state.memory.subscribe();
+    // Cancelled on shutdown: MCP streams stay open otherwise and would hold the drain.
+    let mcp_stop = CancellationToken::new();
+    let app = router(state, bound, &mcp, mcp_stop.clone());
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            stopped(&mut graceful).await;
+            mcp_stop.cancel();
+        })
         .into_future();
     tokio::select! {
         result = server => result.map_err(|e| format!("http server: {e}")),
@@ -68,13 +82,16 @@ pub async fn serve(
             tracing::warn!(drain_secs = HTTP_DRAIN.as_secs(), "requests still open after the drain time; closing them");
             Ok(())
         }
+        () = mcp.follow(rewritten) => Ok(()),
     }
 }
 
-/// The routes of the HTTP API over `state`, for a server listening on `bound`.
-pub fn router(state: Arc<Daemon>, bound: SocketAddr) -> Router {
+/// The routes of the HTTP API over `state`, for a server listening on `bound`, with `mcp`
+/// served at `/mcp` until `mcp_stop` is cancelled.
+pub fn router(state: Arc<Daemon>, bound: SocketAddr, mcp: &McpServer, mcp_stop: CancellationToken) -> Router {
     let server = &state.memory.config().server;
     let guard = Arc::new(Guard::new(&server.bind, bound, &server.allowed_hosts));
+    let mcp = mcp.http_service(guard.names(), server.max_body_bytes, mcp_stop);
     let api = Router::new()
         .route("/facts", post(post_facts))
         .route("/turns", post(post_turns))
@@ -91,6 +108,7 @@ pub fn router(state: Arc<Daemon>, bound: SocketAddr) -> Router {
         .route("/plans/{id}/apply", post(apply_plan))
         .route("/plans/{id}/reject", post(reject_plan))
         .route("/metrics", get(metrics))
+        .nest_service("/mcp", mcp)
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
@@ -308,11 +326,8 @@ struct TurnMessage {
 }
 
 async fn post_turns(State(state): Shared, JsonBody(body): JsonBody<TurnBody>) -> ApiResult {
-    let mut turn = match (&body.text, body.messages.is_empty()) {
-        (Some(text), true) if !text.trim().is_empty() => Turn { text: text.trim().to_string(), ..Turn::default() },
-        (None, false) => Turn::from_messages(body.messages.iter().map(|m| (m.role.as_str(), m.content.as_str()))),
-        _ => return Err(ApiError::bad_request("give either \"messages\" (non-empty) or \"text\" (non-empty)")),
-    };
+    let messages = body.messages.iter().map(|m| (m.role.as_str(), m.content.as_str()));
+    let mut turn = Turn::from_parts(body.text.as_deref(), messages)?;
     turn.date = body.date;
     turn.source = body.source;
     let (facts, usage) = state.memory.extract_turn(&turn).await.map_err(|e| {

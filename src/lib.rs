@@ -4,8 +4,8 @@
 //! [`index`] makes everything searchable, [`consolidate`] folds new facts into
 //! `consolidated/memory.md`, and [`promote`] rewrites `MEMORY.md`. Every change to memory's
 //! files goes through [`commit`]. [`memory::Memory`] is the use-case layer, one method per
-//! verb; the [`cli`], the [`http`] API and the [`daemon`] are adapters over it. The data flow
-//! and the invariants are described in docs/ARCHITECTURE.md.
+//! verb; the [`cli`], the [`http`] API, the [`mcp`] server and the [`daemon`] are adapters over
+//! it. The data flow and the invariants are described in docs/ARCHITECTURE.md.
 
 pub mod cli;
 mod clock;
@@ -25,6 +25,7 @@ pub mod index;
 pub mod ledger;
 pub mod llm;
 pub mod lock;
+pub mod mcp;
 pub mod memory;
 mod metrics;
 mod openai;

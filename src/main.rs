@@ -14,7 +14,7 @@ fn main() {
         _ => "warn",
     };
     let filter = EnvFilter::try_from_env("MEMFOLD_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(format!("{level},lance=warn,lancedb=warn,datafusion=warn,lance_index=warn"))
+        EnvFilter::new(format!("{level},lance=warn,lancedb=warn,datafusion=warn,lance_index=warn,rmcp=warn"))
     });
     // Colours only on a terminal: under systemd/journald or in a pipe they would be noise.
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

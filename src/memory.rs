@@ -59,7 +59,8 @@ use crate::verify::Report;
 /// The most hits one search may ask for.
 pub const MAX_K: usize = 1000;
 
-/// A file memfold rewrote, for adapters that tell their clients (MCP `resources/updated`).
+/// A file that changed, for adapters that tell their clients (MCP `resources/updated`): this
+/// process rewrote it, or a file watcher saw it change ([`Memory::files_changed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rewritten {
     /// `consolidated/memory.md`.
@@ -91,6 +92,19 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// A turn given either as text or as chat messages (`role`, `content`): exactly one of
+    /// them, and not empty.
+    pub fn from_parts<'a>(
+        text: Option<&str>,
+        messages: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Turn, Error> {
+        match (text, messages.len()) {
+            (Some(text), 0) if !text.trim().is_empty() => Ok(Turn { text: text.trim().to_string(), ..Turn::default() }),
+            (None, 1..) => Ok(Turn::from_messages(messages)),
+            _ => Err(Error::BadInput("give either \"messages\" (non-empty) or \"text\" (non-empty)".into())),
+        }
+    }
+
     /// A turn from chat messages (`role`, `content`).
     pub fn from_messages<'a>(messages: impl IntoIterator<Item = (&'a str, &'a str)>) -> Turn {
         let text = messages
@@ -230,9 +244,29 @@ impl Memory {
             .await
     }
 
-    /// Learn when memfold rewrites `memory.md` or `MEMORY.md`.
+    /// Learn when `memory.md` or `MEMORY.md` changes: rewritten by this process, or reported by
+    /// a file watcher through [`Memory::files_changed`] (so a change may be told twice).
     pub fn subscribe(&self) -> broadcast::Receiver<Rewritten> {
         self.inner.rewritten.subscribe()
+    }
+
+    /// Take in a batch of paths a file watcher saw change (empty: anything may have changed):
+    /// the next search refreshes the index first, and subscribers hear of `memory.md` and
+    /// `MEMORY.md`.
+    pub fn files_changed(&self, changes: &[PathBuf]) {
+        let root = &self.inner.root;
+        // Watchers report canonical paths.
+        let canonical = root.dir().canonicalize().ok().map(Root::new);
+        let roots: Vec<&Root> = std::iter::once(root).chain(&canonical).collect();
+        let changed =
+            |path: fn(&Root) -> PathBuf| changes.is_empty() || roots.iter().any(|r| changes.contains(&path(r)));
+        if changed(Root::memory) {
+            self.tell(Rewritten::Memory);
+        }
+        if changed(Root::memory_md) {
+            self.tell(Rewritten::Promoted);
+        }
+        self.mark_dirty();
     }
 
     fn tell(&self, what: Rewritten) {
@@ -404,7 +438,8 @@ impl Memory {
         let Some(chat) = &self.inner.chat else {
             return Err(Error::NoLlm(
                 "no LLM is configured ([llm] base_url is empty), so facts cannot be extracted from a turn; \
-                 nothing was stored. Send facts with POST /facts, or configure an LLM"
+                 nothing was stored. Store facts directly (`memfold add`, POST /facts, the MCP tool memory_add), \
+                 or configure an LLM"
                     .into(),
             ));
         };
@@ -924,5 +959,41 @@ struct PassRun<'a> {
 impl std::fmt::Debug for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Memory").field("root", &self.inner.root).field("decider", &self.decider_name()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_text_or_messages_never_both_nor_neither() {
+        let none = std::iter::empty::<(&str, &str)>;
+        assert_eq!(Turn::from_parts(Some("  user: hi  "), none()).unwrap().text, "user: hi");
+        let messages = [("user", " hi "), ("assistant", "hello")];
+        assert_eq!(Turn::from_parts(None, messages.into_iter()).unwrap().text, "user: hi\nassistant: hello");
+        for bad in [Turn::from_parts(Some("x"), messages.into_iter()), Turn::from_parts(Some(" "), none())] {
+            assert_eq!(bad.unwrap_err().kind(), crate::error::Kind::BadInput);
+        }
+        assert!(Turn::from_parts(None, none()).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_watcher_tells_subscribers_of_memory_md_and_memory_md_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        let memory = Memory::open(Config { root: dir.path().to_path_buf(), ..Config::default() }).await.unwrap();
+        let mut told = memory.subscribe();
+        let mut heard = |changes: &[PathBuf]| {
+            memory.files_changed(changes);
+            std::iter::from_fn(|| told.try_recv().ok()).collect::<Vec<_>>()
+        };
+        let canonical = Root::new(dir.path().canonicalize().unwrap());
+        assert_eq!(heard(&[canonical.archive_file(chrono::NaiveDate::MIN)]), []);
+        assert_eq!(heard(&[canonical.archive_dir().join("MEMORY.md")]), []);
+        assert_eq!(heard(&[canonical.memory_md()]), [Rewritten::Promoted]);
+        assert_eq!(heard(&[root.memory(), root.history()]), [Rewritten::Memory]);
+        assert_eq!(heard(&[]), [Rewritten::Memory, Rewritten::Promoted], "a rescan may have changed both");
     }
 }

@@ -22,6 +22,8 @@ pub enum Via {
     Facts,
     /// `POST /turns` (extracted by the LLM).
     Turns,
+    /// The MCP tools `memory_add` and `memory_add_turn` at `/mcp`.
+    Mcp,
 }
 
 /// What became of a pass the scheduler ran.
@@ -98,6 +100,7 @@ impl LlmCounters {
 pub struct Metrics {
     facts_via_facts: AtomicU64,
     facts_via_turns: AtomicU64,
+    facts_via_mcp: AtomicU64,
     gate_checks: AtomicU64,
     passes: [AtomicU64; PassOutcome::ALL.len()],
     ops: [AtomicU64; OP_KINDS.len()],
@@ -126,6 +129,7 @@ impl Metrics {
         let counter = match via {
             Via::Facts => &self.facts_via_facts,
             Via::Turns => &self.facts_via_turns,
+            Via::Mcp => &self.facts_via_mcp,
         };
         counter.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -186,10 +190,11 @@ impl Metrics {
         family(
             "memfold_facts_ingested_total",
             "counter",
-            "Facts appended to the archive by this daemon, by route.",
+            "Facts appended to the archive by this daemon, by route (/facts, /turns, /mcp).",
             &[
                 (r#"{via="facts"}"#.into(), get(&self.facts_via_facts).to_string()),
                 (r#"{via="turns"}"#.into(), get(&self.facts_via_turns).to_string()),
+                (r#"{via="mcp"}"#.into(), get(&self.facts_via_mcp).to_string()),
             ],
         );
         family(

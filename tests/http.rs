@@ -1,5 +1,6 @@
 //! `memfold serve` driven over HTTP as a client would: the real binary on a free loopback port,
-//! a real memory root in a temp dir, and the fake OpenAI-compatible server as the LLM.
+//! a real memory root in a temp dir, and the fake OpenAI-compatible server as the LLM. The MCP
+//! server at `/mcp` is driven by rmcp's client (tests/common/mcp.rs).
 //!
 //! Each test starts its own daemon (and stops it with SIGTERM, checking the exit code), so
 //! the tests run in parallel without sharing anything.
@@ -12,10 +13,14 @@ use std::time::{Duration, Instant};
 
 use memfold::lock::LockGuard;
 use memfold::testkit::{FakeOpenAi, FakeReply};
+use rmcp::model::{ClientConfig, ProtocolVersion, ServerNotification, SubscribeRequestParams, SubscriptionFilter};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
 mod common;
-use common::files;
+use common::{add_everything, files, llm_env, mcp};
 
 /// How long a daemon may take to answer `/healthz` after it was started.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -214,36 +219,8 @@ async fn eventually<T>(limit: Duration, what: &str, mut check: impl AsyncFnMut()
     }
 }
 
-/// Environment pointing the daemon's LLM at the fake, with no retries and a long timeout.
-fn llm_env(fake: &FakeOpenAi) -> Vec<(&'static str, String)> {
-    vec![
-        ("MEMFOLD_LLM__BASE_URL", fake.base_url()),
-        ("MEMFOLD_LLM__MODEL", memfold::testkit::FAKE_CHAT_MODEL.to_string()),
-        ("MEMFOLD_LLM__API_KEY_ENV", String::new()),
-        ("MEMFOLD_LLM__TIMEOUT_SECS", "120".to_string()),
-        ("MEMFOLD_LLM__MAX_RETRIES", "0".to_string()),
-    ]
-}
-
 fn with<'a>(base: &'a [(&'static str, String)], more: &[(&'static str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     base.iter().map(|(k, v)| (*k, v.as_str())).chain(more.iter().copied()).collect()
-}
-
-/// Fake LLM behaviour: every candidate of a decision call becomes an ADD of its own text;
-/// anything else (promotion) is refused, so the offline ranking writes MEMORY.md.
-fn add_everything(request: &Value) -> FakeReply {
-    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
-    let doc: Value = match serde_json::Deserializer::from_str(user).into_iter::<Value>().next() {
-        Some(Ok(doc)) if doc.get("candidates").is_some() => doc,
-        _ => return FakeReply::StatusMessage(400, "only consolidation is scripted".into()),
-    };
-    let ops: Vec<Value> = doc["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]}))
-        .collect();
-    FakeReply::Content(json!({ "ops": ops }).to_string())
 }
 
 fn temp_files(dir: &Path) -> Vec<PathBuf> {
@@ -609,6 +586,24 @@ async fn a_pass_longer_than_the_request_timeout_answers_202_and_finishes() {
     let (_, status) = daemon.get("/status").await;
     assert_eq!(status["last_run"]["id"], record["run"]);
     assert_eq!(status["pending_facts"], 0);
+
+    // memory_consolidate on /mcp queues on the same scheduler and answers the same way.
+    daemon.add(&["Plays the cello on Sundays"]).await;
+    fake.push_chat(FakeReply::Stall(Duration::from_secs(3)));
+    let (client, _) = mcp::http(&daemon.url("/mcp"), "").await;
+    let running = mcp::call(&client, "memory_consolidate", json!({"force": true})).await;
+    let running = running.structured_content.expect("structured content");
+    assert_eq!(running["status"], "running", "{running}");
+    let request = running["request"].as_str().unwrap().to_string();
+    assert!(running["message"].as_str().unwrap().contains("memory_status"), "{running}");
+    let record = eventually(Duration::from_secs(30), "the background pass", async || {
+        let status = mcp::ok(&client, "memory_status", json!({})).await;
+        let passes = status["daemon"]["passes"].as_array().unwrap().clone();
+        passes.into_iter().find(|p| p["request"] == request.as_str() && p["state"] == "done")
+    })
+    .await;
+    assert_eq!(record["applied"], true, "{record}");
+    client.cancel().await.unwrap();
     daemon.stop().await;
 }
 
@@ -1064,5 +1059,158 @@ async fn curl_style_requests_and_the_cli_still_work() {
     })
     .await;
     assert_eq!(verify(&root)["facts"], 3);
+    daemon.stop().await;
+}
+
+// ---- MCP over streamable HTTP (`/mcp`) -----------------------------------------------------
+
+/// POST an MCP `initialize` to `/mcp` as a client would, with this token and Host; the status.
+async fn mcp_initialize(daemon: &Daemon, token: Option<&str>, host: Option<&str>) -> u16 {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let mut request = daemon
+        .client
+        .post(daemon.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(initialize.to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(host) = host {
+        request = request.header("host", host);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_over_http_needs_the_token_and_passes_the_tour() {
+    let fixture = Fixture::new();
+    let fake = FakeOpenAi::start_in_thread();
+    mcp::script(&fake);
+    let env = llm_env(&fake);
+    let settings = [
+        ("MEMFOLD_SERVER__TOKEN_ENV", "MCP_TEST_TOKEN"),
+        ("MCP_TEST_TOKEN", "s3cret"),
+        ("MEMFOLD_SERVER__ALLOWED_HOSTS", "memfold.lan"),
+        ("MEMFOLD_SERVER__MAX_BODY_BYTES", "65536"),
+    ];
+    let daemon = fixture.serve(&with(&env, &settings)).await;
+
+    // The bearer token, the guard's Host allowlist (a name in server.allowed_hosts included)
+    // and server.max_body_bytes hold on /mcp as on every route.
+    assert_eq!(mcp_initialize(&daemon, None, None).await, 401);
+    assert_eq!(mcp_initialize(&daemon, Some("wrong"), None).await, 401);
+    assert_eq!(mcp_initialize(&daemon, Some("s3cret"), Some("evil.example")).await, 421);
+    assert_eq!(mcp_initialize(&daemon, Some("s3cret"), Some(&format!("memfold.lan:{}", daemon.port))).await, 200);
+    assert_eq!(mcp_initialize(&daemon, Some("s3cret"), None).await, 200);
+    let fact = "x".repeat(70_000);
+    let large = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "memory_add", "arguments": {"facts": [fact]}}});
+    let response = daemon
+        .client
+        .post(daemon.url("/mcp"))
+        .bearer_auth("s3cret")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(large.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    assert_eq!(verify(&fixture.root())["facts"], 0);
+
+    let url = daemon.url("/mcp");
+    let (client, mut updates) = mcp::http(&url, "s3cret").await;
+    #[allow(deprecated)]
+    for uri in [mcp::MEMORY_URI, mcp::ENTRIES_URI] {
+        client.subscribe(SubscribeRequestParams::new(uri)).await.unwrap();
+    }
+    // A 2026-07-28 client, listening for MEMORY.md.
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header("s3cret");
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let listener = ClientConfig::default()
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+        .await
+        .unwrap();
+    let filter = SubscriptionFilter::builder().resource_subscription(mcp::MEMORY_URI).build();
+    let mut subscription = listener.listen(filter).await.unwrap();
+
+    mcp::tour(&client, &fixture.root(), &fake).await;
+    mcp::updated(&mut updates, &[mcp::MEMORY_URI, mcp::ENTRIES_URI]).await;
+
+    // On the daemon the tools go where the routes go: the facts through its ingest, the three
+    // passes of the tour (a dry run, two applied) through its scheduler, and memory_status
+    // shows them like GET /status.
+    let metrics = daemon.client.get(daemon.url("/metrics")).bearer_auth("s3cret").send().await.unwrap();
+    let text = metrics.text().await.unwrap();
+    assert!(text.contains("memfold_facts_ingested_total{via=\"mcp\"} 2\n"), "{text}");
+    assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 2\n"), "{text}");
+    assert!(text.contains("memfold_passes_total{outcome=\"dry_run\"} 1\n"), "{text}");
+    let status = mcp::ok(&client, "memory_status", json!({})).await;
+    let passes = status["daemon"]["passes"].as_array().unwrap();
+    let runs: Vec<&Value> = passes.iter().filter(|p| p["applied"] == true).map(|p| &p["run"]).collect();
+    assert_eq!(runs.len(), 2, "{status}");
+    let note = tokio::time::timeout(mcp::LIMIT, subscription.next()).await.expect("in time").unwrap().unwrap();
+    match note {
+        ServerNotification::ResourceUpdatedNotification(n) => assert_eq!(n.params.uri, mcp::MEMORY_URI),
+        other => panic!("{other:?}"),
+    }
+
+    // Open MCP sessions and streams do not hold the shutdown until the drain time.
+    let log = daemon.log.clone();
+    daemon.stop().await;
+    let logs = std::fs::read_to_string(log).unwrap();
+    assert!(!logs.contains("requests still open after the drain time"), "{logs}");
+}
+
+/// `memfold mcp` on the root a daemon serves: each sees the other's writes, and both tell
+/// their MCP subscribers of the other's passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_on_stdio_works_next_to_a_daemon_on_the_same_root() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let daemon = fixture.serve(&[]).await;
+    let (stdio, _child, mut stdio_updates, _) = mcp::stdio(&root, &[]).await;
+    let (http, mut http_updates) = mcp::http(&daemon.url("/mcp"), "").await;
+    #[allow(deprecated)]
+    for client in [&stdio, &http] {
+        client.subscribe(SubscribeRequestParams::new(mcp::MEMORY_URI)).await.unwrap();
+    }
+    let search = async |query: &str| -> Vec<String> {
+        let found = mcp::ok(&stdio, "memory_search", json!({"query": query})).await;
+        found["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
+    };
+
+    let cello = daemon.add(&["Plays the cello on Sundays."]).await;
+    eventually(mcp::LIMIT, "the daemon's fact in the stdio server's search", async || {
+        search("cello Sundays").await.contains(&cello[0]).then_some(())
+    })
+    .await;
+    let added = mcp::ok(&stdio, "memory_add", json!({"facts": ["Has a dog named Rex."]})).await;
+    let rex = added["facts"][0]["id"].as_str().unwrap().to_string();
+    eventually(mcp::LIMIT, "the stdio server's fact in the daemon's search", async || {
+        let (_, found) = daemon.get("/search?q=dog+Rex").await;
+        found["hits"].as_array().unwrap().iter().any(|h| h["id"] == json!(rex)).then_some(())
+    })
+    .await;
+
+    // A pass in the stdio server: its own subscribers, and the daemon's (through its watcher).
+    let report = mcp::ok(&stdio, "memory_consolidate", json!({"force": true})).await;
+    assert_eq!(report["applied"], true, "{report}");
+    mcp::updated(&mut stdio_updates, &[mcp::MEMORY_URI]).await;
+    mcp::updated(&mut http_updates, &[mcp::MEMORY_URI]).await;
+    let (_, entries) = daemon.get("/entries").await;
+    assert_eq!(entries["entries"].as_array().unwrap().len(), 2, "{entries}");
+
+    // A pass in the daemon: the stdio server's subscribers hear of it (through its watcher).
+    daemon.add(&["Moved to Lisbon in October."]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!((code, &report["applied"]), (200, &json!(true)), "{report}");
+    mcp::updated(&mut stdio_updates, &[mcp::MEMORY_URI]).await;
+    mcp::updated(&mut http_updates, &[mcp::MEMORY_URI]).await;
+    assert!(mcp::read(&stdio, mcp::MEMORY_URI).await.contains("Moved to Lisbon in October."));
+    assert!(search("Lisbon").await.iter().any(|id| id.starts_with("m-")), "the daemon's entry is found over stdio");
+    assert_eq!(verify(&root)["ok"], true);
     daemon.stop().await;
 }

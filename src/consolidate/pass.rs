@@ -134,6 +134,26 @@ impl PassReport {
             timings: Timings::default(),
         }
     }
+
+    /// The pass in one line: its run, whether its ops were applied (`would apply` for a dry
+    /// run, `planned` when they were stored for review), what it cost, what is left pending.
+    pub fn summary(&self) -> String {
+        let verb = match (self.dry_run, self.applied || self.plans.is_empty()) {
+            (true, _) => "would apply",
+            (false, true) => "applied",
+            (false, false) => "planned",
+        };
+        format!(
+            "{} {verb}: {} ops from {} decision calls ({} decider, {} LLM calls, {} prompt tokens); {} facts left pending",
+            self.run.as_deref().unwrap_or("-"),
+            self.ops.len(),
+            self.clusters.len(),
+            self.decider,
+            self.llm.calls,
+            self.llm.prompt_tokens,
+            self.failed_facts.len()
+        )
+    }
 }
 
 /// Where a pass spent its time, in milliseconds (`decide` is the wait for decisions).

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod life;
+pub mod mcp;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,7 +18,8 @@ use memfold::files::archive::{self, NewFact};
 use memfold::files::entries::EntryFile;
 use memfold::ledger::Ledger;
 use memfold::memory::Memory;
-use memfold::testkit::FakeOpenAi;
+use memfold::testkit::{FakeOpenAi, FakeReply};
+use serde_json::{Value, json};
 
 /// Run the binary on `root` with extra environment; no LLM unless `env` configures one.
 pub fn memfold(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -134,4 +136,32 @@ pub fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
         }
     }
     out
+}
+
+/// Environment pointing the daemon's LLM at the fake, with no retries and a long timeout.
+pub fn llm_env(fake: &FakeOpenAi) -> Vec<(&'static str, String)> {
+    vec![
+        ("MEMFOLD_LLM__BASE_URL", fake.base_url()),
+        ("MEMFOLD_LLM__MODEL", memfold::testkit::FAKE_CHAT_MODEL.to_string()),
+        ("MEMFOLD_LLM__API_KEY_ENV", String::new()),
+        ("MEMFOLD_LLM__TIMEOUT_SECS", "120".to_string()),
+        ("MEMFOLD_LLM__MAX_RETRIES", "0".to_string()),
+    ]
+}
+
+/// Fake LLM behaviour: every candidate of a decision call becomes an ADD of its own text;
+/// anything else (promotion) is refused, so the offline ranking writes MEMORY.md.
+pub fn add_everything(request: &Value) -> FakeReply {
+    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap();
+    let doc: Value = match serde_json::Deserializer::from_str(user).into_iter::<Value>().next() {
+        Some(Ok(doc)) if doc.get("candidates").is_some() => doc,
+        _ => return FakeReply::StatusMessage(400, "only consolidation is scripted".into()),
+    };
+    let ops: Vec<Value> = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]}))
+        .collect();
+    FakeReply::Content(json!({ "ops": ops }).to_string())
 }
