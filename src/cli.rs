@@ -474,10 +474,7 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
                 println!("no plans");
             }
             for plan in &plans {
-                let status = match plan.status {
-                    PlanStatus::Pending => "pending",
-                    PlanStatus::Rejected => "rejected",
-                };
+                let status = plan.status.as_str();
                 println!(
                     "plan {}  {status} ({})  made {}  {} ops, {} facts, +{} -{} lines{}",
                     plan.id,

@@ -33,6 +33,16 @@ pub enum PlanStatus {
     Rejected,
 }
 
+impl PlanStatus {
+    /// The name in plan files and `--json` output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanStatus::Pending => "pending",
+            PlanStatus::Rejected => "rejected",
+        }
+    }
+}
+
 /// `.memfold/plans/<id>.json`: a plan waiting for `apply` or `reject`. Applied plans are
 /// removed (their run record takes over); rejected ones are kept with `status: rejected`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -325,6 +335,13 @@ pub fn copies_to_drop(root: &Root, new_run: &str, keep: usize) -> Vec<(String, O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_status_reads_as_it_is_stored() {
+        for status in [PlanStatus::Pending, PlanStatus::Rejected] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+    }
 
     #[test]
     fn ids_that_cannot_name_a_file_are_bad_input() {

@@ -157,10 +157,7 @@ pub fn plans(plans: &[PlanView]) -> String {
     }
     let mut out = String::new();
     for plan in plans {
-        let status = match plan.status {
-            PlanStatus::Pending => "pending",
-            PlanStatus::Rejected => "rejected",
-        };
+        let status = plan.status.as_str();
         if !out.is_empty() {
             out.push('\n');
         }
