@@ -38,6 +38,13 @@ fn memfold(root: &Path, llm: &FakeOpenAi) -> Command {
     command
 }
 
+/// `memfold consolidate --force` on `root`, running, its output dropped.
+fn start_pass(root: &Path, llm: &FakeOpenAi) -> std::process::Child {
+    let mut command = memfold(root, llm);
+    command.args(["consolidate", "--force"]).stdout(Stdio::null()).stderr(Stdio::null());
+    command.spawn().expect("memfold starts")
+}
+
 fn run(root: &Path, llm: &FakeOpenAi, args: &[&str]) -> Output {
     memfold(root, llm).args(args).stdin(Stdio::null()).output().expect("memfold runs")
 }
@@ -118,12 +125,7 @@ fn killed_passes(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
         // Anywhere from the process's start-up to the end of the pass (promotion and reindex
         // come after the commit, so the kills fall before, inside and after it).
         let at = pass.mul_f64(0.2 + rng.below(800) as f64 / 1000.0);
-        let mut child = memfold(&root, llm)
-            .args(["consolidate", "--force"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = start_pass(&root, llm);
         std::thread::sleep(at);
         let _ = child.kill();
         let _ = child.wait();
@@ -220,12 +222,7 @@ fn hand_edits(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
     for trial in 0..trials {
         let root = base.join(format!("edit-{trial}"));
         copy_dir(&template, &root);
-        let mut child = memfold(&root, llm)
-            .args(["consolidate", "--force"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = start_pass(&root, llm);
         std::thread::sleep(Duration::from_millis(100 + rng.below(900)));
         let note = format!("A note typed by hand during trial {trial}.");
         let memory = Root::new(&root).memory();
