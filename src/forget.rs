@@ -107,9 +107,9 @@ fn bury(entry: &Entry, reason: &str, now: DateTime<Utc>, today: NaiveDate) -> (E
 /// Set or clear `pinned` on an entry (an empty change when it already is).
 pub fn plan_pin(ledger: &Ledger, id: &str, pinned: bool) -> Result<Change, Error> {
     let mut memory = ledger.memory.clone();
-    let entry = memory
-        .get_mut(id)
-        .ok_or_else(|| Error::NotFound { message: format!("no entry or pending fact has id {id}") })?;
+    let entry = memory.get_mut(id).ok_or_else(|| Error::NotFound {
+        message: format!("no entry in memory.md has id {id} (only entries can be pinned)"),
+    })?;
     let mut change = Change::new(format!("{} {id}", if pinned { "pin" } else { "unpin" }));
     if entry.meta.pinned == pinned {
         return Ok(change);
@@ -270,6 +270,8 @@ mod tests {
         write(&root, &plan_pin(&Ledger::load(&root).unwrap(), &id, false).unwrap());
         assert!(!Ledger::load(&root).unwrap().memory.get(&id).unwrap().meta.pinned);
         assert!(plan_pin(&Ledger::load(&root).unwrap(), &id, false).unwrap().is_empty());
-        assert!(plan_pin(&Ledger::load(&root).unwrap(), "m-none", true).is_err());
+        let err = plan_pin(&Ledger::load(&root).unwrap(), "m-none", true).unwrap_err();
+        assert_eq!(err.kind(), crate::error::Kind::NotFound);
+        assert!(err.to_string().contains("no entry in memory.md has id m-none"), "{err}");
     }
 }
