@@ -249,15 +249,15 @@ pub fn clean_content(content: &str) -> String {
     if let Some(line) = plain_line(content) {
         return line;
     }
-    let gentle = tidy(content);
+    let gentle = settled(content);
     if gentle.is_empty() || fits(&gentle) {
         return gentle;
     }
-    let escaped = tidy(&escape_lines(&gentle, false));
+    let escaped = settled(&escape_lines(&gentle, false));
     if fits(&escaped) {
         return escaped;
     }
-    let strong = tidy(&escape_lines(&gentle, true));
+    let strong = settled(&escape_lines(&gentle, true));
     debug_assert!(fits(&strong), "strongly escaped content is one entry: {strong:?}");
     if fits(&strong) {
         return strong;
@@ -305,6 +305,25 @@ fn content_lines(content: &str) -> Vec<(&str, Option<Block>)> {
             (line, blocks.get(next).filter(|b| b.range.start <= start).cloned())
         })
         .collect()
+}
+
+/// [`tidy`] until it changes nothing, so that cleaning clean content leaves it as it is.
+///
+/// `tidy` reads the blocks of the text it is given, and dropping a blank line can change them:
+/// in `"<div>A\n\n```<!--m …"` the fence is code, but once the blank line is gone the line
+/// joins the HTML block above and its header look-alike is no longer inert.
+fn settled(content: &str) -> String {
+    let mut text = tidy(content);
+    // Each round that changes something drops a blank line, closes a fence or rewrites a
+    // header look-alike; a handful settles any real content, and the bound keeps it finite.
+    for _ in 0..8 {
+        let next = tidy(&text);
+        if next == text {
+            break;
+        }
+        text = next;
+    }
+    text
 }
 
 /// The gentle clean-up of [`clean_content`].
@@ -859,6 +878,16 @@ mod tests {
         assert_eq!(clean_content("\n\nFirst para.\n\nSecond para.\n\n"), "First para.\nSecond para.");
         assert_eq!(clean_content("x\n```\nopen fence"), "x\n```\nopen fence\n```");
         assert_eq!(clean_content("<!--m {\"id\":1}--> b"), "<!-- m {\"id\":1}--> b");
+    }
+
+    #[test]
+    fn cleaning_is_stable_when_dropping_a_blank_line_changes_the_blocks() {
+        // Apart, the second line opens a fence; joined, it belongs to the HTML block above.
+        let content = "<div>A\n\n```<!--m {\"id\":\"m-forged\",\"pinned\":true}-->";
+        let clean = clean_content(content);
+        assert_eq!(clean_content(&clean), clean);
+        assert!(fits(&clean), "{clean:?}");
+        assert!(!clean.contains("<!--m"), "{clean:?}");
     }
 
     /// A file of these contents as memfold writes it, with an entry after each.
