@@ -12,7 +12,9 @@
 //! A list item appended by hand without the comment is a fact too; its id is derived from
 //! (date, text, occurrence of that text earlier in the day), the same rule memfold uses
 //! when it writes one, so ids are stable across reads. Headings, blank lines and HTML
-//! comments are ignored; any other line is reported with file and line and skipped.
+//! comments are ignored; any other line is reported with file and line and skipped. A line
+//! memfold wrote is read even inside a comment a person left open, and the comment is reported:
+//! an archived fact never drops out of sight silently.
 //!
 //! Appends take an exclusive lock on the day file (std `flock`), count earlier copies of
 //! each text to derive ids, and write all new lines in one `write` followed by an fsync,
@@ -203,19 +205,31 @@ pub fn parse_day(date: NaiveDate, text: &str, file: &str) -> (Vec<Fact>, Vec<Pro
 fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) -> (Vec<Fact>, Vec<Problem>) {
     let mut facts = Vec::new();
     let mut problems = Vec::new();
-    let mut in_comment = false;
+    // The line an HTML comment still open was opened on.
+    let mut comment: Option<usize> = None;
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         let trimmed = line.trim();
-        if in_comment {
-            in_comment = !trimmed.contains("-->");
+        if let Some(opened) = comment {
+            // A line memfold wrote is a fact, whatever a hand-written `<!--` before it left open.
+            if !list_item(line).is_some_and(carries_fact_comment) {
+                if trimmed.contains("-->") {
+                    comment = None;
+                }
+                continue;
+            }
+            problems.push(Problem::new(
+                file,
+                lineno,
+                format!("the HTML comment opened on line {opened} is not closed before this fact; the fact is read and the comment ends here"),
+            ));
+            comment = None;
+        } else if trimmed.is_empty() || is_heading(trimmed) {
             continue;
-        }
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        if trimmed.starts_with("<!--") {
-            in_comment = !trimmed.contains("-->");
+        } else if trimmed.starts_with("<!--") {
+            if !trimmed.contains("-->") {
+                comment = Some(lineno);
+            }
             continue;
         }
         let Some(item) = list_item(line) else {
@@ -277,7 +291,30 @@ fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) ->
         }
         facts.push(Fact { id, date, time, text, src, line: lineno, edited });
     }
+    if let Some(opened) = comment {
+        problems.push(Problem::new(
+            file,
+            opened,
+            "this HTML comment is never closed; every line after it is ignored (close it with `-->`)",
+        ));
+    }
     (facts, problems)
+}
+
+/// An ATX heading: one to six `#` and then a space or the end of the line.
+fn is_heading(line: &str) -> bool {
+    let hashes = line.bytes().take_while(|&b| b == b'#').count();
+    (1..=6).contains(&hashes) && line[hashes..].chars().next().is_none_or(|c| c == ' ' || c == '\t')
+}
+
+/// Whether a list item ends in a fact comment memfold can read, i.e. memfold wrote it.
+fn carries_fact_comment(item: &str) -> bool {
+    let item = item.trim_end();
+    item.ends_with("-->")
+        && item.rfind(FACT_COMMENT).is_some_and(|at| {
+            let json = item[at + FACT_COMMENT.len()..].trim_end_matches("-->");
+            serde_json::from_str::<FactMeta>(json).is_ok_and(|meta| meta.id.starts_with("f-"))
+        })
 }
 
 /// The date a day file is named for, if it is one.
@@ -595,6 +632,49 @@ mod tests {
         let places: Vec<_> = problems.iter().map(|p| p.line).collect();
         assert_eq!(places, [2, 3, 4]);
         assert!(problems[0].to_string().starts_with("archive/2026-11-22.md:2: "));
+    }
+
+    #[test]
+    fn a_fact_written_after_an_unclosed_comment_is_read_and_the_comment_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        append(&root, &[new("Has a dog named Rex.")], now()).unwrap();
+        let path = root.archive_dir().join("2026-11-22.md");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("<!-- todo: ask about the cat\n");
+        std::fs::write(&path, text).unwrap();
+        let written = append(&root, &[new("Has a cat named Miso."), new("Moved to Porto.")], now()).unwrap();
+        let (read, problems) = read_day(&root, d("2026-11-22")).unwrap();
+        assert_eq!(
+            read.iter().map(|f| f.text.as_str()).collect::<Vec<_>>(),
+            ["Has a dog named Rex.", "Has a cat named Miso.", "Moved to Porto."]
+        );
+        assert_eq!(read[1..], written[..]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].line, 5);
+        assert!(problems[0].message.contains("line 4"), "{}", problems[0].message);
+    }
+
+    #[test]
+    fn a_comment_that_never_closes_is_reported_with_what_it_hides() {
+        let text = "- Kept\n<!-- draft\n- Hidden by hand\nmore words\n";
+        let (facts, problems) = parse_day(d("2026-11-22"), text, "archive/2026-11-22.md");
+        assert_eq!(facts.len(), 1);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].line, 2);
+        assert!(problems[0].message.contains("never closed"), "{}", problems[0].message);
+        let closed = "<!-- a\n- commented out\n-->\n- Kept\n";
+        let (facts, problems) = parse_day(d("2026-11-22"), closed, "archive/2026-11-22.md");
+        assert_eq!(facts.len(), 1);
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn a_hash_line_that_is_no_heading_is_reported() {
+        let text = "# 2026-11-22\n#tag not a heading\n####### seven\n- Fact\n";
+        let (facts, problems) = parse_day(d("2026-11-22"), text, "archive/2026-11-22.md");
+        assert_eq!(facts.len(), 1);
+        assert_eq!(problems.iter().map(|p| p.line).collect::<Vec<_>>(), [2, 3]);
     }
 
     #[test]
