@@ -7,8 +7,9 @@
 //!
 //! memfold keeps `.memfold/memory.seen.md`, the text of `memory.md` as it last wrote or
 //! reconciled it (the commit writes it with every `memory.md` it writes). An entry with a
-//! header that is in the seen copy but gone from `memory.md` was deleted by a person;
-//! [`plan_reconcile`] tombstones it the same way.
+//! header that is in the seen copy but whose id is gone from `memory.md` was deleted by a
+//! person; [`plan_reconcile`] tombstones it the same way. An id still in the text behind a
+//! header an edit broke, or hidden in a block left open, is no deletion: reading reports it.
 //!
 //! Every function here is pure: it returns the [`Change`] that does it, for
 //! [`crate::commit`].
@@ -149,6 +150,15 @@ pub fn plan_reconcile(
     let mut gone = Vec::new();
     let mut blocks = Vec::new();
     for entry in before.entries().filter(|e| e.has_header && ledger.memory.get(e.id()).is_none()) {
+        if current.contains(entry.id()) {
+            // A header broken by an edit or hidden in an unclosed block: reading reports it, and
+            // the entry's text is still there; only an entry whose id is gone was deleted.
+            tracing::warn!(
+                entry = entry.id(),
+                "entry header unreadable but its id is still in memory.md; not a deletion"
+            );
+            continue;
+        }
         tracing::info!(entry = entry.id(), "entry deleted by hand; tombstoning it");
         let (block, tombstone) = bury(entry, DELETED_BY_HAND, now, today);
         blocks.push(block);
@@ -259,6 +269,29 @@ mod tests {
         assert_eq!(ledger.fates()[fact.as_str()], FactFate::Tombstoned);
         assert_eq!(ledger.history.get(&gone).unwrap().meta.status, Some(HistoryStatus::Deleted));
         assert!(crate::verify::verify(&ledger, Vec::new()).ok);
+    }
+
+    #[test]
+    fn an_entry_whose_header_broke_or_hid_is_not_taken_for_deleted() {
+        let (_d, root) = setup();
+        let (a, _) = entry_with_fact(&root, "Likes tea");
+        let (b, _) = entry_with_fact(&root, "Dislikes opera");
+        let (c, _) = entry_with_fact(&root, "Plays chess");
+        let seen = std::fs::read_to_string(root.memory_seen()).unwrap();
+        let text = std::fs::read_to_string(root.memory()).unwrap();
+        let broken = text.replacen(&format!("\"id\":\"{b}\""), &format!("\"id\":\"{b}\",,"), 1);
+        let hidden = text.replacen("Likes tea", "Likes tea\n```", 1);
+        let carriage = text.replace('\n', "\r");
+        for edited in [broken, hidden, carriage] {
+            assert_ne!(edited, text);
+            std::fs::write(root.memory(), &edited).unwrap();
+            let ledger = Ledger::load(&root).unwrap();
+            assert!(!ledger.problems.is_empty() || ledger.memory.entries().count() < 3, "the edit is visible");
+            let (change, ids) = plan_reconcile(&ledger, Some(&seen), NONE, now(), today());
+            assert!(ids.is_empty(), "{ids:?} tombstoned after\n{edited}");
+            assert!(change.tombstones.is_empty());
+        }
+        assert!([a, b, c].iter().all(|id| text.contains(id.as_str())));
     }
 
     #[test]
