@@ -193,7 +193,8 @@ pub struct ConsolidationConfig {
     pub call_budget_tokens: u64,
     /// Longest accepted entry content, in characters.
     pub max_content_chars: usize,
-    /// Attempts before a fact whose cluster keeps failing is left for a person.
+    /// Unusable replies before a fact is left for a person (or a forced pass); an unavailable
+    /// LLM costs no attempts.
     pub max_attempts: u32,
     /// Ops with a confidence below this go to review even in `auto` mode.
     pub review_below_confidence: f64,

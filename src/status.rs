@@ -21,8 +21,8 @@ pub struct Status {
     /// Facts not yet consolidated or tombstoned.
     pub pending_facts: usize,
     /// Pending facts the gate does not count: in a pending plan, flagged by an undo or a
-    /// rejected plan (they wait for a forced pass), given up after `max_attempts`, or edited
-    /// in place in the archive (they wait for a person).
+    /// rejected plan or given up after `max_attempts` unusable replies (they wait for a forced
+    /// pass), or edited in place in the archive (they wait for a person).
     pub held_facts: usize,
     /// Current entries in `consolidated/memory.md`.
     pub entries: usize,

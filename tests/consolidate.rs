@@ -236,6 +236,57 @@ async fn garbage_twice_leaves_that_cluster_pending_and_the_next_run_retries_it()
 }
 
 #[tokio::test]
+async fn an_llm_outage_costs_no_attempts_and_a_forced_pass_retries_given_up_facts() {
+    let mut env = env().await;
+    env.config.consolidation.cluster_max = 1;
+    let added = add(&env, "2026-06-01", &["Likes green tea", "Collects vinyl records", "Runs on Sundays"]);
+    env.llm.set_chat_handler(|_| FakeReply::Status(503));
+    let per_call = u64::from(env.llm.llm_config().max_retries) + 1;
+    // Far more outages than max_attempts allows unusable replies.
+    for outage in 0..env.config.consolidation.max_attempts + 2 {
+        let before = env.llm.chat_calls();
+        let report = force(&env).await;
+        assert!(!report.applied);
+        assert_eq!(report.failed_facts.len(), 3, "outage {outage}");
+        assert_eq!(env.llm.chat_calls() - before, per_call, "the pass stops asking after the first call fails");
+        let state = State::load(&env.root.state_json()).unwrap();
+        assert!(state.facts.values().all(|p| p.attempts == 0), "{:?}", state.facts);
+    }
+    let ledger = Ledger::load(&env.root).unwrap();
+    let unforced = memfold::consolidate::pass::eligible(&ledger, &Default::default(), &env.config.consolidation, false);
+    assert_eq!(unforced.len(), 3, "an outage gives up on no fact");
+
+    // Unusable replies do count; past max_attempts only a forced pass takes the fact up.
+    env.llm.set_chat_handler(move |request| {
+        let doc = cluster(request);
+        if doc.get("max_lines").is_some() {
+            return FakeReply::Content("{}".into());
+        }
+        let text = doc["candidates"][0]["text"].as_str().unwrap().to_string();
+        if text.contains("vinyl") {
+            return FakeReply::Content("I think these are about music!".into());
+        }
+        ops(json!([{"op": "ADD", "facts": ids(&doc["candidates"]), "content": text}]))
+    });
+    for _ in 0..env.config.consolidation.max_attempts {
+        force(&env).await;
+    }
+    let state = State::load(&env.root.state_json()).unwrap();
+    assert_eq!(state.facts[&added[1]].attempts, env.config.consolidation.max_attempts);
+    assert_eq!(memory(&env).entries().count(), 2);
+    let ledger = Ledger::load(&env.root).unwrap();
+    let cfg = &env.config.consolidation;
+    assert!(memfold::consolidate::pass::eligible(&ledger, &Default::default(), cfg, false).is_empty());
+    assert_eq!(memfold::consolidate::pass::eligible(&ledger, &Default::default(), cfg, true).len(), 1);
+    env.llm.set_chat_handler(script(|_| json!([])));
+    let report = force(&env).await;
+    assert!(report.failed_facts.is_empty());
+    assert_eq!(memory(&env).entries().count(), 3, "the forced pass decided the given-up fact");
+    assert!(State::load(&env.root.state_json()).unwrap().facts.is_empty());
+    assert_verified(&env);
+}
+
+#[tokio::test]
 async fn bad_ops_change_nothing_they_should_not() {
     let mut env = env().await;
     // Each fact is shown only its best entry, so the chess entry is not a neighbour of the tea fact.

@@ -13,6 +13,7 @@ use chrono::NaiveDate;
 use super::offline;
 use super::ops::{ClusterDoc, OpsReply, ProposedOp};
 use crate::llm::{ChatClient, LlmError, Prompts, Usage, parse_json_reply};
+use crate::openai::HttpError;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -21,6 +22,21 @@ pub enum DecideError {
     Llm(#[from] LlmError),
     #[error("unusable reply twice: {0}")]
     BadReply(String),
+}
+
+impl DecideError {
+    /// Whether the failure is the call's own, so it counts toward its facts'
+    /// `max_attempts`: a reply that could not be used, or a request the server refused for
+    /// its content. An endpoint out of reach, overloaded or refusing the credentials fails
+    /// every call alike and says nothing about these facts.
+    pub fn is_the_calls(&self) -> bool {
+        match self {
+            DecideError::BadReply(_) => true,
+            DecideError::Llm(LlmError::BadReply { .. } | LlmError::Unparseable { .. }) => true,
+            DecideError::Llm(LlmError::Http(HttpError::Status { status, .. })) => matches!(status, 400 | 413 | 422),
+            DecideError::Llm(_) => false,
+        }
+    }
 }
 
 /// Who decides.

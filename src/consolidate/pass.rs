@@ -184,16 +184,18 @@ pub struct Planned {
     pub plan: Plan,
     /// Low-confidence ops (auto mode) to plan on top of `plan` and store for review.
     pub held: Vec<ProposedOp>,
-    /// Facts left pending because their cluster's decision failed, with the error.
+    /// Facts left pending because their call's reply could not be used, with the error; each
+    /// such failure counts toward the fact's `max_attempts`.
     pub failures: Vec<(String, String)>,
     /// The pending facts the pass took up, by id.
     pub facts: HashMap<String, Fact>,
 }
 
-/// The pending facts a pass takes up: not in a pending plan (they wait for it), not given up on
-/// after `max_attempts`, not edited in place in the archive (a person resolves those first,
-/// forced or not), and, unless forced, not flagged by an undo or a rejected plan (so the same
-/// decision is not made again by itself). `status` counts the same facts.
+/// The pending facts a pass takes up: not in a pending plan (they wait for it), not edited in
+/// place in the archive (a person resolves those first, forced or not), and, unless forced,
+/// not given up on after `max_attempts` unusable replies and not flagged by an undo or a
+/// rejected plan (so the same decision is not made again by itself). A forced pass tries
+/// given-up facts again. `status` counts the same facts.
 pub fn eligible<'a>(
     ledger: &'a Ledger,
     under_review: &std::collections::HashSet<String>,
@@ -209,7 +211,7 @@ pub fn eligible<'a>(
                 .state
                 .facts
                 .get(&f.id)
-                .is_none_or(|p| p.attempts < cfg.max_attempts && (force || p.reverted_run.is_none()))
+                .is_none_or(|p| force || (p.attempts < cfg.max_attempts && p.reverted_run.is_none()))
         })
         .collect()
 }
@@ -272,6 +274,7 @@ impl Pass<'_> {
         let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
         let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.to_string(), now, today);
         let mut failures: Vec<(String, String)> = Vec::new();
+        let mut deferred: Vec<String> = Vec::new();
         let mut decide_wait = std::time::Duration::ZERO;
         let mut held: Vec<ProposedOp> = Vec::new();
         for (number, call) in calls.calls.iter().enumerate() {
@@ -320,7 +323,7 @@ impl Pass<'_> {
                     held.extend(unsure);
                     planner.apply(&now);
                 }
-                Err(err) => {
+                Err(err) if err.is_the_calls() => {
                     tracing::warn!(run = %run, facts = fact_ids.len(), error = %err, "call left pending");
                     let message = match &err {
                         DecideError::BadReply(m) => format!("unusable reply: {m}"),
@@ -328,10 +331,19 @@ impl Pass<'_> {
                     };
                     failures.extend(fact_ids.iter().map(|f| (f.clone(), message.clone())));
                 }
+                Err(err) => {
+                    // Every later call would fail the same way: stop asking, keep what was
+                    // decided, and leave the rest pending at no cost to their attempts.
+                    let rest: Vec<String> =
+                        calls.calls[number..].iter().flat_map(|c| &c.facts).map(|&f| facts[f].id.clone()).collect();
+                    tracing::warn!(run = %run, facts = rest.len(), error = %err, "decider unavailable; the rest of the pass waits for the next one");
+                    deferred = rest;
+                    break;
+                }
             }
         }
         report.timings.decide_ms = decide_wait.as_millis() as u64;
-        report.failed_facts = failures.iter().map(|(f, _)| f.clone()).collect();
+        report.failed_facts = failures.iter().map(|(f, _)| f.clone()).chain(deferred.iter().cloned()).collect();
         let mut plan = planner.finish(ledger.memory.hash.clone());
         plan.llm = report.llm;
         plan.packing = Some(report.packing.clone());
