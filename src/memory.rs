@@ -33,9 +33,9 @@ use tokio::sync::{Notify, OnceCell, broadcast};
 
 use crate::clock::Clock;
 use crate::commit::{self, Change};
-use crate::config::Config;
+use crate::config::{Config, Mode};
 use crate::consolidate::apply::{self, Outcome};
-use crate::consolidate::decide::Decider;
+use crate::consolidate::decide::{DecideError, Decider};
 use crate::consolidate::divert::divert;
 use crate::consolidate::gate::{self, Gate, GateInput};
 use crate::consolidate::pass::{Pass, PassOptions, PassReport, eligible, ms, run_id};
@@ -714,7 +714,9 @@ impl Memory {
     }
 
     /// Set the current entries aside and consolidate every archived fact that is not
-    /// tombstoned again, in one commit (see [`crate::consolidate::rebuild`]).
+    /// tombstoned again, in one commit (see [`crate::consolidate::rebuild`]). In review mode
+    /// the whole rebuild is stored as one plan; a fact left undecided (the LLM out of reach,
+    /// an unusable reply) fails it and nothing is written.
     pub async fn rebuild(&self) -> Result<PassReport, Error> {
         let clock = Instant::now();
         let started = self.inner.clock.now();
@@ -753,22 +755,46 @@ impl Memory {
 
     /// Plan, commit, promote and reindex one pass whose gate is open.
     async fn run_pass(&self, run: PassRun<'_>, mut report: PassReport, clock: Instant) -> Result<PassReport, Error> {
-        let cfg = &self.inner.config.consolidation;
+        let mut cfg = self.inner.config.consolidation.clone();
+        if run.rebuild.is_some() {
+            // A rebuild is one change: it applies whole, or in review mode is stored whole.
+            cfg.review_below_confidence = 0.0;
+        }
+        let cfg = &cfg;
         let today = self.inner.clock.day_of(run.started);
         let pass = Pass { config: cfg, embedder: self.index().await?.embedder(), decider: &self.inner.decider };
-        let planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await?;
+        let mut planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await?;
         if run.opts.dry_run {
             report.timings.total_ms = ms(clock);
             return Ok(report);
         }
-        let step = Instant::now();
-        let (mut plan, stored) = divert(planned.plan, &planned.held, &planned.facts, cfg.mode, run.started, today);
         let mut rewrite_from = None;
         if let Some((on_disk, blocks)) = &run.rebuild {
+            // Every entry is set aside, so a fact left undecided would leave memory.md without
+            // what it says until a later pass: a rebuild writes nothing unless it decided all.
+            if let Some((err, _)) = planned.stopped.take() {
+                tracing::warn!(run = %run.run, error = %err, "rebuild stopped; nothing was written");
+                return Err(match err {
+                    DecideError::Llm(e) => Error::Llm(e),
+                    DecideError::BadReply(m) => Error::LlmReply(m),
+                });
+            }
+            if let Some((fact, why)) = planned.failures.first() {
+                return Err(Error::LlmReply(format!(
+                    "rebuild: {} facts undecided ({fact}: {why}); nothing was written",
+                    planned.failures.len()
+                )));
+            }
+            let plan = &mut planned.plan;
             plan.memory_hash_before = on_disk.hash.clone();
             plan.memory_before = on_disk.render();
             plan.history.splice(0..0, blocks.iter().cloned());
-            rewrite_from = Some(*on_disk);
+            rewrite_from = (cfg.mode == Mode::Auto).then_some(*on_disk);
+        }
+        let step = Instant::now();
+        let (plan, mut stored) = divert(planned.plan, &planned.held, &planned.facts, cfg.mode, run.started, today);
+        if let (Some(stored), Some(_)) = (&mut stored, &run.rebuild) {
+            stored.reason = records::REBUILD.to_string();
         }
         let outcome = Outcome { failures: &planned.failures, store: stored.as_ref(), rewrite_from };
         let change =
@@ -913,7 +939,9 @@ impl Memory {
                 }
                 let day = stored.day.unwrap_or_else(|| me.inner.clock.day_of(stored.created));
                 let (plan, applied) = review::plan_apply(ledger, &stored, day)?;
-                let outcome = Outcome::default();
+                // A rebuild sets every entry aside: each one it does not keep is a change.
+                let rebuild = stored.reason == records::REBUILD;
+                let outcome = Outcome { rewrite_from: rebuild.then_some(&ledger.memory), ..Outcome::default() };
                 let change = apply::change(root, ledger, &plan, outcome, started, me.inner.clock.now(), day);
                 Ok((change, Ok(applied)))
             })

@@ -13,7 +13,8 @@
 //! plan was made against. Otherwise the plan is rebased: its ops are replayed on the current
 //! file, which is allowed only when every entry the plan changes is still exactly as the plan
 //! saw it (the replay then changes the same entries the same way); if not, it is refused with
-//! the ids in the way. [`plan_reject`] keeps the file (status `rejected`) and returns its facts
+//! the ids in the way. A stored rebuild (reason [`records::REBUILD`]) is never rebased: it
+//! replaces every entry, so it applies only to the file it was made for. [`plan_reject`] keeps the file (status `rejected`) and returns its facts
 //! to pending, flagged with [`FactProgress::reverted_run`](crate::state::FactProgress).
 //!
 //! **Runs.** Every applied run has a record `.memfold/runs/<run>.json` next to its journal
@@ -166,6 +167,14 @@ pub fn plan_apply(ledger: &Ledger, stored: &StoredPlan, today: NaiveDate) -> Res
     let current = ledger.memory.render();
     let (plan, rebased) = if ledger.memory.hash == stored.memory_hash_before {
         (exact_plan(stored, current.clone())?, false)
+    } else if stored.reason == records::REBUILD {
+        return Err(Error::Stale {
+            message: format!(
+                "consolidated/memory.md changed since rebuild {id} was planned, and a rebuild replaces every \
+                 entry; reject the plan and rebuild again"
+            ),
+            ids: Vec::new(),
+        });
     } else {
         (rebase(stored, &ledger.memory, today)?, true)
     };

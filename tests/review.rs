@@ -157,6 +157,56 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
 }
 
 #[tokio::test]
+async fn a_rebuild_in_review_mode_writes_no_markdown_until_applied_and_an_outage_rebuilds_nothing() {
+    let mut env = env().await;
+    script(&env, |_| Vec::new());
+    add(&env, "2026-05-27", &["Works at Google as an engineer", "Plays chess on weekends"]);
+    force(&env).await;
+    let contents = |env: &Env| {
+        let mut texts: Vec<String> = memory(env).entries().map(|e| e.content.clone()).collect();
+        texts.sort();
+        texts
+    };
+    let before = contents(&env);
+    assert_eq!(before.len(), 2);
+
+    env.config.consolidation.mode = Mode::Review;
+    let files_before = markdown(env.root.dir());
+    let report = mem(&env).await.rebuild().await.unwrap();
+    assert!(!report.applied, "{report:?}");
+    assert_eq!(report.plans.len(), 1, "{report:?}");
+    assert_eq!(markdown(env.root.dir()), files_before, "a rebuild in review mode wrote markdown");
+    assert_verified(&env);
+    let plan = mem(&env).await.plans().await.unwrap().remove(0);
+    assert_eq!(plan.reason, "rebuild");
+
+    // memory.md changed since: a rebuild replaces every entry, so it is refused, not replayed.
+    let text = memory_text(&env);
+    std::fs::write(env.root.memory(), format!("{text}\nLikes tea.\n")).unwrap();
+    let err = mem(&env).await.apply_plan(&plan.id).await.unwrap_err();
+    assert_eq!(status(&err), 409, "{err}");
+    assert!(memory_text(&env).ends_with("Likes tea.\n"));
+    std::fs::write(env.root.memory(), &text).unwrap();
+
+    let applied = mem(&env).await.apply_plan(&plan.id).await.unwrap();
+    assert!(!applied.rebased);
+    assert_eq!(contents(&env), before);
+    let set_aside = history(&env).entries().filter(|e| e.meta.status == Some(HistoryStatus::Rebuilt)).count();
+    assert_eq!(set_aside, 2);
+    assert_verified(&env);
+
+    // With the LLM out of reach a rebuild writes nothing at all.
+    env.config.consolidation.mode = Mode::Auto;
+    env.llm.set_chat_handler(|_| FakeReply::Status(503));
+    let files_before = markdown(env.root.dir());
+    let err = mem(&env).await.rebuild().await.unwrap_err();
+    assert_eq!(status(&err), 503, "{err}");
+    assert_eq!(markdown(env.root.dir()), files_before);
+    assert_eq!(contents(&env), before);
+    assert_verified(&env);
+}
+
+#[tokio::test]
 async fn a_rejected_plan_leaves_its_facts_pending_and_is_not_proposed_again_by_itself() {
     let mut env = env().await;
     script(&env, job_change);

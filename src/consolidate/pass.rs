@@ -187,6 +187,9 @@ pub struct Planned {
     /// Facts left pending because their call's reply could not be used, with the error; each
     /// such failure counts toward the fact's `max_attempts`.
     pub failures: Vec<(String, String)>,
+    /// Why the pass stopped asking (the decider out of reach, overloaded or refusing the
+    /// credentials), and the facts it left pending at no cost to their attempts.
+    pub stopped: Option<(DecideError, Vec<String>)>,
     /// The pending facts the pass took up, by id.
     pub facts: HashMap<String, Fact>,
 }
@@ -274,7 +277,7 @@ impl Pass<'_> {
         let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
         let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.to_string(), now, today);
         let mut failures: Vec<(String, String)> = Vec::new();
-        let mut deferred: Vec<String> = Vec::new();
+        let mut stopped: Option<(DecideError, Vec<String>)> = None;
         let mut decide_wait = std::time::Duration::ZERO;
         let mut held: Vec<ProposedOp> = Vec::new();
         for (number, call) in calls.calls.iter().enumerate() {
@@ -337,17 +340,18 @@ impl Pass<'_> {
                     let rest: Vec<String> =
                         calls.calls[number..].iter().flat_map(|c| &c.facts).map(|&f| facts[f].id.clone()).collect();
                     tracing::warn!(run = %run, facts = rest.len(), error = %err, "decider unavailable; the rest of the pass waits for the next one");
-                    deferred = rest;
+                    stopped = Some((err, rest));
                     break;
                 }
             }
         }
         report.timings.decide_ms = decide_wait.as_millis() as u64;
-        report.failed_facts = failures.iter().map(|(f, _)| f.clone()).chain(deferred.iter().cloned()).collect();
+        let deferred = stopped.iter().flat_map(|(_, rest)| rest.iter().cloned());
+        report.failed_facts = failures.iter().map(|(f, _)| f.clone()).chain(deferred).collect();
         let mut plan = planner.finish(ledger.memory.hash.clone());
         plan.llm = report.llm;
         plan.packing = Some(report.packing.clone());
-        Ok(Planned { plan, held, failures, facts: facts_by_id })
+        Ok(Planned { plan, held, failures, stopped, facts: facts_by_id })
     }
 }
 

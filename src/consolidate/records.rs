@@ -43,6 +43,10 @@ impl PlanStatus {
     }
 }
 
+/// The reason of a stored rebuild: it sets every entry aside, so it applies only to the
+/// `memory.md` it was made for, and rewrites it whole.
+pub const REBUILD: &str = "rebuild";
+
 /// `.memfold/plans/<id>.json`: a plan waiting for `apply` or `reject`. Applied plans are
 /// removed (their run record takes over); rejected ones are kept with `status: rejected`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,7 +55,8 @@ pub struct StoredPlan {
     /// Also the id of the run that applying the plan creates.
     pub id: String,
     pub status: PlanStatus,
-    /// `review` (mode = review) or `low-confidence` (ops an auto pass held back).
+    /// `review` (mode = review), `low-confidence` (ops an auto pass held back) or
+    /// [`REBUILD`] (a rebuild in review mode).
     pub reason: String,
     /// When the plan was made; the planning clock, so a rebase renders the same blocks.
     pub created: DateTime<Utc>,
