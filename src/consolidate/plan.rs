@@ -347,13 +347,9 @@ impl<'a> Planner<'a> {
     }
 
     pub fn finish(mut self, memory_hash_before: String) -> Plan {
-        if !self.removed.is_empty() {
-            let mut at = 0;
-            let removed = &self.removed;
-            self.memory.items.retain(|_| {
-                at += 1;
-                !removed.contains(&(at - 1))
-            });
+        // From the back, so the positions still to remove stay where they were.
+        for &at in self.removed.iter().rev() {
+            self.memory.remove_item(at);
         }
         self.memory.assign_headers();
         Plan {

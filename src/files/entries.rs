@@ -16,7 +16,10 @@
 //! its run is kept as the content of a headerless entry.
 //!
 //! Every item remembers the exact bytes it came from, so rendering an unchanged file gives
-//! it back byte for byte; only entries memfold changed or added are rendered anew.
+//! it back byte for byte; only entries memfold changed or added are rendered anew. Text that
+//! no block holds (a link reference definition) is an item of its own, so rewriting the entry
+//! beside it keeps it, and removing an entry keeps a blank line between what was around it,
+//! so neighbours never run together.
 //!
 //! What memfold writes is made inert by the same block scan that reads it back
 //! ([`clean_content`]): a new entry's content is rendered under a header, followed by another
@@ -578,6 +581,28 @@ fn hidden_headers(text: &str, block: &Block) -> Vec<(usize, String)> {
     found
 }
 
+/// The start of the first line in `text[from..to]` that holds more than white space, leaving
+/// out the line `from` is in the middle of.
+fn first_text_line(text: &str, from: usize, to: usize) -> Option<usize> {
+    let mut at = if from == 0 || text[..from].ends_with('\n') { from } else { from + text[from..to].find('\n')? + 1 };
+    while at < to {
+        let end = text[at..to].find('\n').map_or(to, |i| at + i + 1);
+        if !text[at..end].trim().is_empty() {
+            return Some(at);
+        }
+        at = end;
+    }
+    None
+}
+
+/// Whether `text` ends with a blank line (or is one), so that what follows starts a block.
+fn ends_in_blank_line(text: &str) -> bool {
+    text.strip_suffix('\n').is_some_and(|body| {
+        let last = body.rsplit('\n').next().unwrap_or(body);
+        last.trim().is_empty()
+    })
+}
+
 /// Whether the text between two blocks holds a blank line.
 fn has_blank_line(gap: &str) -> bool {
     gap.split('\n').skip(1).any(|l| l.trim().is_empty()) || gap.starts_with('\n')
@@ -608,12 +633,20 @@ impl EntryFile {
         let starts: Vec<usize> = runs.iter().map(|r| r[0].range.start).collect();
         let (mut counted_line, mut counted_to) = (1usize, 0usize);
         for (i, run) in runs.iter().enumerate() {
-            // The first item also owns anything before it; every item owns the gap after it.
-            let raw_start = if i == 0 { 0 } else { starts[i] };
-            let raw_end = starts.get(i + 1).copied().unwrap_or(text.len());
-            let raw = text[raw_start..raw_end].to_string();
+            // The first item also owns blank lines before it; every item owns the blank lines
+            // after it. Text no block holds (link reference definitions) is an item of its own,
+            // so rewriting or removing the entry next to it keeps it.
             let run_start = run[0].range.start;
             let run_end = run.last().map_or(run_start, |b| b.range.end);
+            let mut raw_start = if i == 0 { 0 } else { starts[i] };
+            if i == 0 && !text[..run_start].trim().is_empty() {
+                file_out.items.push(Item::Trivia(text[..run_start].to_string()));
+                raw_start = run_start;
+            }
+            let next = starts.get(i + 1).copied().unwrap_or(text.len());
+            let raw_end = first_text_line(text, run_end.min(next), next).unwrap_or(next);
+            let raw = text[raw_start..raw_end].to_string();
+            let loose = (raw_end < next).then(|| Item::Trivia(text[raw_end..next].to_string()));
             // Runs come in file order, so count newlines incrementally (not from the start each time).
             counted_line += text.as_bytes()[counted_to..run_start].iter().filter(|&&b| b == b'\n').count();
             counted_to = run_start;
@@ -674,6 +707,7 @@ impl EntryFile {
                 }
             }
             file_out.items.push(item);
+            file_out.items.extend(loose);
         }
         if runs.is_empty() && !text.is_empty() {
             file_out.items.push(Item::Trivia(text.to_string()));
@@ -720,13 +754,36 @@ impl EntryFile {
         self.entries_mut().find(|e| e.id() == id)
     }
 
-    /// Remove an entry, returning it.
+    /// Remove an entry, returning it. What came before it stays apart from what came after:
+    /// a blank line is kept between them, or the text after (a headerless entry, a note) would
+    /// read back as part of the entry before.
     pub fn remove(&mut self, id: &str) -> Option<Entry> {
         let at = self.items.iter().position(|i| matches!(i, Item::Entry(e) if e.id() == id))?;
-        match self.items.remove(at) {
+        match self.remove_item(at) {
             Item::Entry(e) => Some(e),
             Item::Trivia(_) => None,
         }
+    }
+
+    /// Remove the item at `at` (an index into `items`), keeping what was around it apart as
+    /// [`EntryFile::remove`] does.
+    pub fn remove_item(&mut self, at: usize) -> Item {
+        let removed = self.items.remove(at);
+        let next_has_header = match self.items.get(at) {
+            Some(Item::Entry(e)) => e.has_header,
+            Some(Item::Trivia(_)) => false,
+            None => true,
+        };
+        if !next_has_header && at > 0 {
+            let raw = match &mut self.items[at - 1] {
+                Item::Entry(Entry { raw: Some(raw), .. }) | Item::Trivia(raw) => Some(raw),
+                Item::Entry(_) => None, // rendered fresh, with a blank line after it
+            };
+            if let Some(raw) = raw.filter(|raw| !ends_in_blank_line(raw)) {
+                raw.push_str(if raw.ends_with('\n') { "\n" } else { "\n\n" });
+            }
+        }
+        removed
     }
 
     pub fn push(&mut self, entry: Entry) {
@@ -969,6 +1026,45 @@ mod tests {
 
     /// What memfold 0.1 wrote for `add "<pre>"` followed by two more facts.
     const SWALLOWED: &str = "<!--m {\"id\":\"m-a\",\"sources\":[\"f-1\"]}-->\n<pre>\n\n<!--m {\"id\":\"m-b\",\"sources\":[\"f-2\"]}-->\nLives in Porto.\n";
+
+    #[test]
+    fn removing_an_entry_never_joins_its_neighbours() {
+        let a = "<!--m {\"id\":\"m-a\"}-->\nA.\n";
+        let b = "<!--m {\"id\":\"m-b\"}-->\nB.\n";
+        for after in ["\nNote.\n", "\n<!-- a comment -->\n", "\n[1]: https://example.com\n", "  \n\n- a list\n"] {
+            let text = format!("{a}{b}{after}");
+            let mut file = EntryFile::parse(&text, "memory.md");
+            assert_eq!(file.render(), text);
+            let before: Vec<String> = file.entries().filter(|e| e.id() != "m-b").map(|e| e.content.clone()).collect();
+            file.remove("m-b").unwrap();
+            let out = file.render();
+            let back = EntryFile::parse(&out, "memory.md");
+            let after_remove: Vec<String> = back.entries().map(|e| e.content.clone()).collect();
+            assert_eq!(after_remove, before, "{out:?}");
+            assert!(out.contains(after.trim()), "{out:?}");
+        }
+    }
+
+    #[test]
+    fn text_no_block_holds_survives_rewriting_or_removing_its_neighbour() {
+        let text = "[top]: https://example.com/top\n\n<!--m {\"id\":\"m-a\"}-->\nA [x][1].\n\n[1]: https://example.com\n\n<!--m {\"id\":\"m-b\"}-->\n```\ncode\n```\n[2]: https://example.com/2\n";
+        let file = EntryFile::parse(text, "memory.md");
+        assert!(file.problems.is_empty(), "{:?}", file.problems);
+        assert_eq!(file.render(), text);
+        for (touch, remove) in [("m-a", None), ("m-b", None), ("m-a", Some("m-b")), ("m-b", Some("m-a"))] {
+            let mut edited = file.clone();
+            edited.get_mut(touch).unwrap().touch();
+            if let Some(id) = remove {
+                edited.remove(id);
+            }
+            let out = edited.render();
+            for link in ["[top]: https://example.com/top", "[1]: https://example.com\n", "[2]: https://example.com/2"] {
+                assert!(out.contains(link), "{link} lost after touching {touch}, removing {remove:?}:\n{out}");
+            }
+            let back = EntryFile::parse(&out, "memory.md");
+            assert_eq!(back.entries().count(), 2 - usize::from(remove.is_some()), "{out}");
+        }
+    }
 
     #[test]
     fn a_header_hidden_by_an_unclosed_block_is_reported() {
