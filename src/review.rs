@@ -24,8 +24,9 @@
 //! it, or the undo is refused with the conflicting ids and nothing is written. Only the newest
 //! [`RUNS_WITH_COPIES`](crate::consolidate::records::RUNS_WITH_COPIES) records keep their copy of
 //! `memory.md` (byte-for-byte undo of an older run needs every later run undone first, and the
-//! copies add up); older ones keep the hashes, and their undo works entry by entry, putting
-//! removed entries back where they stood. An undo moves the undone versions to `history.md`
+//! copies add up); older ones keep the hashes, and their undo works entry by entry. Removed
+//! entries go back where they stood when the run's copy is at hand, and at the end of the file
+//! when it was dropped (the order of entries carries no meaning). An undo moves the undone versions to `history.md`
 //! with `status: reverted`, marks the history blocks the run wrote for the versions it puts
 //! back `status: restored` (neither kind leads anywhere any more), puts the previous versions
 //! back, removes what the run added, lowers the watermark below the facts that are pending
