@@ -5,7 +5,8 @@
 //!
 //! - DUPLICATE when a candidate's text equals a neighbour's (or the neighbour's current clause,
 //!   so the decider recognises its own REPLACE content), exactly or after [`normalise`], and no
-//!   number, date, name or negation differs between the two;
+//!   number, date, name or negation differs between the two; a pinned neighbour too, since a
+//!   DUPLICATE only adds sources;
 //! - REPLACE when it clearly contradicts exactly one non-pinned, not newer neighbour about the
 //!   same subject (negation polarity, an antonym pair, the same attribute with another value, or
 //!   a temporal marker with only the value changed); the content keeps the old text as history:
@@ -842,15 +843,12 @@ impl Plan {
                 }
             }
         };
-        let mut pinned_duplicate = None;
         for (n, nb) in neighs.iter().enumerate() {
             match nb.duplicate_of(&cand.fact) {
-                Dup::Same(s) if !nb.n.pinned => {
+                // A DUPLICATE only adds sources, which a pinned entry may gain too.
+                Dup::Same(s) => {
                     let d = self.target(n);
                     return self.join(d, i, false, s);
-                }
-                Dup::Same(s) => {
-                    pinned_duplicate.get_or_insert(s);
                 }
                 Dup::Vetoed(v) => note(v),
                 Dup::Different => {}
@@ -862,10 +860,6 @@ impl Plan {
                 Dup::Vetoed(v) => note(v),
                 Dup::Different => {}
             }
-        }
-        if let Some(mut s) = pinned_duplicate {
-            s.push("pinned-target");
-            return self.add(i, s);
         }
         let Some(clause) = &cand.fact.clause else {
             return self.add(i, std::iter::once("multi-clause".to_string()).chain(vetoes));
@@ -967,7 +961,7 @@ mod tests {
             assert_ne!(o.op.kind(), "REMOVE");
             if let Some(t) = o.op.target() {
                 let n = doc.neighbors.iter().find(|n| n.id == t).expect("target is a neighbour");
-                assert!(!n.pinned, "pinned target: {o:?}");
+                assert!(!n.pinned || o.op.kind() == "DUPLICATE", "pinned target: {o:?}");
                 assert!(targets.insert(t.to_string()), "two ops on {t}: {ops:#?}");
             }
             if let Op::Add { content, .. } | Op::Replace { content, .. } = &o.op {
@@ -1291,10 +1285,10 @@ mod tests {
     }
 
     #[test]
-    fn pinned_neighbour_is_never_a_target() {
+    fn a_pinned_neighbour_gains_duplicates_but_is_never_replaced() {
         let ops = run(vec![pinned("m-1", "Works at Google.")], vec![fact("f-1", "Works at Google.", "2026-06-01")]);
-        assert_eq!(kinds(&ops), ["ADD"]);
-        assert!(has(&ops[0], "pinned-target") && has(&ops[0], "exact-duplicate"));
+        assert_eq!(kinds(&ops), ["DUPLICATE"], "no second entry saying the same");
+        assert!(has(&ops[0], "exact-duplicate"));
         let ops =
             run(vec![pinned("m-1", "Works at Google.")], vec![fact("f-1", "Now works at Microsoft.", "2026-06-01")]);
         assert_eq!(kinds(&ops), ["ADD"]);
