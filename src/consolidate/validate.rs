@@ -72,6 +72,11 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
     // Facts named by an accepted op, with the kind of the first one.
     let mut used: HashMap<String, &'static str> = HashMap::new();
     for mut proposed in ops {
+        // A fact named twice in one op is one source.
+        if let Op::Add { facts, .. } | Op::Replace { facts, .. } | Op::Duplicate { facts, .. } = &mut proposed.op {
+            let mut seen = HashSet::new();
+            facts.retain(|f| seen.insert(f.clone()));
+        }
         let verdict = (|| -> Result<(), String> {
             if let Some(unknown) = proposed.op.facts().iter().find(|f| !candidates.contains(f.as_str())) {
                 return Err(format!("fact {unknown} is not a candidate of this cluster"));
@@ -194,6 +199,18 @@ mod tests {
         assert!(v.dropped[0].1.contains("not a neighbour"));
         let added: Vec<_> = v.ops.iter().map(|o| (o.op.kind(), o.op.facts().to_vec())).collect();
         assert_eq!(added, [("ADD", vec!["f-1".to_string()]), ("ADD", vec!["f-2".to_string()])]);
+    }
+
+    #[test]
+    fn a_fact_named_twice_in_one_op_is_one_source() {
+        let v = validate(
+            &doc(),
+            ops(r#"{"ops":[{"op":"ADD","facts":["f-1","f-2","f-1"],"content":"x y"},
+                          {"op":"DUPLICATE","facts":[],"target":"m-1"}]}"#),
+            2000,
+        );
+        assert_eq!(v.ops.len(), 1, "{:?}", v.dropped);
+        assert_eq!(v.ops[0].op.facts(), ["f-1", "f-2"]);
     }
 
     #[test]
