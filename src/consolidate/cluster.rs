@@ -4,8 +4,9 @@
 //! top-`lexical_k` entries by shared rare words, fused by reciprocal rank, of which the best
 //! `neighbor_k` are kept ([`Links::ranked`]). Rank alone decides: a fact is shown its best
 //! entries whatever their cosine, so a paraphrase the embedding scores low still meets its
-//! partner. New facts link to each other only when each is among the other's nearest and, by
-//! cosine, at least `min_similarity` apart from that, so one batch does not percolate into a
+//! partner. New facts link to each other only when each is among the other's nearest: by
+//! cosine, with at least `min_similarity` as well, or by shared rare words (mutual lexical
+//! nearest, which takes no floor). Requiring both ends keeps one batch from percolating into a
 //! single component through chains of weak fact-to-fact links. Clusters are the connected
 //! components of all those links; [`super::pack`] turns them into decision calls. Similarity only
 //! proposes candidates here; it never decides anything.
