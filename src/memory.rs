@@ -679,14 +679,16 @@ impl Memory {
         let clock = Instant::now();
         let started = self.inner.clock.now();
         let me = self.clone();
-        let (lock, ledger, under_review) = blocking(move || -> Result<_, Error> {
+        let (lock, holder, ledger, under_review) = blocking(move || -> Result<_, Error> {
             let lock = if opts.dry_run { None } else { Some(me.lock()?) };
             if let Some(lock) = &lock
                 && let Err(e) = me.reconcile_locked(lock)
             {
                 tracing::warn!(error = %e, "could not record hand edits of memory.md");
             }
-            Ok((lock, Ledger::load(&me.inner.root)?, records::facts_under_review(&me.inner.root)))
+            // A dry run takes no lock, but says so when a pass holds it, as that pass would.
+            let holder = opts.dry_run.then(|| crate::lock::holder(&me.inner.root.consolidate_lock())).flatten();
+            Ok((lock, holder, Ledger::load(&me.inner.root)?, records::facts_under_review(&me.inner.root)))
         })
         .await?;
         let cfg = &self.inner.config.consolidation;
@@ -694,7 +696,7 @@ impl Memory {
         let gate = gate::evaluate(
             cfg,
             &GateInput {
-                lock_holder: None,
+                lock_holder: holder.as_deref(),
                 last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
                 now: started,
                 pending: pending.len(),

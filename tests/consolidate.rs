@@ -191,6 +191,8 @@ async fn the_gate_opens_on_numbers_or_force_and_never_past_the_lock() {
         let err = pass(&env, PassOptions { force: true, dry_run: false }).await.unwrap_err();
         assert!(matches!(err, Error::Busy(_)), "{err}");
         assert!(err.to_string().contains(&format!("pid {}", std::process::id())), "{err}");
+        let dry = pass(&env, PassOptions { force: true, dry_run: true }).await.unwrap();
+        assert!(!dry.gate.open && dry.gate.reason.contains("already running"), "{:?}", dry.gate);
     }
     let report = pass(&env, PassOptions { force: true, dry_run: false }).await.unwrap();
     assert!(report.applied);
