@@ -110,20 +110,33 @@ struct Parsed {
     after: String,
 }
 
+/// The first line at or after `from` that starts (after white space) with `marker`: where the
+/// line starts and where the marker ends. A marker in the middle of a line is a person's text.
+fn marker_line(text: &str, from: usize, marker: &str) -> Option<(usize, usize)> {
+    let mut at = from;
+    while at < text.len() {
+        let end = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
+        let line = &text[at..end];
+        let indent = line.len() - line.trim_start().len();
+        if line[indent..].starts_with(marker) {
+            return Some((at, at + indent + marker.len()));
+        }
+        at = end;
+    }
+    None
+}
+
 fn parse(text: &str) -> Parsed {
     let mut p = Parsed::default();
-    let Some(begin) = text.find(BEGIN_PREFIX) else {
+    let Some((begin, _)) = marker_line(text, 0, BEGIN_PREFIX) else {
         p.before = text.to_string();
         return p;
     };
     p.before = text[..begin].to_string();
     let body_start = text[begin..].find('\n').map_or(text.len(), |i| begin + i + 1);
-    let (body, after) = match text[body_start..].find(END) {
-        Some(i) => {
-            let end = body_start + i;
-            let after_start = text[end..].find('\n').map_or(text.len(), |j| end + j + 1);
-            (&text[body_start..end], &text[after_start..])
-        }
+    // Whatever follows the end marker, on its line and after, is kept as it is.
+    let (body, after) = match marker_line(text, body_start, END) {
+        Some((end, after_start)) => (&text[body_start..end], &text[after_start..]),
         None => (&text[body_start..], ""),
     };
     p.after = after.to_string();
@@ -156,7 +169,9 @@ fn render(p: &Parsed) -> String {
         out.push_str(&format!("- {} {MARK}{}-->\n", line.text, line.entry));
     }
     out.push_str(END);
-    out.push('\n');
+    if p.after.is_empty() {
+        out.push('\n');
+    }
     out.push_str(&p.after);
     out
 }
@@ -879,6 +894,23 @@ mod tests {
             let p = Parsed { before: "intro\n".into(), generated, after: "outro\n".into(), ..Parsed::default() };
             let text = render(&p);
             prop_assert_eq!(parse(&text), p, "{}", text);
+        }
+    }
+
+    #[test]
+    fn text_outside_the_block_is_kept_byte_for_byte() {
+        let block = format!("{BEGIN}\n- Likes tea {MARK}m-1-->\n- Plays chess {MARK}m-2-->\n{END}");
+        for (before, after) in [
+            ("# Me\n\nMy notes.\n", "\nMore notes.\n"),
+            ("", ""),
+            ("a line that mentions <!-- memfold:begin in passing\n", " words after the end marker\nno newline"),
+            ("  indented\r\n", "\r\nwindows line\r\n"),
+        ] {
+            let text = format!("{before}{block}{after}");
+            let out = without_lines(&text, &["m-1".into()]).expect("a line to drop");
+            assert!(out.starts_with(before) && out.ends_with(after), "{text:?}\n{out:?}");
+            assert!(!out.contains("Likes tea") && out.contains("Plays chess"), "{out:?}");
+            assert_eq!(render(&parse(&out)), out, "stable");
         }
     }
 }
