@@ -55,14 +55,6 @@ impl Decider {
         }
     }
 
-    /// The chat client and promotion prompt, when an LLM is configured.
-    pub fn promoter(&self) -> Option<(&ChatClient, &str)> {
-        match self {
-            Decider::Llm { client, prompts } => Some((client, prompts.promote.as_str())),
-            Decider::Offline => None,
-        }
-    }
-
     /// The system prompt of a decision call. The offline decider sends none; for it this is the
     /// built-in prompt, so that a pass can say what its calls would cost an LLM.
     pub fn system_prompt(&self) -> std::borrow::Cow<'_, str> {

@@ -10,8 +10,9 @@
 //! The file is read with pulldown-cmark, using source offsets. Top-level markdown blocks
 //! that follow each other without a blank line form one run; a header comment starts a
 //! new run. A run that starts with a header is that entry; a run without one (a
-//! paragraph a person typed) is an entry too and gets a header the next time memfold
-//! writes the file. Runs made only of headings, rules or ordinary HTML comments are kept
+//! paragraph a person typed) is an entry too, under an id derived from its text, and gets a
+//! header the next time a consolidation pass (or an applied plan) writes the file; a forget,
+//! pin or undo leaves it as typed. Runs made only of headings, rules or ordinary HTML comments are kept
 //! as they are and are not entries. A header whose JSON does not parse is reported, and
 //! its run is kept as the content of a headerless entry.
 //!
@@ -194,11 +195,6 @@ impl Entry {
 
     pub fn id(&self) -> &str {
         &self.meta.id
-    }
-
-    /// Hash of what this entry says and claims (metadata + content), for the index and journal.
-    pub fn hash(&self) -> String {
-        content_hash(self.render())
     }
 
     /// Mark as changed so the next render writes it anew (e.g. after editing `meta`).
