@@ -6,7 +6,9 @@
 //! - DUPLICATE when a candidate's text equals a neighbour's (or the neighbour's current clause,
 //!   so the decider recognises its own REPLACE content), exactly or after [`normalise`], and no
 //!   number, date, name or negation differs between the two; a pinned neighbour too, since a
-//!   DUPLICATE only adds sources;
+//!   DUPLICATE only adds sources. A neighbour an earlier candidate of the call updates is
+//!   compared as it will read, by that candidate's text, so a repeat of the old value is not
+//!   taken for a duplicate;
 //! - REPLACE when it clearly contradicts exactly one non-pinned, not newer neighbour about the
 //!   same subject (negation polarity, an antonym pair, the same attribute with another value, or
 //!   a temporal marker with only the value changed); the content keeps the old text as history:
@@ -844,7 +846,13 @@ impl Plan {
             }
         };
         for (n, nb) in neighs.iter().enumerate() {
-            match nb.duplicate_of(&cand.fact) {
+            // A neighbour an earlier candidate already updates now says what that one says.
+            let now_says = self.targets.get(&n).and_then(|&d| self.drafts[d].statements.last());
+            let dup = match now_says {
+                Some(&h) => duplicate(&cand.fact, &cands[h].fact),
+                None => nb.duplicate_of(&cand.fact),
+            };
+            match dup {
                 // A DUPLICATE only adds sources, which a pinned entry may gain too.
                 Dup::Same(s) => {
                     let d = self.target(n);
@@ -1293,6 +1301,32 @@ mod tests {
             run(vec![pinned("m-1", "Works at Google.")], vec![fact("f-1", "Now works at Microsoft.", "2026-06-01")]);
         assert_eq!(kinds(&ops), ["ADD"]);
         assert!(has(&ops[0], "pinned-target") && has(&ops[0], "temporal-marker:now"));
+    }
+
+    #[test]
+    fn a_repeat_of_what_an_update_in_the_same_call_replaced_is_not_its_duplicate() {
+        let ops = run(
+            vec![entry("m-1", "Works at Google.")],
+            vec![fact("f-1", "Now works at Microsoft.", "2026-06-01"), fact("f-2", "Works at Google.", "2026-06-02")],
+        );
+        // The newest fact says Google again: it may not vanish into an entry saying Microsoft.
+        let current: Vec<&str> = ops
+            .iter()
+            .filter_map(|o| match &o.op {
+                Op::Add { content, .. } | Op::Replace { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(current.iter().any(|c| c.starts_with("Works at Google")), "{ops:#?}");
+        let ops = run(
+            vec![entry("m-1", "Works at Google.")],
+            vec![
+                fact("f-1", "Now works at Microsoft.", "2026-06-01"),
+                fact("f-2", "Now works at Microsoft.", "2026-06-02"),
+            ],
+        );
+        assert_eq!(kinds(&ops), ["REPLACE"], "a repeat of the update joins it: {ops:#?}");
+        assert_eq!(ops[0].op.facts(), ["f-1", "f-2"]);
     }
 
     #[test]
