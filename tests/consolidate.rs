@@ -250,6 +250,8 @@ async fn an_llm_outage_costs_no_attempts_and_a_forced_pass_retries_given_up_fact
         let report = force(&env).await;
         assert!(!report.applied);
         assert_eq!(report.failed_facts.len(), 3, "outage {outage}");
+        assert!(report.stopped.as_deref().is_some_and(|why| why.contains("503")), "{:?}", report.stopped);
+        assert!(report.summary().contains("3 facts left pending; stopped: "), "{}", report.summary());
         assert_eq!(env.llm.chat_calls() - before, per_call, "the pass stops asking after the first call fails");
         let state = State::load(&env.root.state_json()).unwrap();
         assert!(state.facts.values().all(|p| p.attempts == 0), "{:?}", state.facts);

@@ -109,6 +109,10 @@ pub struct PassReport {
     pub dropped: Vec<DroppedReport>,
     pub llm: Usage,
     pub failed_facts: Vec<String>,
+    /// Why the pass stopped asking the decider before its last call (the LLM out of reach,
+    /// overloaded or refusing the credentials); the facts it did not get to are pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// Plans stored for review instead of applied: the whole plan in review mode, the
     /// low-confidence ops in auto mode (`memfold plans`).
     pub plans: Vec<String>,
@@ -130,6 +134,7 @@ impl PassReport {
             dropped: Vec::new(),
             llm: Usage::default(),
             failed_facts: Vec::new(),
+            stopped: None,
             plans: Vec::new(),
             timings: Timings::default(),
         }
@@ -143,7 +148,7 @@ impl PassReport {
             (false, true) => "applied",
             (false, false) => "planned",
         };
-        format!(
+        let summary = format!(
             "{} {verb}: {} ops from {} decision calls ({} decider, {} LLM calls, {} prompt tokens); {} facts left pending",
             self.run.as_deref().unwrap_or("-"),
             self.ops.len(),
@@ -152,7 +157,11 @@ impl PassReport {
             self.llm.calls,
             self.llm.prompt_tokens,
             self.failed_facts.len()
-        )
+        );
+        match &self.stopped {
+            Some(why) => format!("{summary}; stopped: {why}"),
+            None => summary,
+        }
     }
 }
 
@@ -340,6 +349,7 @@ impl Pass<'_> {
                     let rest: Vec<String> =
                         calls.calls[number..].iter().flat_map(|c| &c.facts).map(|&f| facts[f].id.clone()).collect();
                     tracing::warn!(run = %run, facts = rest.len(), error = %err, "decider unavailable; the rest of the pass waits for the next one");
+                    report.stopped = Some(err.to_string());
                     stopped = Some((err, rest));
                     break;
                 }
