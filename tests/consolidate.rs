@@ -290,6 +290,41 @@ async fn an_llm_outage_costs_no_attempts_and_a_forced_pass_retries_given_up_fact
     assert_verified(&env);
 }
 
+/// An entry an unclosed block hides is invisible to a pass; deciding its facts again would
+/// add them a second time, to reappear beside the original once the person mends the file.
+#[tokio::test]
+async fn facts_of_an_entry_a_hand_edit_hid_wait_for_the_person() {
+    let env = env().await;
+    env.llm.set_chat_handler(script(|_| json!([])));
+    let facts = add(&env, "2026-06-01", &["Likes green tea", "Plays chess", "Reads novels"]);
+    let mut file = EntryFile::default();
+    for (id, fact, text) in [
+        ("m-tea", &facts[0], "Likes green tea"),
+        ("m-chess", &facts[1], "Plays chess"),
+        ("m-novels", &facts[2], "Reads novels"),
+    ] {
+        file.push(Entry::new(EntryMeta { sources: vec![fact.clone()], ..EntryMeta::new(id) }, text));
+    }
+    // A note opened by hand after the first entry runs on to the next `-->`: the chess header's.
+    let text = file.render().replacen("Likes green tea\n", "Likes green tea\n<!-- to do: ask about\n", 1);
+    std::fs::write(env.root.memory(), &text).unwrap();
+    let ledger = Ledger::load(&env.root).unwrap();
+    assert_eq!(ledger.memory.hidden, [("m-chess".to_string(), 5)], "{text}");
+    let cfg = &env.config.consolidation;
+    let eligible = memfold::consolidate::pass::eligible(&ledger, &Default::default(), cfg, true);
+    assert!(eligible.is_empty(), "{eligible:?}");
+    let status = mem(&env).await.status().await.unwrap();
+    assert_eq!((status.pending_facts, status.held_facts), (1, 1), "{status:?}");
+
+    add(&env, "2026-06-02", &["Speaks Dutch"]);
+    let report = force(&env).await;
+    assert!(report.applied, "{report:?}");
+    let after = std::fs::read_to_string(env.root.memory()).unwrap();
+    assert!(after.starts_with(&text), "the person's text is untouched:\n{after}");
+    assert_eq!(after.matches("Plays chess").count(), 1, "{after}");
+    assert!(after.contains("Speaks Dutch"));
+}
+
 #[tokio::test]
 async fn bad_ops_change_nothing_they_should_not() {
     let mut env = env().await;

@@ -204,7 +204,8 @@ pub struct Planned {
 }
 
 /// The pending facts a pass takes up: not in a pending plan (they wait for it), not edited in
-/// place in the archive (a person resolves those first, forced or not), and, unless forced,
+/// place in the archive and not named by an entry whose header an unclosed block in
+/// `memory.md` hides (a person resolves those first, forced or not), and, unless forced,
 /// not given up on after `max_attempts` unusable replies and not flagged by an undo or a
 /// rejected plan (so the same decision is not made again by itself). A forced pass tries
 /// given-up facts again. `status` counts the same facts.
@@ -217,7 +218,7 @@ pub fn eligible<'a>(
     ledger
         .pending()
         .into_iter()
-        .filter(|f| !under_review.contains(&f.id) && !f.edited)
+        .filter(|f| !under_review.contains(&f.id) && !f.edited && !ledger.memory.hidden_facts.contains(&f.id))
         .filter(|f| {
             ledger
                 .state

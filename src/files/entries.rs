@@ -461,6 +461,9 @@ pub struct EntryFile {
     /// Ids of entry headers hidden inside another block (an unclosed HTML block, fence or
     /// comment that an older memfold or a hand edit left): memfold does not see those entries.
     pub hidden: Vec<(String, usize)>,
+    /// The sources the hidden headers name. Those facts are in an entry memfold cannot see
+    /// until a person mends the file, so a pass leaves them alone rather than add them again.
+    pub hidden_facts: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -555,7 +558,7 @@ fn blocks(text: &str) -> Vec<Block> {
 
 /// Header lines (offset, entry id) inside a content block: a block that is not a closed fence
 /// and holds a whole valid header line has swallowed the entry that header starts.
-fn hidden_headers(text: &str, block: &Block) -> Vec<(usize, String)> {
+fn hidden_headers(text: &str, block: &Block) -> Vec<(usize, EntryMeta)> {
     let source = &text[block.range.clone()];
     if block.code == (Code::Fenced { closed: true }) || !source.contains(HEADER) {
         return Vec::new();
@@ -570,7 +573,7 @@ fn hidden_headers(text: &str, block: &Block) -> Vec<(usize, String)> {
             && header.ends_with("-->")
             && let Ok(meta) = serde_json::from_str::<EntryMeta>(&header[HEADER.len()..header.len() - 3])
         {
-            found.push((at, meta.id));
+            found.push((at, meta));
         }
         at += line.len();
     }
@@ -624,8 +627,7 @@ impl EntryFile {
                 run.push(block);
             }
         }
-        let mut file_out =
-            EntryFile { items: Vec::new(), problems: Vec::new(), hash: content_hash(text), hidden: Vec::new() };
+        let mut file_out = EntryFile { hash: content_hash(text), ..EntryFile::default() };
         let starts: Vec<usize> = runs.iter().map(|r| r[0].range.start).collect();
         let (mut counted_line, mut counted_to) = (1usize, 0usize);
         for (i, run) in runs.iter().enumerate() {
@@ -684,7 +686,9 @@ impl EntryFile {
             };
             let skip = usize::from(run[0].kind == BlockKind::Header);
             for block in &run[skip..] {
-                for (at, id) in hidden_headers(text, block) {
+                for (at, meta) in hidden_headers(text, block) {
+                    let id = meta.id;
+                    file_out.hidden_facts.extend(meta.sources);
                     let opened = line + text[run_start..block.range.start].matches('\n').count();
                     let hidden_line = line + text[run_start..at].matches('\n').count();
                     file_out.problems.push(Problem::new(
