@@ -150,7 +150,7 @@ pub fn plan_reconcile(
     let mut gone = Vec::new();
     let mut blocks = Vec::new();
     for entry in before.entries().filter(|e| e.has_header && ledger.memory.get(e.id()).is_none()) {
-        if current.contains(entry.id()) {
+        if mentions_id(&current, entry.id()) {
             // A header broken by an edit or hidden in an unclosed block: reading reports it, and
             // the entry's text is still there; only an entry whose id is gone was deleted.
             tracing::warn!(
@@ -171,6 +171,15 @@ pub fn plan_reconcile(
     }
     change.seen = Some(current);
     (change, gone)
+}
+
+/// Whether `text` holds `id` as a whole id, not as the start of a longer one.
+fn mentions_id(text: &str, id: &str) -> bool {
+    let id_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    text.match_indices(id).any(|(at, _)| {
+        !text[..at].chars().next_back().is_some_and(id_char)
+            && !text[at + id.len()..].chars().next().is_some_and(id_char)
+    })
 }
 
 #[cfg(test)]
@@ -292,6 +301,14 @@ mod tests {
             assert!(change.tombstones.is_empty());
         }
         assert!([a, b, c].iter().all(|id| text.contains(id.as_str())));
+    }
+
+    #[test]
+    fn an_id_is_mentioned_only_whole() {
+        assert!(mentions_id("<!--m {\"id\":\"m-ab12\",}-->", "m-ab12"));
+        assert!(mentions_id("m-ab12", "m-ab12"));
+        assert!(!mentions_id("<!--m {\"id\":\"m-ab123\"}-->", "m-ab12"));
+        assert!(!mentions_id("xm-ab12", "m-ab12"));
     }
 
     #[test]
