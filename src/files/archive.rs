@@ -205,6 +205,8 @@ pub fn parse_day(date: NaiveDate, text: &str, file: &str) -> (Vec<Fact>, Vec<Pro
 fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) -> (Vec<Fact>, Vec<Problem>) {
     let mut facts = Vec::new();
     let mut problems = Vec::new();
+    // A byte order mark some editors write is not text.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // The line an HTML comment still open was opened on.
     let mut comment: Option<usize> = None;
     for (i, line) in text.lines().enumerate() {
@@ -667,6 +669,13 @@ mod tests {
         let (facts, problems) = parse_day(d("2026-11-22"), closed, "archive/2026-11-22.md");
         assert_eq!(facts.len(), 1);
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_does_not_cost_the_first_fact() {
+        let (facts, problems) = parse_day(d("2026-11-22"), "\u{feff}- First fact\n- Second\n", "archive/2026-11-22.md");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(facts.iter().map(|f| f.text.as_str()).collect::<Vec<_>>(), ["First fact", "Second"]);
     }
 
     #[test]

@@ -610,6 +610,20 @@ fn has_blank_line(gap: &str) -> bool {
 impl EntryFile {
     /// Parse an entry file. `file` names it in problems.
     pub fn parse(text: &str, file: &str) -> EntryFile {
+        // A byte order mark some editors write is not text: read after it, keep it in front.
+        let Some(body) = text.strip_prefix('\u{feff}') else {
+            return EntryFile::parse_text(text, file);
+        };
+        let mut parsed = EntryFile::parse_text(body, file);
+        parsed.hash = content_hash(text);
+        match parsed.items.first_mut() {
+            Some(Item::Entry(Entry { raw: Some(raw), .. }) | Item::Trivia(raw)) => raw.insert(0, '\u{feff}'),
+            _ => parsed.items.insert(0, Item::Trivia('\u{feff}'.into())),
+        }
+        parsed
+    }
+
+    fn parse_text(text: &str, file: &str) -> EntryFile {
         // Group blocks into runs.
         let mut runs: Vec<Vec<Block>> = Vec::new();
         let mut prev_end = 0;
@@ -1026,6 +1040,18 @@ mod tests {
 
     /// What memfold 0.1 wrote for `add "<pre>"` followed by two more facts.
     const SWALLOWED: &str = "<!--m {\"id\":\"m-a\",\"sources\":[\"f-1\"]}-->\n<pre>\n\n<!--m {\"id\":\"m-b\",\"sources\":[\"f-2\"]}-->\nLives in Porto.\n";
+
+    #[test]
+    fn a_byte_order_mark_is_kept_and_hides_nothing() {
+        let text = "\u{feff}<!--m {\"id\":\"m-a\"}-->\nA.\n\n<!--m {\"id\":\"m-b\"}-->\nB.\n";
+        let mut file = EntryFile::parse(text, "memory.md");
+        assert!(file.problems.is_empty(), "{:?}", file.problems);
+        assert_eq!(file.entries().map(Entry::id).collect::<Vec<_>>(), ["m-a", "m-b"]);
+        assert_eq!((file.render().as_str(), file.hash.as_str()), (text, content_hash(text).as_str()));
+        file.remove("m-b");
+        assert!(file.render().starts_with("\u{feff}<!--m"));
+        assert_eq!(EntryFile::parse("\u{feff}", "memory.md").render(), "\u{feff}");
+    }
 
     #[test]
     fn removing_an_entry_never_joins_its_neighbours() {
