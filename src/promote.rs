@@ -104,6 +104,7 @@ struct Reply {
 /// MEMORY.md split into the person's text and memfold's lines.
 #[derive(Debug, Default, PartialEq)]
 struct Parsed {
+    bom: bool,
     before: String,
     hand_inside: Vec<String>,
     generated: Vec<Line>,
@@ -127,7 +128,12 @@ fn marker_line(text: &str, from: usize, marker: &str) -> Option<(usize, usize)> 
 }
 
 fn parse(text: &str) -> Parsed {
-    let mut p = Parsed::default();
+    // A byte order mark some editors write is not text: read after it, keep it in front.
+    let (bom, text) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let mut p = Parsed { bom, ..Parsed::default() };
     let Some((begin, _)) = marker_line(text, 0, BEGIN_PREFIX) else {
         p.before = text.to_string();
         return p;
@@ -158,6 +164,9 @@ fn render(p: &Parsed) -> String {
     let mut out = p.before.clone();
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
+    }
+    if p.bom {
+        out.insert(0, '\u{feff}');
     }
     out.push_str(BEGIN);
     out.push('\n');
@@ -905,6 +914,7 @@ mod tests {
             ("", ""),
             ("a line that mentions <!-- memfold:begin in passing\n", " words after the end marker\nno newline"),
             ("  indented\r\n", "\r\nwindows line\r\n"),
+            ("\u{feff}", "\n"),
         ] {
             let text = format!("{before}{block}{after}");
             let out = without_lines(&text, &["m-1".into()]).expect("a line to drop");
