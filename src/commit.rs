@@ -9,7 +9,8 @@
 //! 1. While holding the consolidation lock, check that `memory.md` still hashes to what the
 //!    change was planned against (else [`CommitError::Stale`], nothing written), and that the
 //!    new text would not put an entry inside a block a person or an older version left
-//!    unclosed, where it could not be read back (else [`CommitError::Hidden`]).
+//!    unclosed, where it could not be read back (else [`CommitError::Hidden`]); the same for
+//!    the blocks the change appends to (or rewrites in) `history.md`.
 //! 2. Write the whole change — every file's new text or appended bytes, with the offset each
 //!    append starts at — as `.memfold/commit.json` (temp file, fsync, rename, fsync folder).
 //!    From here on the change happens, even if the process dies.
@@ -203,10 +204,23 @@ pub fn commit(root: &Root, change: &Change, _lock: &crate::lock::LockGuard) -> R
             return Err(CommitError::Hidden(problem));
         }
     }
+    let steps = steps(root, change)?;
+    for step in &steps {
+        // History blocks appended after (or rewritten into) a block a person left open would
+        // be hidden as surely as entries.
+        let after = match step {
+            Step::Append { path, text, .. } | Step::Guarded { path, text, .. } if path == HISTORY => text,
+            _ => continue,
+        };
+        let now = read_or_empty(&root.history()).map_err(io(HISTORY))?;
+        let after = if matches!(step, Step::Append { .. }) { format!("{now}{after}") } else { after.clone() };
+        if let Some(problem) = crate::files::entries::newly_hidden(&now, &after, HISTORY) {
+            return Err(CommitError::Hidden(problem));
+        }
+    }
     let kind = change.label.split_whitespace().next().unwrap_or("change");
     failpoint(kind, "planned");
-    let record =
-        Record { version: RECORD_VERSION, label: change.label.clone(), time: Utc::now(), steps: steps(root, change)? };
+    let record = Record { version: RECORD_VERSION, label: change.label.clone(), time: Utc::now(), steps };
     let path = record_path(root);
     let mut text = serde_json::to_string(&record)
         .map_err(|e| CommitError::Corrupt { path: root.relative(&path), message: e.to_string() })?;
@@ -587,6 +601,24 @@ mod tests {
         assert!(matches!(commit(&root, &change, &lock), Err(CommitError::Stale)));
         assert_eq!(files(&root), before);
         assert!(!pending(&root));
+    }
+
+    #[test]
+    fn history_blocks_that_a_block_left_open_would_hide_write_nothing() {
+        let (_d, root) = fresh();
+        let (change, _) = sample(&root);
+        std::fs::write(root.history(), "<!--m {\"id\":\"m-0\",\"status\":\"merged\"}-->\nOld\n<!-- a note\n").unwrap();
+        let before = files(&root);
+        let lock = LockGuard::try_acquire(&root.consolidate_lock(), "test").unwrap();
+        let err = commit(&root, &change, &lock).unwrap_err();
+        assert!(matches!(&err, CommitError::Hidden(p) if p.file == HISTORY), "{err:?}");
+        assert_eq!(files(&root), before);
+        assert!(!pending(&root));
+        // Closed, the same change goes through.
+        std::fs::write(root.history(), "<!--m {\"id\":\"m-0\",\"status\":\"merged\"}-->\nOld\n<!-- a note -->\n")
+            .unwrap();
+        commit(&root, &change, &lock).unwrap();
+        assert_eq!(EntryFile::parse(&read(&root, HISTORY), HISTORY).entries().count(), 2);
     }
 
     /// Run the steps of `change` up to `k` by hand, as a process killed after step k would
