@@ -594,6 +594,17 @@ fn first_text_line(text: &str, from: usize, to: usize) -> Option<usize> {
     None
 }
 
+/// `text` with every carriage return not followed by `\n` made a `\n`, if it has one.
+fn lone_cr_as_lf(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let lone = |i: usize| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n');
+    if !(0..bytes.len()).any(lone) {
+        return None;
+    }
+    let fixed: Vec<u8> = (0..bytes.len()).map(|i| if lone(i) { b'\n' } else { bytes[i] }).collect();
+    Some(String::from_utf8(fixed).expect("one ASCII byte for another keeps UTF-8 valid"))
+}
+
 /// Whether `text` ends with a blank line (or is one), so that what follows starts a block.
 fn ends_in_blank_line(text: &str) -> bool {
     text.strip_suffix('\n').is_some_and(|body| {
@@ -623,7 +634,11 @@ impl EntryFile {
         parsed
     }
 
-    fn parse_text(text: &str, file: &str) -> EntryFile {
+    fn parse_text(original: &str, file: &str) -> EntryFile {
+        // A lone carriage return ends a line as `\n` does (an old Mac file, pasted text). The
+        // scan reads it as `\n`, which keeps every offset; items keep the bytes as they were.
+        let scanned = lone_cr_as_lf(original);
+        let text = scanned.as_deref().unwrap_or(original);
         // Group blocks into runs.
         let mut runs: Vec<Vec<Block>> = Vec::new();
         let mut prev_end = 0;
@@ -641,7 +656,7 @@ impl EntryFile {
                 run.push(block);
             }
         }
-        let mut file_out = EntryFile { hash: content_hash(text), ..EntryFile::default() };
+        let mut file_out = EntryFile { hash: content_hash(original), ..EntryFile::default() };
         let starts: Vec<usize> = runs.iter().map(|r| r[0].range.start).collect();
         let (mut counted_line, mut counted_to) = (1usize, 0usize);
         for (i, run) in runs.iter().enumerate() {
@@ -652,13 +667,13 @@ impl EntryFile {
             let run_end = run.last().map_or(run_start, |b| b.range.end);
             let mut raw_start = if i == 0 { 0 } else { starts[i] };
             if i == 0 && !text[..run_start].trim().is_empty() {
-                file_out.items.push(Item::Trivia(text[..run_start].to_string()));
+                file_out.items.push(Item::Trivia(original[..run_start].to_string()));
                 raw_start = run_start;
             }
             let next = starts.get(i + 1).copied().unwrap_or(text.len());
             let raw_end = first_text_line(text, run_end.min(next), next).unwrap_or(next);
-            let raw = text[raw_start..raw_end].to_string();
-            let loose = (raw_end < next).then(|| Item::Trivia(text[raw_end..next].to_string()));
+            let raw = original[raw_start..raw_end].to_string();
+            let loose = (raw_end < next).then(|| Item::Trivia(original[raw_end..next].to_string()));
             // Runs come in file order, so count newlines incrementally (not from the start each time).
             counted_line += text.as_bytes()[counted_to..run_start].iter().filter(|&&b| b == b'\n').count();
             counted_to = run_start;
@@ -724,7 +739,7 @@ impl EntryFile {
             file_out.items.extend(loose);
         }
         if runs.is_empty() && !text.is_empty() {
-            file_out.items.push(Item::Trivia(text.to_string()));
+            file_out.items.push(Item::Trivia(original.to_string()));
         }
         // History keeps every version of an entry under its id: only current blocks (no `status`) must be unique.
         let mut seen = std::collections::HashSet::new();
@@ -827,7 +842,7 @@ impl EntryFile {
             // A rendered entry carries no gap of its own: keep one blank line on both sides.
             if (fresh || prev_fresh) && !out.is_empty() && !out.ends_with("\n\n") {
                 out.push_str(if out.ends_with('\n') { "\n" } else { "\n\n" });
-            } else if !out.is_empty() && !out.ends_with('\n') {
+            } else if !out.is_empty() && !out.ends_with(['\n', '\r']) {
                 out.push('\n');
             }
             out.push_str(&text);
@@ -1042,6 +1057,21 @@ mod tests {
     const SWALLOWED: &str = "<!--m {\"id\":\"m-a\",\"sources\":[\"f-1\"]}-->\n<pre>\n\n<!--m {\"id\":\"m-b\",\"sources\":[\"f-2\"]}-->\nLives in Porto.\n";
 
     #[test]
+    fn lone_carriage_returns_end_lines_and_are_kept() {
+        let lf = "<!--m {\"id\":\"m-a\"}-->\nA.\nmore\n\n<!--m {\"id\":\"m-b\"}-->\nB.\n";
+        let cr = lf.replace('\n', "\r");
+        let file = EntryFile::parse(&cr, "memory.md");
+        assert!(file.problems.is_empty(), "{:?}", file.problems);
+        let entries: Vec<(&str, &str)> = file.entries().map(|e| (e.id(), e.content.as_str())).collect();
+        assert_eq!(entries, [("m-a", "A.\nmore"), ("m-b", "B.")]);
+        assert_eq!(file.render(), cr);
+        assert_eq!(file.entries().nth(1).unwrap().line, 5);
+        let mut edited = file.clone();
+        edited.remove("m-a");
+        assert_eq!(EntryFile::parse(&edited.render(), "memory.md").entries().count(), 1);
+    }
+
+    #[test]
     fn a_byte_order_mark_is_kept_and_hides_nothing() {
         let text = "\u{feff}<!--m {\"id\":\"m-a\"}-->\nA.\n\n<!--m {\"id\":\"m-b\"}-->\nB.\n";
         let mut file = EntryFile::parse(text, "memory.md");
@@ -1248,7 +1278,7 @@ mod tests {
         }
 
         #[test]
-        fn any_text_renders_back_byte_for_byte(text in "(\\PC|\n| {4}|<!--m |-->|```|# ){0,200}") {
+        fn any_text_renders_back_byte_for_byte(text in "(\\PC|\n|\r| {4}|<!--m |-->|```|# ){0,200}") {
             prop_assert_eq!(EntryFile::parse(&text, "memory.md").render(), text);
         }
     }
