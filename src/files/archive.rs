@@ -829,5 +829,19 @@ mod tests {
             prop_assert!(problems.is_empty(), "{:?}\n{}", problems, day);
             prop_assert_eq!(read, vec![fact], "{}", day);
         }
+
+        /// Whatever a person left in a day file, a fact memfold appends after it is read back.
+        #[test]
+        fn a_fact_appended_after_any_hand_text_is_read_back(hand in prop::collection::vec(awkward(), 0..6), text in "[a-z]{1,8}( [a-z]{1,8}){0,3}") {
+            let dir = tempfile::tempdir().unwrap();
+            let root = Root::new(dir.path());
+            std::fs::create_dir_all(root.archive_dir()).unwrap();
+            let path = root.archive_file(d("2026-11-22"));
+            std::fs::write(&path, hand.join("\n")).unwrap();
+            let written = append(&root, &[new(&text)], now()).unwrap();
+            let (read, _) = read_day(&root, d("2026-11-22")).unwrap();
+            let back = read.iter().find(|f| f.id == written[0].id);
+            prop_assert_eq!(back.map(|f| f.text.as_str()), Some(text.as_str()), "{:?}", std::fs::read_to_string(&path));
+        }
     }
 }
