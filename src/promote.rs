@@ -42,7 +42,7 @@ use serde_json::json;
 use crate::config::Config;
 use crate::files::atomic::{WriteError, write_atomic};
 use crate::files::entries::Entry;
-use crate::files::{Root, content_hash};
+use crate::files::{Root, content_hash, visible_controls};
 use crate::ledger::{Ledger, LedgerError};
 use crate::llm::{ChatClient, Usage, parse_json_reply};
 
@@ -191,9 +191,9 @@ fn count_lines(text: &str) -> usize {
 
 /// One line of text for an entry, unable to end the managed block or pose as a marker: the
 /// block is read line by line, so a flat line that holds no `<!--p ` and no `<!-- memfold:`
-/// reads back as itself.
+/// reads back as itself. Control characters are made visible, as everywhere memfold writes.
 fn one_line(content: &str) -> String {
-    let flat = content
+    let flat = visible_controls(content)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -848,6 +848,7 @@ mod tests {
             "<!-- memfold:begin: lines below marked <!--p …--> are rewritten; other lines are kept -->",
             "x <!--p m-forged--> y",
             "- a list item",
+            "Likes \u{1b}[31mred\0 tea",
         ];
         let p = Parsed {
             before: "# Mine\n".into(),
@@ -863,6 +864,7 @@ mod tests {
         assert_eq!(text.matches(END).count(), 1, "{text}");
         assert_eq!(parse(&text), p, "{text}");
         assert_eq!(p.generated[0].text, "Likes tea &lt;!-- memfold:end --> after");
+        assert_eq!(p.generated[4].text, "Likes \u{241b}[31mred\u{2400} tea");
     }
 
     #[test]

@@ -231,6 +231,41 @@ fn a_fact_over_max_fact_bytes_is_refused_and_nothing_is_stored() {
 }
 
 #[test]
+fn control_characters_never_reach_a_file_raw() {
+    let dir = init_root();
+    let root = dir.path();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memfold"))
+        .args(["add", "--stdin", "--source", "tty\u{1b}]0;owned\u{7}", "--root"])
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("The user likes tea\0 and \u{1b}[2Jgreen tea.\nA bell\u{7} rings.\n".as_bytes())
+        .unwrap();
+    ok(child.wait_with_output().unwrap());
+    ok(memfold(root, &["consolidate", "--force"], &[]));
+    for file in ["consolidated/memory.md", "MEMORY.md"] {
+        let text = read(root, file);
+        assert!(text.contains("The user likes tea\u{2400} and \u{241b}[2Jgreen tea."), "{file}: {text}");
+    }
+    let archive = std::fs::read_dir(root.join("archive")).unwrap().next().unwrap().unwrap().path();
+    for text in
+        [read(root, "consolidated/memory.md"), read(root, "MEMORY.md"), std::fs::read_to_string(archive).unwrap()]
+    {
+        assert!(!text.contains(|c: char| c.is_control() && !c.is_whitespace()), "{text:?}");
+    }
+    let hits = json(&memfold(root, &["search", "--json", "bell"], &[]));
+    assert!(hits.to_string().contains("A bell\u{2407} rings."), "{hits}");
+    one_entry_per_fact(root, 2);
+    assert_eq!(verify(root)["ok"], true);
+}
+
+#[test]
 fn an_archive_line_edited_in_place_is_reported_and_left_alone_until_resolved() {
     let dir = init_root();
     let root = dir.path();

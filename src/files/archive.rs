@@ -27,7 +27,7 @@ use std::path::Path;
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
-use super::{Problem, Root, comment_json, content_hash};
+use super::{Problem, Root, comment_json, content_hash, visible_controls};
 
 /// One archived fact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,11 +119,11 @@ pub fn text_hash(text: &str) -> String {
 /// takes facts (`memfold add`, `POST /facts`) calls this, so one refused fact stores nothing.
 pub fn check_new(facts: &[NewFact], max_bytes: usize) -> Result<(), ArchiveError> {
     for (index, fact) in facts.iter().enumerate() {
-        let text = clean_text(&fact.text);
+        let text = stored_text(&fact.text);
         if text.is_empty() {
             return Err(ArchiveError::EmptyFact { index });
         }
-        let source = fact.source.as_deref().map(clean_text).unwrap_or_default();
+        let source = fact.source.as_deref().map(stored_text).unwrap_or_default();
         for (field, value) in [("text", &text), ("source", &source)] {
             if value.len() > max_bytes {
                 return Err(ArchiveError::TooLong { index, field, bytes: value.len(), max: max_bytes });
@@ -133,9 +133,16 @@ pub fn check_new(facts: &[NewFact], max_bytes: usize) -> Result<(), ArchiveError
     Ok(())
 }
 
-/// A fact's text as stored: one line, trimmed, inner whitespace collapsed.
+/// A fact's text as read: one line, trimmed, inner whitespace collapsed.
 pub fn clean_text(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A new fact's text (or source) as appended: [`clean_text`] with control characters made
+/// visible ([`visible_controls`]). Lines written before keep what they hold, so they read and
+/// verify as they always did.
+pub fn stored_text(text: &str) -> String {
+    visible_controls(&clean_text(text)).into_owned()
 }
 
 /// The id of the `occurrence`-th (0-based) copy of `text` on `date`.
@@ -503,8 +510,8 @@ impl Appender {
         let first_line = day.lines + out.matches('\n').count() + 1;
         let mut facts = Vec::with_capacity(group.len());
         for (i, new) in group.iter().enumerate() {
-            let text = clean_text(&new.text);
-            let src = new.source.as_ref().map(|s| clean_text(s)).filter(|s| !s.is_empty());
+            let text = stored_text(&new.text);
+            let src = new.source.as_deref().map(stored_text).filter(|s| !s.is_empty());
             let fact = Fact {
                 id: day.occ.next_id(date, &text),
                 date,
@@ -721,6 +728,39 @@ mod tests {
         assert_eq!(read, written);
         assert_eq!(read[0].src.as_deref(), Some("web <!--f x"));
         assert_eq!(read[2].text, "ends like a comment <!--f {\"id\":\"f-111111111111\"}-->");
+    }
+
+    #[test]
+    fn control_characters_are_appended_visible_and_old_lines_keep_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let path = root.archive_file(d("2026-11-22"));
+        std::fs::create_dir_all(root.archive_dir()).unwrap();
+        // A line an earlier version wrote, NUL and all, with the hash of that text.
+        let old = Fact {
+            id: fact_id(d("2026-11-22"), "old\0line", 0),
+            date: d("2026-11-22"),
+            time: Some("09:00".into()),
+            text: "old\0line".into(),
+            src: None,
+            line: 3,
+            edited: false,
+        };
+        std::fs::write(&path, format!("# 2026-11-22\n\n{}", render_line(&old))).unwrap();
+        let facts = [NewFact { source: Some("tty\u{1b}]0;x\u{7}".into()), ..new("tea\0and\u{1b}[2J\u{7f}\u{9b}") }];
+        let written = append(&root, &facts, now()).unwrap();
+        assert_eq!(written[0].text, "tea\u{2400}and\u{241b}[2J\u{2421}\u{fffd}");
+        assert_eq!(written[0].src.as_deref(), Some("tty\u{241b}]0;x\u{2407}"));
+        let bytes = std::fs::read(&path).unwrap();
+        let after_old = &bytes[bytes.iter().position(|&b| b == 0).unwrap() + 1..];
+        assert!(
+            !after_old.iter().any(|&b| b < 0x20 && b != b'\n' || b == 0x7f),
+            "{:?}",
+            String::from_utf8_lossy(after_old)
+        );
+        let (read, problems) = read_day(&root, d("2026-11-22")).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(read, [vec![old], written].concat());
     }
 
     #[test]

@@ -36,7 +36,7 @@ use chrono::NaiveDate;
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 
-use super::{Problem, comment_json, content_hash};
+use super::{Problem, comment_json, content_hash, visible_controls};
 
 /// Comment prefix of an entry header.
 const HEADER: &str = "<!--m ";
@@ -244,7 +244,10 @@ const PROBE_NEXT: &str = "\n\n<!--m {\"id\":\"m-next\"}-->\nnext\n";
 /// header and followed by another entry, does not read back as exactly this entry, lines
 /// (outside code blocks) that open an HTML block or a link reference definition get a
 /// backslash; if it still does not, every line's opening character does, and blank lines go.
+/// Control characters that are not whitespace are made visible first ([`visible_controls`]).
 pub fn clean_content(content: &str) -> String {
+    let content = visible_controls(content);
+    let content = content.as_ref();
     if let Some(line) = plain_line(content) {
         return line;
     }
@@ -1327,6 +1330,8 @@ mod tests {
             "\\",
             "\r",
             "\0",
+            "\u{1b}[2J",
+            "\u{7f}",
             "|",
             "_",
             "🙂",
@@ -1392,6 +1397,7 @@ mod tests {
                 prop_assert!(fits(&clean), "{:?} -> {:?}", content, clean);
             }
             prop_assert_eq!(clean_content(&clean), clean.clone(), "{:?}", content);
+            prop_assert!(!clean.contains(|c: char| c.is_control() && !c.is_whitespace()), "{:?}", clean);
         }
 
         #[test]

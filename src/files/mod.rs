@@ -127,6 +127,28 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// Text with every control character that is not whitespace made visible: a C0 control or DEL
+/// becomes its Unicode control picture (`\0` → `␀`, ESC → `␛`, DEL → `␡`), a C1 control `�`.
+///
+/// Everything memfold writes into a markdown file from outside text passes through this: a raw
+/// NUL makes grep and git take the file for binary (and markdown readers turn it into `�`
+/// anyway), and an escape sequence would drive the terminal of whoever prints the file.
+pub fn visible_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c.is_control() && !c.is_whitespace();
+    if !text.contains(hidden) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match c {
+            c if !hidden(c) => c,
+            '\u{7f}' => '\u{2421}',
+            c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
+            _ => '\u{fffd}',
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// Serialise metadata for an HTML comment: JSON with no `<` or `>`, so it can neither close
 /// the comment (`-->`) nor hold anything that looks like the start of one (`<!--f `).
 pub(crate) fn comment_json<T: Serialize>(value: &T) -> String {
@@ -169,6 +191,13 @@ mod tests {
         assert!(!json.contains('<') && !json.contains('>'), "{json}");
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["src"], "a --> b <!--f c");
+    }
+
+    #[test]
+    fn control_characters_become_visible_and_line_ends_stay() {
+        assert_eq!(visible_controls("a\0b\u{1b}[2J\u{7f}\u{9b}c"), "a\u{2400}b\u{241b}[2J\u{2421}\u{fffd}c");
+        assert_eq!(visible_controls("tab\there\nline\r\n\u{0b}\u{0c}\u{85}"), "tab\there\nline\r\n\u{0b}\u{0c}\u{85}");
+        assert!(matches!(visible_controls("plain ␀ text"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]
