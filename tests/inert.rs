@@ -350,3 +350,36 @@ fn a_block_left_unclosed_by_an_older_version_is_reported_and_never_written_past(
     one_entry_per_fact(root, 4);
     assert_eq!(verify(root)["ok"], true);
 }
+
+#[test]
+fn a_header_a_person_began_and_did_not_finish_hides_the_next_entry_but_costs_nothing() {
+    let dir = init_root();
+    let root = dir.path();
+    ok(memfold(root, &["add", "The user lives in Porto.", "The user likes tea.", "The user has a cat."], &[]));
+    ok(memfold(root, &["consolidate", "--force"], &[]));
+    let whole = read(root, "consolidated/memory.md");
+    // The half-typed header's comment runs on to the `-->` of the next entry's header.
+    let second = whole.match_indices("\n<!--m ").nth(1).unwrap().0 + 1;
+    let hidden_id = whole[second..].split('"').nth(3).unwrap().to_string();
+    let edited = format!("{}<!--m {{\"id\":\"m-12\n{}", &whole[..second], &whole[second..]);
+    std::fs::write(root.join("consolidated/memory.md"), &edited).unwrap();
+
+    let report = verify(root);
+    assert!(
+        report["problems"].to_string().contains(&format!("entry header of {hidden_id} is inside the block")),
+        "{report}"
+    );
+    ok(memfold(root, &["add", "The user drinks coffee."], &[]));
+    ok(memfold(root, &["consolidate", "--force"], &[]));
+    let after = read(root, "consolidated/memory.md");
+    assert!(after.starts_with(&edited), "the typed block and the entry it hides are left as they are:\n{after}");
+    assert_eq!(after.matches(&format!("\"id\":\"{hidden_id}\"")).count(), 1, "not added a second time:\n{after}");
+    assert_eq!(json(&memfold(root, &["status", "--json"], &[]))["held_facts"], 1);
+
+    // The person finishes the header; nothing was lost or doubled meanwhile.
+    std::fs::write(root.join("consolidated/memory.md"), after.replace("<!--m {\"id\":\"m-12\n", "")).unwrap();
+    let again = json(&memfold(root, &["consolidate", "--force", "--json"], &[]));
+    assert_eq!(again["ops"], json!([]), "{again}");
+    one_entry_per_fact(root, 4);
+    assert_eq!(verify(root)["ok"], true);
+}

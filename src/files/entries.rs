@@ -559,8 +559,10 @@ fn blocks(text: &str) -> Vec<Block> {
     out
 }
 
-/// Header lines (offset, entry id) inside a content block: a block that is not a closed fence
-/// and holds a whole valid header line has swallowed the entry that header starts.
+/// Header lines (offset, entry id) inside a block: a block that is not a closed fence and
+/// holds a whole valid header line has swallowed the entry that header starts. A header
+/// block's own first line is its header; a later one was swallowed by a header comment left
+/// unclosed on its first line (a header a person began and did not finish).
 fn hidden_headers(text: &str, block: &Block) -> Vec<(usize, EntryMeta)> {
     let source = &text[block.range.clone()];
     if block.code == (Code::Fenced { closed: true }) || !source.contains(HEADER) {
@@ -568,10 +570,12 @@ fn hidden_headers(text: &str, block: &Block) -> Vec<(usize, EntryMeta)> {
     }
     let mut found = Vec::new();
     let mut at = block.range.start;
-    for line in source.split_inclusive('\n') {
+    let own = usize::from(block.kind == BlockKind::Header);
+    for (i, line) in source.split_inclusive('\n').enumerate() {
         let rest = line.trim_start_matches(' ');
         let header = rest.trim_end();
-        if line.len() - rest.len() <= 3
+        if i >= own
+            && line.len() - rest.len() <= 3
             && header.starts_with(HEADER)
             && header.ends_with("-->")
             && let Ok(meta) = serde_json::from_str::<EntryMeta>(&header[HEADER.len()..header.len() - 3])
@@ -716,8 +720,7 @@ impl EntryFile {
             } else {
                 Item::Entry(Entry::headerless(body(run_start), line, raw))
             };
-            let skip = usize::from(run[0].kind == BlockKind::Header);
-            for block in &run[skip..] {
+            for block in run {
                 for (at, meta) in hidden_headers(text, block) {
                     let id = meta.id;
                     file_out.hidden_facts.extend(meta.sources);
@@ -1143,6 +1146,26 @@ mod tests {
         let mut file = EntryFile::parse(&headerless, "memory.md");
         file.assign_headers();
         assert_eq!(file.render(), headerless);
+    }
+
+    #[test]
+    fn a_header_swallowed_by_a_half_typed_header_is_hidden_and_left_alone() {
+        // A person started a header and did not finish it: the comment runs on to the `-->`
+        // that ends the next entry's header, so that entry reads as part of a broken header.
+        let text = "<!--m {\"id\":\"m-a\"}-->\nA.\n\n<!--m {\"id\":\"m-12\n<!--m {\"id\":\"m-b\",\"sources\":[\"f-2\"]}-->\nLives in Porto.\n";
+        let mut file = EntryFile::parse(text, "memory.md");
+        assert_eq!(file.hidden, [("m-b".to_string(), 5)]);
+        assert!(file.hidden_facts.contains("f-2"));
+        assert!(
+            file.problems.iter().any(|p| p.to_string()
+                == "memory.md:5: entry header of m-b is inside the block that starts at line 4 (an unclosed HTML \
+                    block, fence or comment), so that entry is hidden; close or escape what opens the block"),
+            "{:?}",
+            file.problems
+        );
+        // Giving the typed text a header would clean m-b's header into `<!-- m` for good.
+        file.assign_headers();
+        assert_eq!(file.render(), text);
     }
 
     #[test]
