@@ -274,7 +274,7 @@ async fn status(memory: &Memory, json: bool) -> Result<i32> {
         if status.held_facts > 0 {
             println!(
                 "  held:        {} (in a plan, undone or rejected: `consolidate --force` takes them up; \
-                 edited in the archive or in an entry an unclosed block hides: see `memfold verify`)",
+                 edited in the archive or in an entry memory.md cannot show: see `memfold verify`)",
                 status.held_facts
             );
         }

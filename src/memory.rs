@@ -43,9 +43,9 @@ use crate::consolidate::rebuild;
 use crate::consolidate::records;
 use crate::corpus;
 use crate::error::Error;
-use crate::files::Root;
 use crate::files::archive::{self, Appender, Fact, NewFact};
 use crate::files::entries::{Entry, EntryFile};
+use crate::files::{Problem, Root};
 use crate::forget::{self, Forgotten, Promoted};
 use crate::index::{Hit, Index, Scope, SearchOpts, SyncStats};
 use crate::ledger::Ledger;
@@ -584,7 +584,7 @@ impl Memory {
         .await?;
         let mut extra = Vec::new();
         if busy {
-            extra.push(crate::files::Problem::new(
+            extra.push(Problem::new(
                 ".memfold/commit.json",
                 0,
                 format!(
@@ -601,8 +601,7 @@ impl Memory {
     }
 
     /// Bring the index up to date, then check that it holds exactly what the files say.
-    async fn index_problems(&self) -> Result<Vec<crate::files::Problem>, Error> {
-        use crate::files::Problem;
+    async fn index_problems(&self) -> Result<Vec<Problem>, Error> {
         let index = self.index().await?;
         let (ledger, _) = corpus::refresh(&self.inner.root, index).await?;
         let want: std::collections::BTreeMap<String, String> =
@@ -729,7 +728,25 @@ impl Memory {
             if let Err(e) = me.reconcile_locked(&lock) {
                 tracing::warn!(error = %e, "could not record hand edits of memory.md");
             }
-            Ok((lock, Ledger::load(&me.inner.root)?, records::facts_under_review(&me.inner.root)))
+            let ledger = Ledger::load(&me.inner.root)?;
+            // A rebuild rewrites every block: one a person must mend would be cemented (a broken
+            // header turned into text, entries an open block hides folded into it).
+            let memory = &ledger.memory;
+            if memory.entries().any(|e| e.needs_mending()) || !memory.unreadable_facts.is_empty() {
+                let first = memory
+                    .problems
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| Problem::new("consolidated/memory.md", 0, "a block to mend"));
+                return Err(Error::Unreadable(Problem {
+                    message: format!(
+                        "{}; a rebuild writes nothing until memory.md is mended (see `memfold verify`)",
+                        first.message
+                    ),
+                    ..first
+                }));
+            }
+            Ok((lock, ledger, records::facts_under_review(&me.inner.root)))
         })
         .await?;
         let all = eligible(&ledger, &under_review, &self.inner.config.consolidation, true);

@@ -22,8 +22,9 @@ pub struct Status {
     pub pending_facts: usize,
     /// Pending facts the gate does not count: in a pending plan, flagged by an undo or a
     /// rejected plan or given up after `max_attempts` unusable replies (they wait for a forced
-    /// pass), or edited in place in the archive or named by an entry an unclosed block in
-    /// `memory.md` hides (they wait for a person).
+    /// pass), or edited in place in the archive or named by an entry `memory.md` cannot show
+    /// (hidden by an unclosed block, its header broken or without content: they wait for a
+    /// person).
     pub held_facts: usize,
     /// Current entries in `consolidated/memory.md`.
     pub entries: usize,

@@ -383,3 +383,44 @@ fn a_header_a_person_began_and_did_not_finish_hides_the_next_entry_but_costs_not
     one_entry_per_fact(root, 4);
     assert_eq!(verify(root)["ok"], true);
 }
+
+#[test]
+fn a_header_an_edit_broke_or_emptied_is_left_to_mend_and_its_fact_not_added_again() {
+    let dir = init_root();
+    let root = dir.path();
+    ok(memfold(root, &["add", "The user lives in Porto.", "The user likes tea."], &[]));
+    ok(memfold(root, &["consolidate", "--force"], &[]));
+    let whole = read(root, "consolidated/memory.md");
+    // One quote gone from the first header; the second entry's content line deleted.
+    let broken = whole.replacen(",\"first_seen\"", ",first_seen\"", 1).replacen("The user likes tea.\n", "", 1);
+    std::fs::write(root.join("consolidated/memory.md"), &broken).unwrap();
+    let report = verify(root);
+    let problems = report["problems"].to_string();
+    assert!(problems.contains("broken entry header") && problems.contains("has no content"), "{report}");
+
+    ok(memfold(root, &["add", "The user drinks coffee."], &[]));
+    let pass = json(&memfold(root, &["consolidate", "--force", "--json"], &[]));
+    assert_eq!(pass["ops"].as_array().unwrap().len(), 1, "only the new fact is decided: {pass}");
+    let shown = pass["clusters"].as_array().unwrap().iter().all(|c| c["neighbors"] == json!([]));
+    assert!(shown, "no decider is shown a block left to mend: {pass}");
+    let after = read(root, "consolidated/memory.md");
+    assert!(after.starts_with(&broken), "the person's blocks are left as they are:\n{after}");
+    assert_eq!(after.matches("The user lives in Porto.").count(), 1, "{after}");
+    assert_eq!(json(&memfold(root, &["status", "--json"], &[]))["held_facts"], 2);
+    let out = memfold(root, &["rebuild"], &[]);
+    assert_eq!(out.status.code(), Some(2), "a rebuild would cement the broken blocks");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a rebuild writes nothing until memory.md is mended"));
+    assert_eq!(read(root, "consolidated/memory.md"), after);
+
+    // Mended: the quote back and the content retyped. Nothing was lost or doubled meanwhile.
+    let mended = after.replacen(",first_seen\"", ",\"first_seen\"", 1);
+    let at = mended.find("\"sources\"").unwrap();
+    let second = at + mended[at..].find("\n<!--m ").unwrap() + 1;
+    let second_end = second + mended[second..].find('\n').unwrap() + 1;
+    let mended = format!("{}The user likes tea.\n{}", &mended[..second_end], &mended[second_end..]);
+    std::fs::write(root.join("consolidated/memory.md"), &mended).unwrap();
+    let again = json(&memfold(root, &["consolidate", "--force", "--json"], &[]));
+    assert_eq!(again["ops"], json!([]), "{again}\n{mended}");
+    one_entry_per_fact(root, 3);
+    assert_eq!(verify(root)["ok"], true);
+}

@@ -204,8 +204,9 @@ pub struct Planned {
 }
 
 /// The pending facts a pass takes up: not in a pending plan (they wait for it), not edited in
-/// place in the archive and not named by an entry whose header an unclosed block in
-/// `memory.md` hides (a person resolves those first, forced or not), and, unless forced,
+/// place in the archive and not named by an entry `memory.md` cannot show (hidden by an
+/// unclosed block, its header broken or without content: a person mends those first, forced
+/// or not), and, unless forced,
 /// not given up on after `max_attempts` unusable replies and not flagged by an undo or a
 /// rejected plan (so the same decision is not made again by itself). A forced pass tries
 /// given-up facts again. `status` counts the same facts.
@@ -218,7 +219,7 @@ pub fn eligible<'a>(
     ledger
         .pending()
         .into_iter()
-        .filter(|f| !under_review.contains(&f.id) && !f.edited && !ledger.memory.hidden_facts.contains(&f.id))
+        .filter(|f| !under_review.contains(&f.id) && !f.edited && !ledger.memory.unreadable_facts.contains(&f.id))
         .filter(|f| {
             ledger
                 .state
@@ -251,7 +252,9 @@ impl Pass<'_> {
         let cfg = self.config;
         // Vectors for entries and new facts.
         let mut step = std::time::Instant::now();
-        let entries: Vec<Neighbor> = ledger.memory.entries().map(|e| neighbor(e, today)).collect();
+        // A block a person must mend is left as it is, so no decider is asked to change it.
+        let entries: Vec<Neighbor> =
+            ledger.memory.entries().filter(|e| !e.needs_mending()).map(|e| neighbor(e, today)).collect();
         let facts: Vec<Candidate> =
             pending.iter().map(|f| Candidate { id: f.id.clone(), text: f.text.clone(), date: f.date }).collect();
         let texts: Vec<String> =

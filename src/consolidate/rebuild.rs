@@ -5,7 +5,9 @@
 //! which carry over. Versions set aside lead nowhere, so every fact that is not tombstoned and
 //! not held by a carried-over entry is pending again, whatever older history says; a forced
 //! pass over that ledger decides them all, and the set-aside blocks are written in the same
-//! commit as its results. Tombstoned facts stay out, so nothing forgotten comes back.
+//! commit as its results. Tombstoned facts stay out, so nothing forgotten comes back. A
+//! `memory.md` with a block a person must mend (a broken header, an unclosed block hiding
+//! entries) is refused before this runs: rewriting it would cement the damage.
 
 use chrono::NaiveDate;
 

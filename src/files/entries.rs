@@ -171,14 +171,15 @@ pub struct Entry {
     pub line: usize,
     /// The exact source of this entry including the blank lines after it; None once changed.
     raw: Option<String>,
-    /// Whether an unclosed block in this entry hides another entry's header (see [`EntryFile::hidden`]).
-    hides: bool,
+    /// Whether a person must mend this block before memfold touches it: an unclosed block in
+    /// it hides another entry's header (see [`EntryFile::hidden`]), or its own header is broken.
+    mend: bool,
 }
 
 impl Entry {
     /// A new entry; content is cleaned so that it stays one entry when written.
     pub fn new(meta: EntryMeta, content: &str) -> Entry {
-        Entry { meta, content: clean_content(content), has_header: true, line: 0, raw: None, hides: false }
+        Entry { meta, content: clean_content(content), has_header: true, line: 0, raw: None, mend: false }
     }
 
     /// A block read without a (valid) header: its id is derived from its content.
@@ -189,12 +190,19 @@ impl Entry {
             has_header: false,
             line,
             raw: Some(raw),
-            hides: false,
+            mend: false,
         }
     }
 
     pub fn id(&self) -> &str {
         &self.meta.id
+    }
+
+    /// Whether a person must mend this block (a broken header, or an unclosed block hiding
+    /// another entry's header) before memfold gives it a header, changes it or shows it to a
+    /// decider.
+    pub fn needs_mending(&self) -> bool {
+        self.mend
     }
 
     /// Mark as changed so the next render writes it anew (e.g. after editing `meta`).
@@ -464,9 +472,11 @@ pub struct EntryFile {
     /// Ids of entry headers hidden inside another block (an unclosed HTML block, fence or
     /// comment that an older memfold or a hand edit left): memfold does not see those entries.
     pub hidden: Vec<(String, usize)>,
-    /// The sources the hidden headers name. Those facts are in an entry memfold cannot see
-    /// until a person mends the file, so a pass leaves them alone rather than add them again.
-    pub hidden_facts: std::collections::BTreeSet<String>,
+    /// Facts named by entries memfold cannot read until a person mends the file: a header
+    /// hidden inside another block, a header whose JSON an edit broke, a header with no content
+    /// under it. The id is still in the file, so those facts are in an entry; a pass leaves them
+    /// alone rather than add them a second time under the same id.
+    pub unreadable_facts: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -557,6 +567,18 @@ fn blocks(text: &str) -> Vec<Block> {
         }
     }
     out
+}
+
+/// The fact ids a broken header still names: every `f-…` between two quotes in it (an edit
+/// may have taken a quote away, so which pieces are strings is not known).
+fn named_facts(header: &str) -> Vec<String> {
+    header
+        .split('"')
+        .filter(|s| {
+            s.len() > 2 && s.starts_with("f-") && s[2..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// Header lines (offset, entry id) inside a block: a block that is not a closed fence and
@@ -696,7 +718,7 @@ impl EntryFile {
                         has_header: true,
                         line,
                         raw: Some(raw),
-                        hides: false,
+                        mend: false,
                     }),
                     Ok(meta) => {
                         file_out.problems.push(Problem::new(
@@ -704,15 +726,17 @@ impl EntryFile {
                             line,
                             format!("entry {} has no content; kept as is", meta.id),
                         ));
+                        file_out.unreadable_facts.extend(meta.sources);
                         Item::Trivia(raw)
                     }
                     Err(e) => {
                         file_out.problems.push(Problem::new(
                             file,
                             line,
-                            format!("broken entry header ({e}); block kept as content"),
+                            format!("broken entry header ({e}); block kept as it is until the header is mended"),
                         ));
-                        Item::Entry(Entry::headerless(body(run_start), line, raw))
+                        file_out.unreadable_facts.extend(named_facts(header));
+                        Item::Entry(Entry { mend: true, ..Entry::headerless(body(run_start), line, raw) })
                     }
                 }
             } else if run.iter().all(|b| b.kind == BlockKind::Trivia) {
@@ -723,7 +747,7 @@ impl EntryFile {
             for block in run {
                 for (at, meta) in hidden_headers(text, block) {
                     let id = meta.id;
-                    file_out.hidden_facts.extend(meta.sources);
+                    file_out.unreadable_facts.extend(meta.sources);
                     let opened = line + text[run_start..block.range.start].matches('\n').count();
                     let hidden_line = line + text[run_start..at].matches('\n').count();
                     file_out.problems.push(Problem::new(
@@ -737,7 +761,7 @@ impl EntryFile {
                     ));
                     file_out.hidden.push((id, hidden_line));
                     if let Item::Entry(entry) = &mut item {
-                        entry.hides = true;
+                        entry.mend = true;
                     }
                 }
             }
@@ -825,12 +849,12 @@ impl EntryFile {
         self.items.push(Item::Entry(entry));
     }
 
-    /// Give every headerless entry its header (with its derived id) at the next write. Its
-    /// content is cleaned too, so a broken header kept as content cannot pose as a header. A
-    /// block that hides other entries' headers is left as it is for a person to mend: cleaning
-    /// it would fold those entries into it for good.
+    /// Give every paragraph typed without a header its header (with its derived id) at the
+    /// next write, its content cleaned. A block a person must mend is left as it is: cleaning a
+    /// block that hides other entries' headers would fold them into it for good, and cleaning
+    /// a broken header would turn it into text, its entry's facts added again beside it.
     pub fn assign_headers(&mut self) {
-        for entry in self.entries_mut().filter(|e| !e.has_header && !e.hides) {
+        for entry in self.entries_mut().filter(|e| !e.has_header && !e.mend) {
             entry.content = clean_content(&entry.content);
             entry.touch();
         }
@@ -937,17 +961,21 @@ mod tests {
     }
 
     #[test]
-    fn a_broken_header_gets_one_real_header_and_stays_stable() {
-        let text = "<!--m {\"id\":\"m-1\",}-->\nLikes tea.\n";
+    fn a_broken_header_is_left_for_a_person_to_mend_and_its_facts_held() {
+        // An edit took a quote away: the entry's facts are still named, and the header is one
+        // quote from whole again, so nothing may rewrite it into text.
+        let text = "<!--m {\"id\":\"m-1\",first_seen\":\"2026-06-01\",\"sources\":[\"f-1a\",\"f-2b\"]}-->\nLikes tea.\n\n\
+                    <!--m {\"id\":\"m-2\",\"sources\":[\"f-3c\"]}-->\n\n<!--m {\"id\":\"m-3\"}-->\nLikes chess.\n";
         let mut file = EntryFile::parse(text, "memory.md");
+        let unreadable: Vec<&str> = file.unreadable_facts.iter().map(String::as_str).collect();
+        assert_eq!(unreadable, ["f-1a", "f-2b", "f-3c"], "the broken header's and the empty entry's");
+        assert!(file.entries().next().unwrap().needs_mending());
+        assert!(!file.get("m-3").unwrap().needs_mending());
         file.assign_headers();
-        let once = file.render();
-        let again = EntryFile::parse(&once, "memory.md");
-        assert!(again.problems.is_empty(), "{:?}\n{once}", again.problems);
-        assert_eq!(again.entries().count(), 1, "{once}");
-        let mut twice = again.clone();
-        twice.assign_headers();
-        assert_eq!(twice.render(), once, "no header is added on later writes");
+        assert_eq!(file.render(), text);
+        // Mended, it is an entry again.
+        let mended = EntryFile::parse(&text.replacen(",first_seen", ",\"first_seen", 1), "memory.md");
+        assert_eq!(mended.get("m-1").unwrap().meta.sources, ["f-1a", "f-2b"]);
     }
 
     #[test]
@@ -1155,7 +1183,7 @@ mod tests {
         let text = "<!--m {\"id\":\"m-a\"}-->\nA.\n\n<!--m {\"id\":\"m-12\n<!--m {\"id\":\"m-b\",\"sources\":[\"f-2\"]}-->\nLives in Porto.\n";
         let mut file = EntryFile::parse(text, "memory.md");
         assert_eq!(file.hidden, [("m-b".to_string(), 5)]);
-        assert!(file.hidden_facts.contains("f-2"));
+        assert!(file.unreadable_facts.contains("f-2"));
         assert!(
             file.problems.iter().any(|p| p.to_string()
                 == "memory.md:5: entry header of m-b is inside the block that starts at line 4 (an unclosed HTML \

@@ -131,7 +131,7 @@ pub fn pass(report: &PassReport) -> String {
 pub fn status(status: &Status) -> String {
     let gate = &status.gate;
     let mut out = format!(
-        "gate {} ({})\npending facts: {} ({} held: in a plan, undone or rejected, edited in the archive, or in a hidden entry)\nentries: {}",
+        "gate {} ({})\npending facts: {} ({} held: in a plan, undone or rejected, edited in the archive, or in an entry memory.md cannot show)\nentries: {}",
         if gate.open { "open" } else { "shut" },
         gate.reason,
         status.pending_facts,
