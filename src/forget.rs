@@ -59,6 +59,7 @@ pub fn plan_forget(
 ) -> Result<(Change, Forgotten), Error> {
     let mut change = Change::new(format!("forget {id}"));
     if let Some(entry) = ledger.memory.get(id) {
+        left_to_mend(entry, "forgotten")?;
         let mut memory = ledger.memory.clone();
         memory.remove(id);
         let (block, tombstone) = bury(entry, reason.unwrap_or("forgotten"), now, today);
@@ -111,6 +112,7 @@ pub fn plan_pin(ledger: &Ledger, id: &str, pinned: bool) -> Result<Change, Error
     let entry = memory.get_mut(id).ok_or_else(|| Error::NotFound {
         message: format!("no entry in memory.md has id {id} (only entries can be pinned)"),
     })?;
+    left_to_mend(entry, if pinned { "pinned" } else { "unpinned" })?;
     let mut change = Change::new(format!("{} {id}", if pinned { "pin" } else { "unpin" }));
     if entry.meta.pinned == pinned {
         return Ok(change);
@@ -125,6 +127,23 @@ pub fn plan_pin(ledger: &Ledger, id: &str, pinned: bool) -> Result<Change, Error
         entries: vec![EntryDelta::of(id, Some(&before), Some(&after))],
     });
     Ok(change)
+}
+
+/// Refuse to touch a block a person must mend (a broken header, an unclosed block hiding
+/// entries): writing it anew would turn its header into text or fold hidden entries into it.
+fn left_to_mend(entry: &Entry, done: &str) -> Result<(), Error> {
+    if !entry.needs_mending() {
+        return Ok(());
+    }
+    Err(Error::Conflict {
+        message: format!(
+            "{} at consolidated/memory.md:{} is a block to mend (see `memfold verify`), so it cannot be {done}; \
+             mend it, or delete it from memory.md by hand",
+            entry.id(),
+            entry.line
+        ),
+        ids: vec![entry.id().to_string()],
+    })
 }
 
 /// Tombstone entries a person deleted from `memory.md` by hand: those with a header in the
@@ -302,6 +321,31 @@ mod tests {
             assert!(change.tombstones.is_empty());
         }
         assert!([a, b, c].iter().all(|id| text.contains(id.as_str())));
+    }
+
+    #[test]
+    fn a_block_to_mend_is_neither_forgotten_nor_pinned() {
+        let (_d, root) = setup();
+        let (b, _) = entry_with_fact(&root, "Dislikes opera");
+        let text = std::fs::read_to_string(root.memory()).unwrap();
+        std::fs::write(root.memory(), text.replacen(&format!("\"id\":\"{b}\""), &format!("\"id\":\"{b}\",,"), 1))
+            .unwrap();
+        let ledger = Ledger::load(&root).unwrap();
+        let block = ledger.memory.entries().next().unwrap();
+        assert!(block.needs_mending());
+        let id = block.id().to_string();
+        let forget = plan_forget(&ledger, NONE, &id, None, now(), today()).unwrap_err();
+        let pin = plan_pin(&ledger, &id, true).unwrap_err();
+        for (err, done) in [(forget, "forgotten"), (pin, "pinned")] {
+            assert_eq!(err.kind(), crate::error::Kind::Conflict);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "{id} at consolidated/memory.md:1 is a block to mend (see `memfold verify`), so it cannot be \
+                     {done}; mend it, or delete it from memory.md by hand"
+                )
+            );
+        }
     }
 
     #[test]
