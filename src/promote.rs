@@ -440,7 +440,8 @@ pub async fn promote(
     let mut parsed = parse(&before_text);
     let hand_lines = count_lines(&parsed.before) + count_lines(&parsed.after) + parsed.hand_inside.len();
     let budget = config.promotion.memory_max_lines.saturating_sub(hand_lines);
-    let entries: Vec<&Entry> = ledger.memory.entries().collect();
+    // A block a person must mend (a broken header, text hiding entries) is no fact to promote.
+    let entries: Vec<&Entry> = ledger.memory.entries().filter(|e| !e.needs_mending()).collect();
     let ranked = rank(&entries, &recalled);
     let mut report = PromoteReport { hand_lines, source: "offline", ..Default::default() };
     let mut record: Option<Record> = None;
@@ -562,6 +563,16 @@ mod tests {
         let report = promote(&root, &config(3), None).await.unwrap();
         assert_eq!(report.lines, 3);
         assert_eq!(generated(&root), ["m-pin", "m-hot", "m-new"]);
+    }
+
+    #[tokio::test]
+    async fn a_block_to_mend_is_not_promoted() {
+        let (_d, root) = setup(&[("m-a", "A", false, "2026-01-01"), ("m-b", "B", false, "2026-06-01")]);
+        let text = std::fs::read_to_string(root.memory()).unwrap();
+        std::fs::write(root.memory(), text.replacen("{\"id\":\"m-b\"", "{\"id\":\"m-b\",,", 1)).unwrap();
+        assert!(Ledger::load(&root).unwrap().memory.entries().any(|e| e.needs_mending()));
+        promote(&root, &config(5), None).await.unwrap();
+        assert_eq!(generated(&root), ["m-a"]);
     }
 
     #[tokio::test]
