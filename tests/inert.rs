@@ -391,8 +391,15 @@ fn a_header_an_edit_broke_or_emptied_is_left_to_mend_and_its_fact_not_added_agai
     ok(memfold(root, &["add", "The user lives in Porto.", "The user likes tea."], &[]));
     ok(memfold(root, &["consolidate", "--force"], &[]));
     let whole = read(root, "consolidated/memory.md");
-    // One quote gone from the first header; the second entry's content line deleted.
-    let broken = whole.replacen(",\"first_seen\"", ",first_seen\"", 1).replacen("The user likes tea.\n", "", 1);
+    let header_of = |text: &str| whole.lines().take_while(|l| *l != text).last().unwrap().to_string();
+    let (porto, tea) = (header_of("The user lives in Porto."), header_of("The user likes tea."));
+    // One quote gone from Porto's header; the tea entry's content line deleted.
+    let porto_broken = porto.replacen(",\"first_seen\"", ",first_seen\"", 1);
+    let broken = whole.replacen(&porto, &porto_broken, 1).replacen(
+        &format!("{tea}\nThe user likes tea.\n"),
+        &format!("{tea}\n"),
+        1,
+    );
     std::fs::write(root.join("consolidated/memory.md"), &broken).unwrap();
     let report = verify(root);
     let problems = report["problems"].to_string();
@@ -413,11 +420,11 @@ fn a_header_an_edit_broke_or_emptied_is_left_to_mend_and_its_fact_not_added_agai
     assert_eq!(read(root, "consolidated/memory.md"), after);
 
     // Mended: the quote back and the content retyped. Nothing was lost or doubled meanwhile.
-    let mended = after.replacen(",first_seen\"", ",\"first_seen\"", 1);
-    let at = mended.find("\"sources\"").unwrap();
-    let second = at + mended[at..].find("\n<!--m ").unwrap() + 1;
-    let second_end = second + mended[second..].find('\n').unwrap() + 1;
-    let mended = format!("{}The user likes tea.\n{}", &mended[..second_end], &mended[second_end..]);
+    let mended = after.replacen(&porto_broken, &porto, 1).replacen(
+        &format!("{tea}\n"),
+        &format!("{tea}\nThe user likes tea.\n"),
+        1,
+    );
     std::fs::write(root.join("consolidated/memory.md"), &mended).unwrap();
     let again = json(&memfold(root, &["consolidate", "--force", "--json"], &[]));
     assert_eq!(again["ops"], json!([]), "{again}\n{mended}");
