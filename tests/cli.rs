@@ -192,3 +192,32 @@ fn search_prints_nothing_on_stderr_at_the_default_log_level() {
     assert_eq!(stderr, "", "search after a pass");
     assert!(stdout.contains("entry"), "{stdout}");
 }
+
+/// `MEMORY.md` linked into an agent's prompt folder, `memory.md` kept in a notes folder: both
+/// links stay, the files they point to get every write, and a hand edit there is kept.
+#[cfg(unix)]
+#[test]
+fn linked_memory_files_stay_linked_and_get_every_write() {
+    let dir = init();
+    let root = dir.path();
+    let elsewhere = tempfile::tempdir().unwrap();
+    for (name, link) in [("MEMORY.md", "MEMORY.md"), ("memory.md", "consolidated/memory.md")] {
+        std::fs::rename(root.join(link), elsewhere.path().join(name)).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join(name), root.join(link)).unwrap();
+    }
+    assert!(memfold(root, &["add", "The user likes tea.", "The user lives in Porto."], &[]).status.success());
+    assert!(memfold(root, &["consolidate", "--force"], &[]).status.success());
+    let notes = elsewhere.path().join("memory.md");
+    let text = std::fs::read_to_string(&notes).unwrap();
+    assert!(text.contains("The user likes tea."), "{text}");
+    std::fs::write(&notes, text.replace("likes tea", "likes green tea")).unwrap();
+    assert!(memfold(root, &["add", "The user has a cat."], &[]).status.success());
+    assert!(memfold(root, &["consolidate", "--force"], &[]).status.success());
+    for (name, link) in [("MEMORY.md", "MEMORY.md"), ("memory.md", "consolidated/memory.md")] {
+        assert!(std::fs::symlink_metadata(root.join(link)).unwrap().file_type().is_symlink(), "{link}");
+        let text = std::fs::read_to_string(elsewhere.path().join(name)).unwrap();
+        assert!(text.contains("The user has a cat.") && text.contains("likes green tea"), "{name}: {text}");
+    }
+    let verify = json(&memfold(root, &["verify", "--json"], &[]));
+    assert_eq!(verify["ok"], true, "{verify}");
+}

@@ -28,9 +28,34 @@ pub fn current_hash(path: &Path) -> std::io::Result<String> {
     }
 }
 
+/// The file a path names once symbolic links are followed (the path itself when it is none,
+/// or does not exist). A link may dangle: its target is where the file will be.
+fn link_target(path: &Path) -> std::io::Result<PathBuf> {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(&at)?;
+                at = match at.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(at),
+        }
+    }
+    Err(std::io::Error::other("too many levels of symbolic links"))
+}
+
 /// Replace `path` with `content`. With `expected`, refuse unless the file still hashes to it.
+///
+/// A symbolic link is followed: the file it points to is replaced and the link stays, so a
+/// `MEMORY.md` linked into an agent's prompt folder (or a `memory.md` kept in a notes vault)
+/// keeps receiving what memfold writes.
 pub fn write_atomic(path: &Path, content: &[u8], expected: Option<&str>) -> Result<(), WriteError> {
     let io = |source| WriteError::Io { path: path.to_path_buf(), source };
+    let target = link_target(path).map_err(io)?;
+    let path = target.as_path();
     let check = || -> Result<(), WriteError> {
         if let Some(expected) = expected
             && current_hash(path).map_err(io)? != expected
@@ -100,6 +125,35 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["memory.md"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_is_followed_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("agent");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("MEMORY.md"), "old").unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let link = root.join("MEMORY.md");
+        std::os::unix::fs::symlink("../agent/MEMORY.md", &link).unwrap();
+        write_atomic(&link, b"new", Some(&content_hash(b"old"))).unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link stays");
+        assert_eq!(std::fs::read_to_string(elsewhere.join("MEMORY.md")).unwrap(), "new");
+        // A dangling link gets its file; a chain of links is followed to its end.
+        let chain = root.join("chain.md");
+        std::os::unix::fs::symlink(&link, &chain).unwrap();
+        write_atomic(&chain, b"newer", None).unwrap();
+        assert_eq!(std::fs::read_to_string(elsewhere.join("MEMORY.md")).unwrap(), "newer");
+        let dangling = root.join("memory.md");
+        std::os::unix::fs::symlink(elsewhere.join("memory.md"), &dangling).unwrap();
+        write_atomic(&dangling, b"made", None).unwrap();
+        assert_eq!(std::fs::read_to_string(elsewhere.join("memory.md")).unwrap(), "made");
+        assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
+        let looped = root.join("loop.md");
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        assert!(write_atomic(&looped, b"x", None).unwrap_err().to_string().contains("too many levels"));
     }
 
     #[test]
