@@ -7,7 +7,9 @@
 //! changed paths into a bounded channel; when the channel is full the batch is dropped,
 //! which loses nothing because a refresh is already queued and every refresh re-reads all
 //! files and compares content hashes. memfold's own writes therefore cost a hash check and
-//! no index work.
+//! no index work. `MEMORY.md`, `memory.md` or `history.md` linked to a file elsewhere (see
+//! `files::atomic`) is watched there too, in the folder holding the file the link points to
+//! when watching starts; a change to it asks for a full refresh.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -47,15 +49,29 @@ pub fn is_watched(root: &Root, path: &Path) -> bool {
     }
 }
 
+/// The files outside `root` that its linked `MEMORY.md`, `memory.md` or `history.md` point to.
+fn linked_targets(root: &Root) -> Vec<PathBuf> {
+    let under_root = root.dir().canonicalize().unwrap_or_else(|_| root.dir().to_path_buf());
+    [root.memory_md(), root.memory(), root.history()]
+        .into_iter()
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()))
+        .filter_map(|path| path.canonicalize().ok())
+        .filter(|target| !target.starts_with(&under_root))
+        .collect()
+}
+
 impl Watcher {
     /// Start watching `root`; events are grouped over `debounce`.
     pub fn start(root: &Root, debounce: Duration) -> Result<Watcher, WatchError> {
         let (tx, rx) = mpsc::channel::<Changes>(16);
         let filter_root = root.clone();
+        let targets = linked_targets(root);
+        let linked = targets.clone();
         let handler = move |result: DebounceEventResult| {
             let changes = match result {
                 Ok(events) => {
-                    if events.iter().any(|e| e.need_rescan()) {
+                    let to_target = || events.iter().flat_map(|e| e.paths.iter()).any(|p| linked.contains(p));
+                    if events.iter().any(|e| e.need_rescan()) || to_target() {
                         Some(Vec::new())
                     } else {
                         let paths: Vec<PathBuf> = events
@@ -84,6 +100,12 @@ impl Watcher {
         let notify_err = |source| WatchError::Notify { path: root.dir().to_path_buf(), source };
         let mut debouncer = new_debouncer(debounce, None, handler).map_err(notify_err)?;
         debouncer.watch(root.dir(), RecursiveMode::Recursive).map_err(notify_err)?;
+        for target in &targets {
+            if let Some(dir) = target.parent() {
+                let err = |source| WatchError::Notify { path: dir.to_path_buf(), source };
+                debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
+            }
+        }
         Ok(Watcher { _debouncer: debouncer, rx })
     }
 
@@ -145,5 +167,25 @@ mod tests {
         std::fs::rename(&tmp, &target).unwrap();
         let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
         assert!(changes.is_empty() || changes.contains(&target), "{changes:?}");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn an_edit_through_a_link_elsewhere_asks_for_a_refresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        root.init().unwrap();
+        let vault = dir.path().canonicalize().unwrap().join("vault");
+        std::fs::create_dir(&vault).unwrap();
+        std::fs::rename(root.memory(), vault.join("memory.md")).unwrap();
+        std::os::unix::fs::symlink(vault.join("memory.md"), root.memory()).unwrap();
+        let mut watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        // Another file in that folder is not memfold's.
+        std::fs::write(vault.join("other.md"), "x").unwrap();
+        let quiet = tokio::time::timeout(Duration::from_millis(600), watcher.next()).await;
+        assert!(quiet.is_err(), "{quiet:?}");
+        std::fs::write(vault.join("memory.md"), "Likes tea.\n").unwrap();
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty(), "a full refresh: {changes:?}");
     }
 }
