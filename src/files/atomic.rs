@@ -66,8 +66,18 @@ pub fn write_atomic(path: &Path, content: &[u8], expected: Option<&str>) -> Resu
     };
     check()?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".memfold-").suffix(".tmp").tempfile_in(dir).map_err(io)?;
+    // The file keeps its mode (a MEMORY.md another account reads stays readable to it); a new
+    // one gets the mode any program's new file gets. A temp file alone would be 0600.
+    let existing = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".memfold-").suffix(".tmp");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut tmp = builder.tempfile_in(dir).map_err(io)?;
     tmp.write_all(content).map_err(io)?;
+    if let Some(permissions) = existing {
+        tmp.as_file().set_permissions(permissions).map_err(io)?;
+    }
     tmp.as_file().sync_all().map_err(io)?;
     // Narrow the window between the check and the rename as far as a rename allows.
     check()?;
@@ -125,6 +135,24 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["memory.md"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_keeps_its_mode_and_a_new_one_gets_the_usual_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let shared = dir.path().join("MEMORY.md");
+        std::fs::write(&shared, "old").unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&shared, b"new", None).unwrap();
+        assert_eq!(mode(&shared), 0o640);
+        let usual = dir.path().join("usual.md");
+        std::fs::write(&usual, "").unwrap();
+        let new = dir.path().join("memory.md");
+        write_atomic(&new, b"made", None).unwrap();
+        assert_eq!(mode(&new), mode(&usual), "as std::fs::write would make it");
     }
 
     #[cfg(unix)]
