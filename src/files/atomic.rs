@@ -66,17 +66,25 @@ pub fn write_atomic(path: &Path, content: &[u8], expected: Option<&str>) -> Resu
     };
     check()?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    // The file keeps its mode (a MEMORY.md another account reads stays readable to it); a new
-    // one gets the mode any program's new file gets. A temp file alone would be 0600.
-    let existing = std::fs::metadata(path).ok().map(|m| m.permissions());
+    // The file keeps its mode (a MEMORY.md another account reads stays readable to it) and, as
+    // far as this process may, its owner (a service running as root must not take a person's
+    // memory.md from them); a new one gets the mode any program's new file gets. A temp file
+    // alone would be 0600 and ours.
+    let existing = std::fs::metadata(path).ok();
     let mut builder = tempfile::Builder::new();
     builder.prefix(".memfold-").suffix(".tmp");
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
     let mut tmp = builder.tempfile_in(dir).map_err(io)?;
     tmp.write_all(content).map_err(io)?;
-    if let Some(permissions) = existing {
-        tmp.as_file().set_permissions(permissions).map_err(io)?;
+    if let Some(meta) = existing {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            // Only root may give a file away; anyone else keeps the file as theirs.
+            let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid()));
+        }
+        tmp.as_file().set_permissions(meta.permissions()).map_err(io)?;
     }
     tmp.as_file().sync_all().map_err(io)?;
     // Narrow the window between the check and the rename as far as a rename allows.
@@ -153,6 +161,22 @@ mod tests {
         let new = dir.path().join("memory.md");
         write_atomic(&new, b"made", None).unwrap();
         assert_eq!(mode(&new), mode(&usual), "as std::fs::write would make it");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_keeps_its_owner_where_this_process_may_keep_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.md");
+        std::fs::write(&path, "old").unwrap();
+        if std::os::unix::fs::chown(&path, Some(4242), Some(4243)).is_err() {
+            eprintln!("not checked: only root can give a file to another owner");
+            return;
+        }
+        write_atomic(&path, b"new", None).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (4242, 4243));
     }
 
     #[cfg(unix)]
