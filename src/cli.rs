@@ -12,9 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use crate::config::{Config, Overrides};
-use crate::consolidate::pass::PassOptions;
 use crate::error::Error;
-use crate::files::archive::NewFact;
+use crate::memory::views::{Added, NewFact, PassOptions, PassReport, PlanStatus};
 use crate::memory::{Memory, SearchRequest};
 
 #[derive(Debug, Parser)]
@@ -206,10 +205,8 @@ pub fn run(cli: Cli) -> Result<i32> {
             Command::Reindex { clear, json } => reindex(&memory, clear, json).await,
             Command::Curate(verb) => curate(&memory, verb).await,
             Command::Review(verb) => review(&memory, verb).await,
-            Command::Serve { bind } => {
-                crate::daemon::serve(memory, bind, crate::http::serve).await.map(|()| 0).map_err(Into::into)
-            }
-            Command::Mcp => crate::mcp::serve_stdio(memory).await.map(|()| 0).map_err(Into::into),
+            Command::Serve { bind } => crate::serve::serve(memory, bind).await.map(|()| 0).map_err(Into::into),
+            Command::Mcp => crate::serve::serve_stdio(memory).await.map(|()| 0).map_err(Into::into),
             Command::Consolidate { force, dry_run, json } => {
                 consolidate(&memory, PassOptions { force, dry_run }, json).await
             }
@@ -252,8 +249,7 @@ fn add(memory: &Memory, args: AddArgs) -> Result<i32> {
         texts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
     let added = memory.add(facts)?;
     if args.json {
-        let facts: Vec<_> = added.iter().map(|f| json!({"id": f.id, "date": f.date, "text": f.text})).collect();
-        print_json(&json!({ "facts": facts }))?;
+        print_json(&Added::new(&added, None))?;
     } else {
         for fact in &added {
             println!("{} {} {}", fact.id, fact.date, fact.text);
@@ -384,7 +380,7 @@ async fn consolidate(memory: &Memory, opts: PassOptions, json: bool) -> Result<i
     Ok(0)
 }
 
-fn print_ops(report: &crate::consolidate::pass::PassReport) {
+fn print_ops(report: &PassReport) {
     for op in &report.ops {
         let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
         println!("{:<9} {:<14} {}", op.op, op.target.as_deref().unwrap_or("(new)"), what.replace('\n', " "));
@@ -422,7 +418,6 @@ async fn curate(memory: &Memory, verb: Curate) -> Result<i32> {
 }
 
 async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
-    use crate::consolidate::records::PlanStatus;
     match verb {
         ReviewVerb::Runs { json } => {
             let runs = memory.runs().await?;
@@ -474,18 +469,7 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
                 println!("no plans");
             }
             for plan in &plans {
-                let status = plan.status.as_str();
-                println!(
-                    "plan {}  {status} ({})  made {}  {} ops, {} facts, +{} -{} lines{}",
-                    plan.id,
-                    plan.reason,
-                    plan.created.format("%Y-%m-%d %H:%M:%SZ"),
-                    plan.ops.len(),
-                    plan.facts.len(),
-                    plan.stat.added,
-                    plan.stat.removed,
-                    if plan.stale { " (memory.md changed since)" } else { "" }
-                );
+                println!("{}", plan.headline());
                 if plan.status == PlanStatus::Rejected {
                     continue;
                 }

@@ -273,7 +273,7 @@ pub struct ServerConfig {
     /// `POST /consolidate` answers 202 with a request id when a pass takes longer than this.
     pub request_timeout_secs: u64,
     /// Host names (with an optional port) the server answers to besides the loopback names
-    /// and the bind address ([`crate::guard`]).
+    /// and the bind address ([`crate::serve`]'s guard).
     pub allowed_hosts: Vec<String>,
 }
 
@@ -385,7 +385,7 @@ impl Config {
             return bad("time.zone", &message);
         }
         for entry in &self.server.allowed_hosts {
-            crate::guard::check_allowed_host(entry).or_else(|message| bad("server.allowed_hosts", &message))?;
+            crate::serve::check_allowed_host(entry).or_else(|message| bad("server.allowed_hosts", &message))?;
         }
         Ok(())
     }

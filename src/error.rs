@@ -49,6 +49,15 @@ pub enum Error {
     /// The LLM failed (unreachable, overloaded, or an unusable reply).
     #[error(transparent)]
     Llm(#[from] LlmError),
+    /// Extracting a turn's facts failed at the LLM; nothing was stored.
+    #[error("{0}; nothing was stored, send the turn again later")]
+    TurnNotStored(LlmError),
+    /// The daemon's pass queue is full.
+    #[error("{0} consolidation requests are already waiting; try again later")]
+    QueueFull(usize),
+    /// The daemon is shutting down and takes no more work.
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
     /// The LLM answered twice with something that is not the JSON asked for.
     #[error("{0}")]
     LlmReply(String),
@@ -111,10 +120,11 @@ impl Error {
             Error::Unreadable(_) => Kind::Conflict,
             Error::Conflict { .. } => Kind::Conflict,
             Error::Stale { .. } => Kind::Stale,
-            Error::Busy(_) => Kind::Busy,
+            Error::Busy(_) | Error::QueueFull(_) => Kind::Busy,
+            Error::ShuttingDown => Kind::Unavailable,
             Error::NoLlm(_) | Error::Embed(_) => Kind::Unavailable,
-            Error::Llm(e) if e.is_unavailable() => Kind::Unavailable,
-            Error::Llm(_) | Error::LlmReply(_) => Kind::BadGateway,
+            Error::Llm(e) | Error::TurnNotStored(e) if e.is_unavailable() => Kind::Unavailable,
+            Error::Llm(_) | Error::TurnNotStored(_) | Error::LlmReply(_) => Kind::BadGateway,
             _ => Kind::Internal,
         }
     }
@@ -122,7 +132,11 @@ impl Error {
     /// A short machine-readable code for the kind.
     pub fn code(&self) -> &'static str {
         match self {
-            Error::NoLlm(_) | Error::Llm(_) if self.kind() == Kind::Unavailable => "llm_unavailable",
+            Error::NoLlm(_) | Error::Llm(_) | Error::TurnNotStored(_) if self.kind() == Kind::Unavailable => {
+                "llm_unavailable"
+            }
+            Error::QueueFull(_) => "busy",
+            Error::ShuttingDown => "shutting_down",
             Error::Embed(_) => "embedding_unavailable",
             Error::Unreadable(_) => "memory_unreadable",
             _ => match self.kind() {
@@ -199,6 +213,8 @@ mod tests {
             (Error::NoLlm("x".into()), Kind::Unavailable, "llm_unavailable"),
             (Error::LlmReply("x".into()), Kind::BadGateway, "llm_bad_reply"),
             (Error::Corrupt { path: "p".into(), message: "m".into() }, Kind::Internal, "internal"),
+            (Error::QueueFull(16), Kind::Busy, "busy"),
+            (Error::ShuttingDown, Kind::Unavailable, "shutting_down"),
         ];
         for (err, kind, code) in cases {
             assert_eq!((err.kind(), err.code()), (kind, code), "{err}");

@@ -15,7 +15,6 @@
 //! [`crate::commit`].
 
 use chrono::{DateTime, NaiveDate, Utc};
-use serde::Serialize;
 
 use crate::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
 use crate::error::Error;
@@ -23,17 +22,8 @@ use crate::files::content_hash;
 use crate::files::entries::{Entry, EntryFile, HistoryStatus};
 use crate::ledger::{FactFate, Ledger, fact_text_hash};
 use crate::state::Tombstone;
+use crate::memory::views::Forgotten;
 use crate::verify::DELETED_BY_HAND;
-
-/// What `forget` did.
-#[derive(Debug, Clone, Serialize)]
-pub struct Forgotten {
-    pub id: String,
-    /// `entry` or `fact`.
-    pub kind: &'static str,
-    /// Every id the tombstone covers.
-    pub tombstoned: Vec<String>,
-}
 
 /// `MEMORY.md` as it is now, for dropping the lines of entries that leave memory.
 #[derive(Debug, Clone, Copy)]

@@ -44,20 +44,20 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
-use serde::Serialize;
 
 use crate::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
 use crate::consolidate::ops::ProposedOp;
 use crate::consolidate::pass::OpReport;
 use crate::consolidate::plan::{JournalRecord, Plan, Planner, net_changes};
 use crate::consolidate::records::{self, PlanStatus, RunRecord, StoredPlan, UndoRecord, load_run};
-use crate::diff::{self, DiffStat};
+use crate::diff;
 use crate::error::Error;
 use crate::files::archive::Fact;
 use crate::files::entries::{Entry, EntryFile, EntryMeta, HistoryStatus, Item};
 use crate::files::{Root, content_hash};
 use crate::ledger::{FactFate, Ledger};
 use crate::llm::Usage;
+use crate::memory::views::{AppliedPlan, Chain, PlanView, RejectedPlan, RunView, Undone, Version};
 
 const MEMORY: &str = "consolidated/memory.md";
 
@@ -69,25 +69,6 @@ fn block_entry(block: &str) -> Option<Entry> {
 
 // ---------------------------------------------------------------------------------------------
 // Plans: list, apply, reject
-
-/// A stored plan as shown to people (`memfold plans --json`, `GET /plans`).
-#[derive(Debug, Clone, Serialize)]
-pub struct PlanView {
-    pub id: String,
-    pub status: PlanStatus,
-    pub reason: String,
-    pub created: DateTime<Utc>,
-    pub rejected: Option<DateTime<Utc>>,
-    pub pass: String,
-    /// `memory.md` changed since the plan was made: apply will rebase it or refuse.
-    pub stale: bool,
-    pub ops: Vec<OpReport>,
-    pub facts: Vec<String>,
-    pub entries: Vec<String>,
-    pub diff: String,
-    pub stat: DiffStat,
-    pub llm: Usage,
-}
 
 impl PlanView {
     fn new(plan: &StoredPlan, memory_hash: &str) -> PlanView {
@@ -119,27 +100,6 @@ pub fn plans(root: &Root) -> Result<Vec<PlanView>, Error> {
     Ok(records::stored_plans(root).iter().map(|p| PlanView::new(p, &hash)).collect())
 }
 
-/// One stored plan.
-pub fn plan(root: &Root, id: &str) -> Result<PlanView, Error> {
-    let stored = records::load_plan(root, id)?;
-    Ok(PlanView::new(&stored, &memory_hash(root)?))
-}
-
-/// What applying a stored plan did.
-#[derive(Debug, Clone, Serialize)]
-pub struct AppliedPlan {
-    pub plan: String,
-    pub run: String,
-    /// `memory.md` had changed elsewhere since the plan was made; its ops were replayed on top.
-    pub rebased: bool,
-    pub ops: usize,
-    pub facts: Vec<String>,
-    pub entries: Vec<String>,
-    /// The change made to `memory.md` (the plan's own diff unless rebased).
-    pub diff: String,
-    /// What rewriting `MEMORY.md` afterwards cost (also in the run's record).
-    pub llm: Usage,
-}
 
 /// The plan that applying `stored` writes against the root `ledger` was read from (see the
 /// module docs for when it is rebased or refused). `today` is the day the plan was made on,
@@ -255,14 +215,6 @@ fn rebase(stored: &StoredPlan, current: &EntryFile, today: NaiveDate) -> Result<
     Ok(plan)
 }
 
-/// What rejecting a plan did.
-#[derive(Debug, Clone, Serialize)]
-pub struct RejectedPlan {
-    pub plan: String,
-    /// Facts pending again, flagged so automatic passes leave them out.
-    pub facts: Vec<String>,
-}
-
 /// Reject a stored plan: nothing is written to markdown, its facts stay pending (flagged).
 /// Rejecting a rejected plan again changes nothing (the change is empty).
 pub fn plan_reject(ledger: &Ledger, stored: &StoredPlan, now: DateTime<Utc>) -> (Change, RejectedPlan) {
@@ -292,24 +244,6 @@ pub fn plan_reject(ledger: &Ledger, stored: &StoredPlan, now: DateTime<Utc>) -> 
 
 // ---------------------------------------------------------------------------------------------
 // Runs
-
-/// An applied run as listed (`memfold runs --json`, `GET /runs`).
-#[derive(Debug, Clone, Serialize)]
-pub struct RunView {
-    pub run: String,
-    /// When the run finished (for runs without a record, when it was planned).
-    pub time: DateTime<Utc>,
-    pub started: Option<DateTime<Utc>>,
-    /// The stored plan it applied, if any.
-    pub plan: Option<String>,
-    /// Ops by kind.
-    pub ops: BTreeMap<String, usize>,
-    pub facts: usize,
-    pub entries: Vec<String>,
-    /// Every LLM call of the run (decisions, re-asks, promotion), when recorded.
-    pub llm: Option<Usage>,
-    pub undone: Option<DateTime<Utc>>,
-}
 
 /// Applied runs, oldest first: every run in the journal, with its run record where there is one.
 pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
@@ -349,22 +283,6 @@ pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
     let mut runs: Vec<RunView> = by_run.into_values().collect();
     runs.sort_by(|a, b| (a.time, &a.run).cmp(&(b.time, &b.run)));
     Ok(runs)
-}
-
-/// What an undo did.
-#[derive(Debug, Clone, Serialize)]
-pub struct Undone {
-    pub run: String,
-    /// `memory.md` is byte for byte what it was before the run.
-    pub exact: bool,
-    /// Entries put back to their version before the run.
-    pub restored: Vec<String>,
-    /// Entries the run added, now removed (their text is in history as `reverted`).
-    pub removed: Vec<String>,
-    /// Facts pending again, flagged so automatic passes leave them out.
-    pub facts: Vec<String>,
-    /// What rewriting `MEMORY.md` afterwards cost.
-    pub llm: Usage,
 }
 
 /// The change that undoes `run` (see the module docs), given the root's ledger, its journal
@@ -522,33 +440,6 @@ fn reinsert(memory: &mut EntryFile, entry: Entry, before: Option<&EntryFile>) {
 
 // ---------------------------------------------------------------------------------------------
 // History chains
-
-/// One version of an entry, current or in history.
-#[derive(Debug, Clone, Serialize)]
-pub struct Version {
-    pub id: String,
-    /// `current`, or the history status (`replaced`, `merged`, `deleted`, `reverted`, …).
-    pub status: String,
-    pub content: String,
-    pub first_seen: Option<NaiveDate>,
-    pub updated: Option<NaiveDate>,
-    pub valid_until: Option<NaiveDate>,
-    pub superseded_by: Option<String>,
-    /// Ids of other entries merged into this one (their history blocks name it in `superseded_by`).
-    pub supersedes: Vec<String>,
-    pub run: Option<String>,
-    pub sources: Vec<String>,
-    pub pinned: bool,
-}
-
-/// An entry's chain (`memfold history ID`, `GET /entries/{id}/history`): every version of it
-/// and of the entries linked to it by `superseded_by`, history first (in the order written),
-/// then the current ones.
-#[derive(Debug, Clone, Serialize)]
-pub struct Chain {
-    pub id: String,
-    pub versions: Vec<Version>,
-}
 
 /// The chain of versions around entry `id`.
 pub fn history_chain(ledger: &Ledger, id: &str) -> Result<Chain, Error> {

@@ -3,36 +3,14 @@
 //! `memfold status --json` prints a [`Status`] and `GET /status` answers with one (plus what
 //! the daemon adds about its own passes), so both read the same fields from the same files.
 
-use chrono::{DateTime, NaiveDate, Utc};
-use serde::Serialize;
+use chrono::{DateTime, Utc};
 
 use crate::config::Config;
-use crate::consolidate::gate::{self, Gate, GateInput};
+use crate::consolidate::gate::{self, GateInput};
 use crate::files::Root;
 use crate::ledger::{Ledger, LedgerError};
 use crate::lock;
-use crate::state::LastRun;
-
-/// What `status --json` prints.
-#[derive(Debug, Clone, Serialize)]
-pub struct Status {
-    /// Whether a pass would start now, and why not.
-    pub gate: Gate,
-    /// Facts not yet consolidated or tombstoned.
-    pub pending_facts: usize,
-    /// Pending facts the gate does not count: in a pending plan, flagged by an undo or a
-    /// rejected plan or given up after `max_attempts` unusable replies (they wait for a forced
-    /// pass), or edited in place in the archive or named by an entry `memory.md` cannot show
-    /// (hidden by an unclosed block, its header broken or without content: they wait for a
-    /// person).
-    pub held_facts: usize,
-    /// Current entries in `consolidated/memory.md`.
-    pub entries: usize,
-    pub last_run: Option<LastRun>,
-    pub watermark: Option<NaiveDate>,
-    /// Recoverable problems found while reading the files (see `memfold verify`).
-    pub problems: usize,
-}
+use crate::memory::views::Status;
 
 /// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).
 pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status, LedgerError> {

@@ -4,8 +4,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-mod common;
-use common::{json, memfold};
+use crate::common::{json, memfold};
 
 fn init() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -19,8 +19,7 @@ use memfold::state::State;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
-mod common;
-use common::{add, assert_verified, d, env, force, history, life, mem, memory, pass};
+use crate::common::{add, assert_verified, d, env, force, history, life, mem, memory, pass};
 
 /// The cluster document inside a chat request.
 fn cluster(request: &Value) -> Value {
@@ -620,7 +619,7 @@ async fn rebuild_after_replace_and_remove_keeps_every_fact() {
 /// fake LLM answers REPLACE for every pair it is shown whole. Returns the pass report, and per
 /// pair whether it was replaced and whether the fact's ranked entries (the raw links, found
 /// here without any packing) hold the entry it changes.
-async fn updates_among_distractors(env: &common::Env, n: usize) -> (PassReport, Vec<(bool, bool)>) {
+async fn updates_among_distractors(env: &crate::common::Env, n: usize) -> (PassReport, Vec<(bool, bool)>) {
     let pairs = life::updates();
     let distractors = life::distractors(n);
     let mut file = EntryFile::default();

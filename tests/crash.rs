@@ -20,8 +20,6 @@ use memfold::files::entries::EntryFile;
 use memfold::testkit::{FakeOpenAi, churn_reply};
 use serde_json::Value;
 
-mod common;
-
 /// What the files say, without run ids and times: `memory.md` byte for byte, and how many
 /// history blocks, tombstones, journal lines, run records and pending plans there are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +90,7 @@ impl Lab {
         let env = self.env();
         let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         all.extend_from_slice(extra);
-        common::memfold(root, args, &all)
+        crate::common::memfold(root, args, &all)
     }
 
     fn ok(&self, root: &Path, args: &[&str]) -> Value {

@@ -6,10 +6,9 @@
 //! the tests run in parallel without sharing anything.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use memfold::lock::LockGuard;
 use memfold::testkit::{FakeOpenAi, FakeReply};
@@ -19,230 +18,10 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
-mod common;
-use common::{add_everything, files, llm_env, mcp};
-
-/// How long a daemon may take to answer `/healthz` after it was started.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a daemon may take to exit after SIGTERM (the issue's bound).
-const STOP_TIMEOUT: Duration = Duration::from_secs(15);
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-fn memfold(root: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
-    command.arg("--root").arg(root).env_remove("MEMFOLD_ROOT").env_remove("MEMFOLD_CONFIG");
-    command
-}
-
-fn run(root: &Path, args: &[&str]) -> Output {
-    memfold(root).args(args).env("MEMFOLD_LOG", "warn").output().expect("memfold runs")
-}
-
-fn verify(root: &Path) -> Value {
-    let out = run(root, &["verify", "--json"]);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    })
-}
-
-/// A memory root in a temp dir, with a place for daemon logs next to it.
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let fixture = Fixture { dir };
-        assert!(run(&fixture.root(), &["init"]).status.success());
-        fixture
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
-    /// Start `memfold serve` with these extra environment variables and wait until it answers.
-    async fn serve(&self, env: &[(&str, &str)]) -> Daemon {
-        let port = free_port();
-        let log = self.dir.path().join(format!("serve-{port}.log"));
-        let mut command = memfold(&self.root());
-        command
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .env("MEMFOLD_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let child = command.spawn().expect("memfold serve starts");
-        let mut daemon =
-            Daemon { child, port, base: format!("http://127.0.0.1:{port}"), log, client: reqwest::Client::new() };
-        let started = Instant::now();
-        loop {
-            if let Ok(r) = daemon.client.get(daemon.url("/healthz")).send().await
-                && r.status() == 200
-            {
-                return daemon;
-            }
-            if let Some(status) = daemon.child.try_wait().unwrap() {
-                panic!("memfold serve exited with {status} before answering:\n{}", daemon.logs());
-            }
-            assert!(started.elapsed() < START_TIMEOUT, "memfold serve did not answer in time:\n{}", daemon.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-/// A running `memfold serve`; killed on drop if still running.
-struct Daemon {
-    child: Child,
-    port: u16,
-    base: String,
-    log: PathBuf,
-    client: reqwest::Client,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    async fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
-        let response = request.send().await.unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.logs()));
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
-        (status, body)
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        self.send(self.client.get(self.url(path))).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.send(self.client.post(self.url(path)).json(&body)).await
-    }
-
-    async fn delete(&self, path: &str) -> (u16, Value) {
-        self.send(self.client.delete(self.url(path))).await
-    }
-
-    /// Send `METHOD /path` with exactly these headers (no Host unless given) and `body` over a
-    /// plain TCP connection, as a browser or curl would, and read the JSON answer.
-    async fn raw(&self, request_line: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut head = format!("{request_line} HTTP/1.1\r\n");
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str(&format!("content-length: {}\r\nconnection: close\r\n\r\n", body.len()));
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
-        stream.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await.unwrap();
-        let (status_line, rest) = answer.split_once("\r\n").unwrap_or_else(|| panic!("no status line: {answer}"));
-        let status = status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{answer}"));
-        let (_, text) = rest.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no body: {answer}"));
-        let body = serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
-        (status, body)
-    }
-
-    /// The Host header a client sends for this daemon.
-    fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    async fn metrics(&self) -> String {
-        let response = self.client.get(self.url("/metrics")).send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
-        response.text().await.unwrap()
-    }
-
-    /// Add facts and return their ids.
-    async fn add(&self, texts: &[&str]) -> Vec<String> {
-        let facts: Vec<Value> = texts.iter().map(|t| json!({"text": t})).collect();
-        let (status, body) = self.post("/facts", json!({ "facts": facts })).await;
-        assert_eq!(status, 200, "{body}");
-        body["facts"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap().to_string()).collect()
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-
-    /// Send SIGTERM and wait for the exit, at most [`STOP_TIMEOUT`].
-    async fn terminate(&mut self) -> (ExitStatus, Duration) {
-        let started = Instant::now();
-        assert!(Command::new("kill").args(["-TERM", &self.pid()]).status().unwrap().success());
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status, started.elapsed());
-            }
-            assert!(started.elapsed() < STOP_TIMEOUT, "still running {STOP_TIMEOUT:?} after SIGTERM:\n{}", self.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// SIGTERM, and the exit must be clean.
-    async fn stop(mut self) {
-        let (status, _) = self.terminate().await;
-        assert!(status.success(), "exit {status} after SIGTERM:\n{}", self.logs());
-    }
-}
-
-/// Poll `check` until it returns Some, for at most `limit`.
-async fn eventually<T>(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn with<'a>(base: &'a [(&'static str, String)], more: &[(&'static str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    base.iter().map(|(k, v)| (*k, v.as_str())).chain(more.iter().copied()).collect()
-}
-
-fn temp_files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            found.extend(temp_files(&path));
-        } else if path.file_name().unwrap().to_string_lossy().starts_with(".memfold-") {
-            found.push(path);
-        }
-    }
-    found
-}
-
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .parse()
-        .unwrap()
-}
+use crate::common::daemon::{
+    Daemon, Fixture, STOP_TIMEOUT, eventually, free_port, memfold, metric, run, temp_files, verify, with,
+};
+use crate::common::{add_everything, files, llm_env, mcp};
 
 #[tokio::test]
 async fn ingest_search_consolidate_forget_and_metrics() {
@@ -1083,6 +862,53 @@ async fn mcp_initialize(daemon: &Daemon, token: Option<&str>, host: Option<&str>
     request.send().await.unwrap().status().as_u16()
 }
 
+/// The same calls through `/mcp` count in `/metrics` exactly as over HTTP: facts ingested, the
+/// extraction's LLM calls and tokens, and one call of the verb, labelled with its door.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_calls_count_the_same_in_metrics_through_http_and_mcp() {
+    let fixture = Fixture::new();
+    let fake = FakeOpenAi::start_in_thread();
+    let daemon = fixture.serve(&with(&llm_env(&fake), &[])).await;
+    let extracted = json!({"facts": [{"text": "The user's sister Ana lives in Porto."}, {"text": "Ana is a nurse."}]});
+    let series = [
+        r#"memfold_facts_ingested_total{via="facts"}"#,
+        r#"memfold_facts_ingested_total{via="turns"}"#,
+        r#"memfold_llm_calls_total{purpose="extract"}"#,
+        r#"memfold_llm_prompt_tokens_total{purpose="extract"}"#,
+        r#"memfold_llm_completion_tokens_total{purpose="extract"}"#,
+    ];
+    let read = |text: &str| series.map(|s| metric(text, s));
+    let turn = "user: my sister Ana lives in Porto, she is a nurse\nassistant: Noted.";
+    let before = read(&daemon.metrics().await);
+
+    assert_eq!(daemon.add(&["Keeps bees on the allotment."]).await.len(), 1);
+    fake.push_chat(FakeReply::Content(extracted.to_string()));
+    let (code, added) = daemon.post("/turns", json!({ "text": turn })).await;
+    assert_eq!(code, 200, "{added}");
+    let after_http = read(&daemon.metrics().await);
+
+    let (client, _updates) = mcp::http(&daemon.url("/mcp"), "").await;
+    mcp::ok(&client, "memory_add", json!({"facts": ["Learned to make sourdough in March."]})).await;
+    fake.push_chat(FakeReply::Content(extracted.to_string()));
+    let added = mcp::ok(&client, "memory_add_turn", json!({ "text": turn })).await;
+    assert_eq!(added["facts"].as_array().unwrap().len(), 2, "{added}");
+    let text = daemon.metrics().await;
+    let after_mcp = read(&text);
+
+    let http: Vec<f64> = after_http.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let mcp: Vec<f64> = after_mcp.iter().zip(&after_http).map(|(a, b)| a - b).collect();
+    assert_eq!(http, mcp, "{series:?}\n{text}");
+    assert_eq!(http[..3], [1.0, 2.0, 1.0], "{text}");
+    assert!(http[3] > 0.0 && http[4] > 0.0, "{text}");
+    for verb in ["add", "add_turn"] {
+        for door in ["http", "mcp"] {
+            assert_eq!(metric(&text, &format!(r#"memfold_calls_total{{verb="{verb}",door="{door}"}}"#)), 1.0, "{text}");
+        }
+    }
+    client.cancel().await.unwrap();
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_over_http_needs_the_token_and_passes_the_tour() {
     let fixture = Fixture::new();
@@ -1144,7 +970,8 @@ async fn mcp_over_http_needs_the_token_and_passes_the_tour() {
     // shows them like GET /status.
     let metrics = daemon.client.get(daemon.url("/metrics")).bearer_auth("s3cret").send().await.unwrap();
     let text = metrics.text().await.unwrap();
-    assert!(text.contains("memfold_facts_ingested_total{via=\"mcp\"} 2\n"), "{text}");
+    assert!(text.contains("memfold_facts_ingested_total{via=\"facts\"} 2\n"), "{text}");
+    assert!(text.contains("memfold_calls_total{verb=\"add\",door=\"mcp\"} 3\n"), "{text}");
     assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 2\n"), "{text}");
     assert!(text.contains("memfold_passes_total{outcome=\"dry_run\"} 1\n"), "{text}");
     let status = mcp::ok(&client, "memory_status", json!({})).await;

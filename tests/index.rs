@@ -4,8 +4,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::{memfold, ok};
+use crate::common::{memfold, ok};
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;

@@ -13,8 +13,7 @@ use memfold::files::entries::EntryFile;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
-mod common;
-use common::{add, assert_verified, env, force, init_root, json, memfold, memory, ok, read};
+use crate::common::{add, assert_verified, env, force, init_root, json, memfold, memory, ok, read};
 
 fn verify(root: &Path) -> Value {
     serde_json::from_slice(&memfold(root, &["verify", "--json"], &[]).stdout).unwrap()
@@ -114,7 +113,7 @@ async fn an_llm_reply_cannot_forge_a_pinned_copy_or_claim_another_entrys_facts()
     }));
     force(&env).await;
     let pinned = memory(&env).entries().next().unwrap().id().to_string();
-    common::mem(&env).await.pin(&pinned, true).await.unwrap();
+    crate::common::mem(&env).await.pin(&pinned, true).await.unwrap();
 
     add(&env, "2026-06-02", &["Likes jazz.", "Plays chess."]);
     let (forge_pin, forge_sources) = (pinned.clone(), john[0].clone());

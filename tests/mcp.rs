@@ -17,9 +17,8 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-mod common;
-use common::mcp::{self, ENTRIES_URI, LIMIT, MEMORY_URI, ok, refused};
-use common::{init_root, llm_env, memfold};
+use crate::common::mcp::{self, ENTRIES_URI, LIMIT, MEMORY_URI, ok, refused};
+use crate::common::{init_root, llm_env, memfold};
 
 fn env<'a>(pairs: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     pairs.iter().map(|(k, v)| (*k, v.as_str())).collect()
@@ -119,12 +118,12 @@ async fn writes_by_other_processes_reach_searches_and_subscribers() {
     let mut subscription =
         listener.listen(SubscriptionFilter::builder().resource_subscription(MEMORY_URI).build()).await.unwrap();
     assert_eq!(subscription.acknowledged().resource_subscriptions, Some(vec![MEMORY_URI.to_string()]));
-    assert_eq!(mcp::read(&listener, MEMORY_URI).await, common::read(root.path(), "MEMORY.md"));
+    assert_eq!(mcp::read(&listener, MEMORY_URI).await, crate::common::read(root.path(), "MEMORY.md"));
 
     // A fact the CLI adds is found (the watcher marks the index stale; no timing assumed),
     // also after a search brought the index up to date.
     ok(&client, "memory_search", json!({"query": "anything"})).await;
-    let added = common::json(&memfold(root.path(), &["add", "--json", "Plays the cello on Sundays."], &[]));
+    let added = crate::common::json(&memfold(root.path(), &["add", "--json", "Plays the cello on Sundays."], &[]));
     let id = added["facts"][0]["id"].as_str().unwrap().to_string();
     let started = Instant::now();
     loop {
@@ -137,7 +136,7 @@ async fn writes_by_other_processes_reach_searches_and_subscribers() {
     }
 
     // A pass by the CLI rewrites memory.md and MEMORY.md: both servers tell their subscribers.
-    common::ok(memfold(root.path(), &["consolidate", "--force"], &[]));
+    crate::common::ok(memfold(root.path(), &["consolidate", "--force"], &[]));
     mcp::updated(&mut updates, &[MEMORY_URI, ENTRIES_URI]).await;
     let note = tokio::time::timeout(LIMIT, subscription.next()).await.expect("in time").unwrap().unwrap();
     match note {

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::{init_root, memfold, ok, read};
+use crate::common::{init_root, memfold, ok, read};
 
 fn search(root: &Path, q: &str) -> Vec<String> {
     let hits = ok(memfold(root, &["search", "--json", "-k", "20", q], &[]));

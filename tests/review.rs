@@ -17,11 +17,10 @@ use memfold::state::State;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
-mod common;
-use common::{Env, add, d, env, force, history, mem, memfold, memory, status};
+use crate::common::{Env, add, d, env, force, history, mem, memfold, memory, status};
 
 async fn pass(env: &Env, force: bool) -> PassReport {
-    common::pass(env, PassOptions { force, dry_run: false }).await.unwrap()
+    crate::common::pass(env, PassOptions { force, dry_run: false }).await.unwrap()
 }
 
 fn memory_text(env: &Env) -> String {
@@ -48,7 +47,10 @@ fn fate(env: &Env, fact: &str) -> FactFate {
 
 /// Every markdown file under the root, with its bytes.
 fn markdown(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    common::files(root).into_iter().filter(|(path, _)| path.ends_with(".md") && !path.starts_with(".memfold")).collect()
+    crate::common::files(root)
+        .into_iter()
+        .filter(|(path, _)| path.ends_with(".md") && !path.starts_with(".memfold"))
+        .collect()
 }
 
 /// The cluster document inside a chat request (None for a promotion request).

@@ -388,7 +388,9 @@ pub fn render_line(fact: &Fact) -> String {
     }
 }
 
-/// Append facts to their day files. `now` gives the default date and the `HH:MM` stamp.
+/// Append facts to their day files. `now` gives the default date and the `HH:MM` stamp. (Tests
+/// and benches; memfold itself appends through an [`Appender`].)
+#[cfg(any(test, feature = "testkit"))]
 pub fn append(root: &Root, facts: &[NewFact], now: chrono::NaiveDateTime) -> Result<Vec<Fact>, ArchiveError> {
     Appender::default().append(root, facts, now)
 }

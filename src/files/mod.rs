@@ -74,9 +74,6 @@ impl Root {
     pub fn index_dir(&self) -> PathBuf {
         self.state_dir().join("index")
     }
-    pub fn index_lock(&self) -> PathBuf {
-        self.state_dir().join("index.lock")
-    }
     pub fn embed_cache_dir(&self) -> PathBuf {
         self.state_dir().join("embed-cache")
     }

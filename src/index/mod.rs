@@ -804,6 +804,7 @@ impl Index {
         }
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// The `k` rows of the given kinds (all kinds if empty) nearest to `vector`, skipping
     /// `exclude_keys`, with their cosine similarity, best first (ties by key).
     pub async fn nearest(
@@ -832,6 +833,7 @@ impl Index {
         Ok(rows.into_iter().map(|(key, d, ())| (key, (1.0 - d) as f32)).collect())
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// The `k` best full-text (BM25) matches of the given kinds (all kinds if empty), with
     /// their BM25 score, best first (ties by key). An empty query gives none.
     pub async fn lexical(&self, query: &str, kinds: &[DocKind], k: usize) -> Result<Vec<(String, f32)>, IndexError> {
@@ -849,6 +851,7 @@ impl Index {
         Ok(rows.into_iter().map(|(key, s, ())| (key, s as f32)).collect())
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// The stored vectors of `keys` (keys not in the index are absent from the map).
     pub async fn vectors(&self, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
         let table = self.table();
@@ -889,6 +892,7 @@ impl Index {
         self.table().count_rows(None).await.db("count rows")
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Whether the index has no rows.
     pub async fn is_empty(&self) -> Result<bool, IndexError> {
         Ok(self.len().await? == 0)
@@ -906,6 +910,7 @@ fn hit_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, 
     Ok(out)
 }
 
+#[cfg(any(test, feature = "testkit"))]
 /// A leg's rows as `(key, leg score, ())`.
 fn key_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, f64, ())>, IndexError> {
     let mut out = Vec::new();

@@ -2,6 +2,7 @@
 // Each test binary uses a different subset of these.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod life;
 pub mod mcp;
 
@@ -101,7 +102,7 @@ pub async fn pass(env: &Env, opts: PassOptions) -> Result<PassReport, Error> {
 
 /// The HTTP status an error is answered with.
 pub fn status(err: &Error) -> u16 {
-    memfold::http::status_of(err.kind()).as_u16()
+    memfold::serve::http::status_of(err.kind()).as_u16()
 }
 
 pub async fn force(env: &Env) -> PassReport {

@@ -1,14 +1,9 @@
-//! The MCP tools: one per [`Memory`] verb, each parsing typed arguments, making one call and
-//! answering with compact text plus the CLI's `--json` document as structured content.
+//! The MCP tools: one per verb of the [`Service`], each parsing typed arguments, making one call
+//! and answering with compact text plus the CLI's `--json` document as structured content.
 //!
 //! Arguments are deserialised by rmcp before a tool runs: a missing field, a wrong type or an
 //! unknown field (every argument struct denies them) is a tool error naming the field, and the
-//! tool never runs. The tools that change `memory.md` (forget, pin, consolidate, apply, reject,
-//! undo) run one at a time in this process, so an agent's parallel calls do not refuse each
-//! other; a change another process is making still refuses them (`lock_held`). Served by
-//! `memfold serve`, the tools take the daemon's paths instead where the HTTP routes do: facts go
-//! through its ingest and passes through its scheduler (see [`McpServer::in_daemon`]). Every
-//! [`Error`] of the call is a tool error carrying the message the CLI
+//! tool never runs. Every [`Error`] of the call is a tool error carrying the message the CLI
 //! prints, with `{"error":{"code","message","ids"?}}` (as the HTTP API answers) in structured
 //! content. A panic inside a tool is caught and answered as an internal JSON-RPC error, so no
 //! request can take the server down. `tools/list` names the tools in alphabetical order (rmcp
@@ -26,13 +21,14 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
+use super::super::service::{Door, PassAnswer};
 use super::{McpServer, text};
-use crate::consolidate::pass::PassOptions;
-use crate::daemon::{Daemon, PassReply, RequestError};
 use crate::error::{Error, Kind};
-use crate::files::archive::{Fact, NewFact};
+use crate::files::archive::NewFact;
+use crate::memory::views::PassOptions;
 use crate::memory::{SearchRequest, Turn};
-use crate::metrics::Via;
+
+const DOOR: Door = Door::Mcp;
 
 /// A day as `YYYY-MM-DD`, refused with a message that shows what was given.
 fn day<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<NaiveDate>, D::Error> {
@@ -143,17 +139,17 @@ struct Refused(CallToolResult);
 
 impl From<Error> for Refused {
     fn from(e: Error) -> Refused {
-        Refused(refusal(&e, ""))
+        Refused(refusal(&e))
     }
 }
 
-/// The tool error for `e`: its message (plus `note`) as text, the HTTP API's error document as
-/// structured content.
-fn refusal(e: &Error, note: &str) -> CallToolResult {
+/// The tool error for `e`: its message as text, the HTTP API's error document as structured
+/// content.
+fn refusal(e: &Error) -> CallToolResult {
     if e.kind() == Kind::Internal {
         tracing::error!(error = %e, "tool failed");
     }
-    tool_error(e.code(), format!("{e}{note}"), e.ids())
+    tool_error(e.code(), e.to_string(), e.ids())
 }
 
 /// A tool error: `message` as text, `{"error":{"code","message","ids"?}}` as structured content.
@@ -189,19 +185,13 @@ async fn answer(work: impl Future<Output = Result<(String, Value), Refused>>) ->
     }
 }
 
-/// Answer with the result of one [`Memory`](crate::memory::Memory) call, rendered by `render`
-/// as (text, structured content).
+/// Answer with the result of one [`Service`] call, rendered by `render` as (text, structured
+/// content).
 async fn reply<T>(
     work: impl Future<Output = Result<T, Error>>,
     render: impl FnOnce(&T) -> (String, Value),
 ) -> Result<CallToolResult, McpError> {
     answer(async move { Ok(render(&work.await?)) }).await
-}
-
-/// Facts as `memfold add --json` prints them.
-fn facts_json(facts: &[Fact]) -> Value {
-    let facts: Vec<Value> = facts.iter().map(|f| json!({"id": f.id, "date": f.date, "text": f.text})).collect();
-    json!({ "facts": facts })
 }
 
 #[tool_router(router = tool_router, vis = "pub(super)")]
@@ -219,11 +209,7 @@ impl McpServer {
     async fn memory_add(&self, Parameters(args): Parameters<AddArgs>) -> Result<CallToolResult, McpError> {
         let facts: Vec<NewFact> =
             args.facts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
-        answer(async move {
-            let added = self.append(facts).await?;
-            Ok((text::stored(&added), facts_json(&added)))
-        })
-        .await
+        reply(self.service.add(DOOR, facts), |added| (text::stored(added), json!(added))).await
     }
 
     #[tool(
@@ -237,14 +223,8 @@ impl McpServer {
             let mut turn = Turn::from_parts(args.text.as_deref(), messages)?;
             turn.date = args.date;
             turn.source = args.source;
-            let (facts, usage) = self.memory.extract_turn(&turn).await.map_err(|e| match e {
-                Error::Llm(_) => Refused(refusal(&e, "; nothing was stored, send the turn again later")),
-                e => Refused::from(e),
-            })?;
-            let added = if facts.is_empty() { Vec::new() } else { self.append(facts).await? };
-            let mut structured = facts_json(&added);
-            structured["llm"] = json!(usage);
-            Ok((text::stored(&added), structured))
+            let added = self.service.add_turn(DOOR, turn).await?;
+            Ok((text::stored(&added), json!(added)))
         })
         .await
     }
@@ -257,7 +237,8 @@ impl McpServer {
     )]
     async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, McpError> {
         let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.include_history };
-        reply(self.memory.search(&args.query, &request), |hits| (text::hits(hits), json!({ "hits": hits }))).await
+        reply(self.service.search(DOOR, &args.query, &request), |hits| (text::hits(hits), json!({ "hits": hits })))
+            .await
     }
 
     #[tool(
@@ -266,7 +247,7 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_get(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.memory.history(&args.id), |chain| (text::chain(chain), json!(chain))).await
+        reply(self.service.history(DOOR, &args.id), |chain| (text::chain(chain), json!(chain))).await
     }
 
     #[tool(
@@ -275,10 +256,8 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_forget(&self, Parameters(args): Parameters<ForgetArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.one_at_a_time(self.memory.forget(&args.id, args.reason.as_deref())), |done| {
-            (text::forgotten(done), json!(done))
-        })
-        .await
+        reply(self.service.forget(DOOR, &args.id, args.reason.as_deref()), |done| (text::forgotten(done), json!(done)))
+            .await
     }
 
     #[tool(
@@ -308,13 +287,11 @@ impl McpServer {
         Parameters(args): Parameters<ConsolidateArgs>,
     ) -> Result<CallToolResult, McpError> {
         let opts = PassOptions { force: args.force, dry_run: args.dry_run };
-        match &self.shared.daemon {
-            Some(daemon) => scheduled(daemon, opts).await,
-            None => {
-                reply(self.one_at_a_time(self.memory.consolidate(opts)), |report| (text::pass(report), json!(report)))
-                    .await
-            }
-        }
+        reply(self.service.consolidate(DOOR, opts), |answer| match answer {
+            PassAnswer::Done(report) => (text::pass(report), json!(report)),
+            PassAnswer::Running(running) => (running.message.clone(), json!(running)),
+        })
+        .await
     }
 
     #[tool(
@@ -323,15 +300,7 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_status(&self) -> Result<CallToolResult, McpError> {
-        let daemon = self.shared.daemon.as_ref().map(|d| d.daemon_status());
-        reply(self.memory.status(), |status| {
-            let mut structured = json!(status);
-            if let Some(daemon) = daemon {
-                structured["daemon"] = daemon;
-            }
-            (text::status(status), structured)
-        })
-        .await
+        reply(self.service.status(DOOR), |status| (text::status(&status.status), json!(status))).await
     }
 
     #[tool(
@@ -340,7 +309,7 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_plans(&self) -> Result<CallToolResult, McpError> {
-        reply(self.memory.plans(), |plans| (text::plans(plans), json!({ "plans": plans }))).await
+        reply(self.service.plans(DOOR), |plans| (text::plans(plans), json!({ "plans": plans }))).await
     }
 
     #[tool(
@@ -349,10 +318,7 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     async fn memory_apply_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.one_at_a_time(self.memory.apply_plan(&args.plan)), |applied| {
-            (text::applied(applied), json!(applied))
-        })
-        .await
+        reply(self.service.apply_plan(DOOR, &args.plan), |applied| (text::applied(applied), json!(applied))).await
     }
 
     #[tool(
@@ -360,10 +326,7 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_reject_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.one_at_a_time(self.memory.reject_plan(&args.plan)), |rejected| {
-            (text::rejected(rejected), json!(rejected))
-        })
-        .await
+        reply(self.service.reject_plan(DOOR, &args.plan), |rejected| (text::rejected(rejected), json!(rejected))).await
     }
 
     #[tool(
@@ -371,7 +334,7 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_runs(&self) -> Result<CallToolResult, McpError> {
-        reply(self.memory.runs(), |runs| (text::runs(runs), json!({ "runs": runs }))).await
+        reply(self.service.runs(DOOR), |runs| (text::runs(runs), json!({ "runs": runs }))).await
     }
 
     #[tool(
@@ -380,55 +343,12 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     async fn memory_undo(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.one_at_a_time(self.memory.undo(&args.run)), |undone| (text::undone(undone), json!(undone))).await
-    }
-}
-
-/// A pass on the daemon's scheduler, answered like `POST /consolidate`: the report, or (when it
-/// takes longer than `server.request_timeout_secs`) where to follow it.
-async fn scheduled(daemon: &Daemon, opts: PassOptions) -> Result<CallToolResult, McpError> {
-    match daemon.request_pass(opts).await {
-        Ok(PassReply::Done(result)) => reply(async { *result }, |report| (text::pass(report), json!(report))).await,
-        Ok(PassReply::Running(request)) => {
-            let message = format!(
-                "the pass takes longer than server.request_timeout_secs ({}s) and goes on in the background as \
-                 request {request}; memory_status shows it under daemon.passes, memory_runs once it is applied",
-                daemon.memory.config().server.request_timeout_secs
-            );
-            let structured = json!({"status": "running", "request": request, "message": message});
-            let mut result = CallToolResult::success(vec![ContentBlock::text(message)]);
-            result.structured_content = Some(structured);
-            Ok(result)
-        }
-        Err(e @ RequestError::QueueFull(_)) => Ok(tool_error("busy", e.to_string(), &[])),
-        Err(e) => Ok(tool_error("shutting_down", e.to_string(), &[])),
+        reply(self.service.undo(DOOR, &args.run), |undone| (text::undone(undone), json!(undone))).await
     }
 }
 
 impl McpServer {
-    /// Append facts to the archive: through the daemon's ingest when it serves this server.
-    async fn append(&self, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
-        if let Some(daemon) = &self.shared.daemon {
-            self.memory.check_facts(&facts)?;
-            return daemon.ingest(facts, Via::Mcp).await;
-        }
-        let memory = self.memory.clone();
-        tokio::task::spawn_blocking(move || memory.add(facts))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-    }
-
-    /// Run a change of memory once this server's changes before it are done: an agent's
-    /// parallel calls queue instead of finding the consolidation lock taken by each other.
-    async fn one_at_a_time<T>(&self, change: impl Future<Output = T>) -> T {
-        let _one = self.shared.changes.lock().await;
-        change.await
-    }
-
     async fn set_pin(&self, id: String, pinned: bool) -> Result<CallToolResult, McpError> {
-        reply(self.one_at_a_time(self.memory.pin(&id, pinned)), |()| {
-            (text::pinned(&id, pinned), json!({"id": id, "pinned": pinned}))
-        })
-        .await
+        reply(self.service.pin(DOOR, &id, pinned), |done| (text::pinned(&done.id, done.pinned), json!(done))).await
     }
 }

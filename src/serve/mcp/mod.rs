@@ -1,9 +1,11 @@
-//! The MCP adapter: one tool per [`Memory`] verb, and `MEMORY.md` and `memory.md` as resources.
+//! The MCP door: one tool per verb of the [`Service`], and `MEMORY.md` and `memory.md` as resources.
 //!
 //! Two transports serve the same [`McpServer`]: `memfold mcp` speaks MCP on stdin/stdout
 //! ([`serve_stdio`]; stdout carries nothing but protocol, logs go to stderr), and
 //! `memfold serve` mounts streamable HTTP at `/mcp` ([`McpServer::http_service`], behind the
-//! API's guard and bearer token). The tools are in [`tools`], their text in [`text`].
+//! API's guard and bearer token). Either way the tools call the service, as the HTTP routes
+//! do: facts go through its ingest, passes through its scheduler, and every call is counted in
+//! its metrics. The tools are in [`tools`], their text in [`text`].
 //!
 //! **Resources.** `memfold://MEMORY.md` (the always-in-prompt memory) and
 //! `memfold://memory.md` (`consolidated/memory.md`, every current entry). When either file's
@@ -38,7 +40,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt, t
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::Daemon;
+use super::service::Service;
 use crate::files::Root;
 use crate::memory::{Memory, Rewritten};
 use crate::watch::{WatchError, Watcher};
@@ -95,7 +97,7 @@ const INSTRUCTIONS: &str = "memfold is the user's long-term memory, kept as mark
 /// makes the handler of one client session.
 #[derive(Clone)]
 pub struct McpServer {
-    memory: Memory,
+    service: Arc<Service>,
     shared: Arc<Shared>,
     /// The legacy resource subscriptions of this session.
     session: Arc<Mutex<Session>>,
@@ -104,14 +106,9 @@ pub struct McpServer {
 /// What every session shares.
 struct Shared {
     tools: ToolRouter<McpServer>,
-    /// The daemon serving `/mcp`, whose ingest, scheduler and status the tools go through (as
-    /// the HTTP routes do); none for `memfold mcp`.
-    daemon: Option<Arc<Daemon>>,
     /// Sessions that sent `resources/subscribe`.
     subscribers: Mutex<Vec<Subscriber>>,
     next_subscriber: AtomicU64,
-    /// Held by the tool that is changing memory ([`McpServer::one_at_a_time`]).
-    changes: tokio::sync::Mutex<()>,
     /// URIs of resources that changed, for `subscriptions/listen` streams.
     changed: broadcast::Sender<&'static str>,
 }
@@ -131,29 +128,19 @@ struct Subscriber {
 }
 
 impl McpServer {
-    /// The server of `memfold mcp`: the tools call `memory` directly.
-    pub fn new(memory: Memory) -> McpServer {
-        McpServer::with(memory, None)
-    }
-
-    /// The server `memfold serve` mounts at `/mcp`: facts are appended by the daemon's ingest
-    /// (grouped with `POST /facts`, counted in `/metrics`), passes are queued on its scheduler
-    /// (one at a time with the scheduled ones, listed under `daemon.passes`), and
-    /// `memory_status` adds the daemon's part, exactly as the HTTP routes do.
-    pub fn in_daemon(daemon: Arc<Daemon>) -> McpServer {
-        McpServer::with(daemon.memory.clone(), Some(daemon))
-    }
-
-    fn with(memory: Memory, daemon: Option<Arc<Daemon>>) -> McpServer {
+    /// The MCP server of `service`.
+    pub fn new(service: Arc<Service>) -> McpServer {
         let shared = Shared {
             tools: McpServer::tool_router(),
-            daemon,
             subscribers: Mutex::default(),
             next_subscriber: AtomicU64::new(1),
-            changes: tokio::sync::Mutex::new(()),
             changed: broadcast::channel(16).0,
         };
-        McpServer { memory, shared: Arc::new(shared), session: Arc::default() }
+        McpServer { service, shared: Arc::new(shared), session: Arc::default() }
+    }
+
+    fn memory(&self) -> &Memory {
+        self.service.memory()
     }
 
     /// The handler of a new client session: the same root, no subscriptions yet.
@@ -203,7 +190,7 @@ impl McpServer {
 
     /// A served file's content hash (None when it cannot be read).
     async fn hash(&self, served: &Served) -> Option<String> {
-        let bytes = tokio::fs::read((served.path)(self.memory.root())).await.ok()?;
+        let bytes = tokio::fs::read((served.path)(self.memory().root())).await.ok()?;
         Some(crate::files::content_hash(bytes))
     }
 
@@ -265,7 +252,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let served = known(&request.uri)?;
-        let text = match tokio::fs::read_to_string((served.path)(self.memory.root())).await {
+        let text = match tokio::fs::read_to_string((served.path)(self.memory().root())).await {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(McpError::internal_error(format!("reading {}: {e}", served.file), None)),
@@ -369,15 +356,19 @@ pub enum McpServeError {
     Session(String),
 }
 
-/// Serve MCP on stdin/stdout until the client closes stdin (`memfold mcp`). A watcher on the
-/// root marks the index stale when another process or a person changes the files (so searches
-/// see it) and feeds `resources/updated`.
+/// Serve MCP on stdin/stdout until the client closes stdin (`memfold mcp`). The service's
+/// scheduler runs the passes a tool asks for (no interval ticks: that is the daemon's job). A
+/// watcher on the root marks the index stale when another process or a person changes the files
+/// (so searches see it) and feeds `resources/updated`.
 pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
     let dir = memory.root().dir();
     // notify reports canonical paths; the watcher must compare them with a canonical root.
     let canonical = dir.canonicalize().map_err(|source| McpServeError::Root { path: dir.to_path_buf(), source })?;
-    let mut watcher = Watcher::start(&Root::new(canonical), crate::daemon::WATCH_DEBOUNCE)?;
-    let server = McpServer::new(memory.clone());
+    let mut watcher = Watcher::start(&Root::new(canonical), super::WATCH_DEBOUNCE)?;
+    let (service, scheduler) = Service::new(memory.clone(), false);
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let scheduling = tokio::spawn(scheduler.run(stop));
+    let server = McpServer::new(service);
     let rewritten = memory.subscribe();
     let running = server
         .session()
@@ -396,6 +387,10 @@ pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
         () = server.follow(rewritten) => Ok(()),
         () = watching => Ok(()),
     };
+    // A pass in flight is dropped as the daemon drops it at shutdown (a commit already started
+    // finishes on its blocking thread).
+    let _ = stop_tx.send(true);
+    let _ = scheduling.await;
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
     result

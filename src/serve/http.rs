@@ -18,11 +18,11 @@
 //! same guard and token; it answers in MCP's terms (JSON-RPC), not with the error bodies above,
 //! except for what the guard and the token check refuse first.
 //!
-//! Handlers parse, call one [`Memory`](crate::memory::Memory) method and render; the status
-//! of every error comes from its [`Kind`] in one place ([`ApiError::from`]). Consolidation
-//! never runs in a handler: `POST /consolidate` asks the scheduler worker ([`crate::daemon`])
-//! and waits up to `server.request_timeout_secs` for the report, then answers 202 with the
-//! request id whose progress `GET /status` shows.
+//! Handlers parse, call one [`Service`] method and render; the status of every error comes from
+//! its [`Kind`] in one place ([`ApiError::from`]). Consolidation never runs in a handler:
+//! `POST /consolidate` asks the scheduler (through the service) and waits up to
+//! `server.request_timeout_secs` for the report, then answers 202 with the request id whose
+//! progress `GET /status` shows.
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -43,34 +43,46 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::consolidate::pass::PassOptions;
-use crate::daemon::{Daemon, HTTP_DRAIN, PassReply, RequestError, stopped};
+use super::guard::Guard;
+use super::mcp::McpServer;
+use super::service::{Door, PassAnswer, Service};
+use super::{HTTP_DRAIN, stopped};
 use crate::error::{Error, Kind};
-use crate::files::archive::{Fact, NewFact};
-use crate::files::entries::Entry;
-use crate::guard::Guard;
-use crate::mcp::McpServer;
+use crate::files::archive::NewFact;
+use crate::memory::views::PassOptions;
 use crate::memory::{SearchRequest, Turn};
-use crate::metrics::{Gauges, Via};
 
-type Shared = State<Arc<Daemon>>;
+/// The state every handler gets: the service, and the token the API requires.
+#[derive(Clone)]
+struct Api {
+    service: Arc<Service>,
+    token: Option<Arc<str>>,
+}
+
+type Shared = State<Api>;
 type ApiResult = Result<Response, ApiError>;
 
-/// Serve the API on `listener` until `stop` says so, letting open requests finish for at most
-/// [`HTTP_DRAIN`]: the `http` worker of [`crate::daemon::serve`].
-pub async fn serve(
-    state: Arc<Daemon>,
-    listener: tokio::net::TcpListener,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), String> {
+const DOOR: Door = Door::Http;
+
+/// A bound listener and what the server answers on it.
+pub struct Listener {
+    pub listener: tokio::net::TcpListener,
+    /// The address actually bound.
+    pub addr: SocketAddr,
+    /// The bearer token every route but `/healthz` requires, when set.
+    pub token: Option<String>,
+}
+
+/// Serve the API on `http` until `stop` says so, letting open requests finish for at most
+/// [`HTTP_DRAIN`]: the `http` worker of [`super::serve`].
+pub async fn serve(service: Arc<Service>, http: Listener, mut stop: watch::Receiver<bool>) -> Result<(), String> {
     let mut graceful = stop.clone();
-    let bound = state.addr;
-    let mcp = McpServer::in_daemon(state.clone());
-    let rewritten = state.memory.subscribe();
+    let mcp = McpServer::new(service.clone());
+    let rewritten = service.memory().subscribe();
     // Cancelled on shutdown: MCP streams stay open otherwise and would hold the drain.
     let mcp_stop = CancellationToken::new();
-    let app = router(state, bound, &mcp, mcp_stop.clone());
-    let server = axum::serve(listener, app)
+    let app = router(service, http.addr, http.token, &mcp, mcp_stop.clone());
+    let server = axum::serve(http.listener, app)
         .with_graceful_shutdown(async move {
             stopped(&mut graceful).await;
             mcp_stop.cancel();
@@ -86,12 +98,20 @@ pub async fn serve(
     }
 }
 
-/// The routes of the HTTP API over `state`, for a server listening on `bound`, with `mcp`
-/// served at `/mcp` until `mcp_stop` is cancelled.
-pub fn router(state: Arc<Daemon>, bound: SocketAddr, mcp: &McpServer, mcp_stop: CancellationToken) -> Router {
-    let server = &state.memory.config().server;
+/// The routes of the HTTP API over `service`, for a server listening on `bound` that requires
+/// `token` (when set), with `mcp` served at `/mcp` until `mcp_stop` is cancelled.
+fn router(
+    service: Arc<Service>,
+    bound: SocketAddr,
+    token: Option<String>,
+    mcp: &McpServer,
+    mcp_stop: CancellationToken,
+) -> Router {
+    let server = &service.memory().config().server;
     let guard = Arc::new(Guard::new(&server.bind, bound, &server.allowed_hosts));
     let mcp = mcp.http_service(guard.names(), server.max_body_bytes, mcp_stop);
+    let max_body = server.max_body_bytes;
+    let state = Api { service, token: token.map(Arc::from) };
     let api = Router::new()
         .route("/facts", post(post_facts))
         .route("/turns", post(post_turns))
@@ -117,7 +137,7 @@ pub fn router(state: Arc<Daemon>, bound: SocketAddr, mcp: &McpServer, mcp_stop: 
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
         })
-        .layer(DefaultBodyLimit::max(state.memory.config().server.max_body_bytes))
+        .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(guard, guard_requests))
         .layer(middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
@@ -277,7 +297,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 async fn count_responses(State(state): Shared, request: Request, next: Next) -> Response {
     let response = next.run(request).await;
-    state.metrics.response(response.status().as_u16());
+    state.service.metrics().response(response.status().as_u16());
     response
 }
 
@@ -293,15 +313,8 @@ struct FactsBody {
     facts: Vec<NewFact>,
 }
 
-fn facts_json(facts: &[Fact]) -> Value {
-    let facts: Vec<Value> = facts.iter().map(|f| json!({"id": f.id, "date": f.date, "text": f.text})).collect();
-    json!({ "facts": facts })
-}
-
 async fn post_facts(State(state): Shared, JsonBody(body): JsonBody<FactsBody>) -> ApiResult {
-    state.memory.check_facts(&body.facts)?;
-    let added = state.ingest(body.facts, Via::Facts).await?;
-    ok(facts_json(&added))
+    ok(json!(state.service.add(DOOR, body.facts).await?))
 }
 
 #[derive(Deserialize)]
@@ -330,22 +343,7 @@ async fn post_turns(State(state): Shared, JsonBody(body): JsonBody<TurnBody>) ->
     let mut turn = Turn::from_parts(body.text.as_deref(), messages)?;
     turn.date = body.date;
     turn.source = body.source;
-    let (facts, usage) = state.memory.extract_turn(&turn).await.map_err(|e| {
-        let failed = matches!(e, Error::Llm(_));
-        if failed {
-            tracing::warn!(error = %e, "fact extraction failed");
-        }
-        let mut api = ApiError::from(e);
-        if failed {
-            api.message = format!("{}; nothing was stored, send the turn again later", api.message);
-        }
-        api
-    })?;
-    state.metrics.extract_llm(usage);
-    let added = if facts.is_empty() { Vec::new() } else { state.ingest(facts, Via::Turns).await? };
-    let mut answer = facts_json(&added);
-    answer["llm"] = json!(usage);
-    ok(answer)
+    ok(json!(state.service.add_turn(DOOR, turn).await?))
 }
 
 // ---- search ----------------------------------------------------------------------------------
@@ -361,7 +359,7 @@ struct SearchParams {
 async fn search(State(state): Shared, params: Result<Query<SearchParams>, QueryRejection>) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let request = SearchRequest { k: params.k, as_of: params.as_of, history: params.history.unwrap_or(false) };
-    let hits = state.memory.search(&params.q.unwrap_or_default(), &request).await?;
+    let hits = state.service.search(DOOR, &params.q.unwrap_or_default(), &request).await?;
     ok(json!({ "hits": hits }))
 }
 
@@ -378,34 +376,14 @@ struct ConsolidateBody {
 
 async fn consolidate(State(state): Shared, JsonBody(body): JsonBody<ConsolidateBody>) -> ApiResult {
     let opts = PassOptions { force: body.force, dry_run: body.dry_run };
-    match state.request_pass(opts).await {
-        Ok(PassReply::Done(result)) => match *result {
-            Ok(report) => ok(json!(report)),
-            Err(e) => Err(e.into()),
-        },
-        Ok(PassReply::Running(request)) => Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({
-                "status": "running",
-                "request": request,
-                "message": format!(
-                    "the pass takes longer than server.request_timeout_secs ({}s) and continues in the \
-                     background; GET /status shows it under daemon.passes, GET /runs once it is applied",
-                    state.memory.config().server.request_timeout_secs
-                ),
-            })),
-        )
-            .into_response()),
-        Err(e @ RequestError::QueueFull(_)) => Err(ApiError::new(StatusCode::CONFLICT, "busy", e.to_string())),
-        Err(e) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", e.to_string())),
+    match state.service.consolidate(DOOR, opts).await? {
+        PassAnswer::Done(report) => ok(json!(report)),
+        PassAnswer::Running(running) => Ok((StatusCode::ACCEPTED, Json(json!(running))).into_response()),
     }
 }
 
 async fn status(State(state): Shared) -> ApiResult {
-    let status = state.memory.status().await?;
-    let mut body = json!(status);
-    body["daemon"] = state.daemon_status();
-    ok(body)
+    ok(json!(state.service.status(DOOR).await?))
 }
 
 #[derive(Deserialize)]
@@ -416,35 +394,17 @@ struct ReindexBody {
 }
 
 async fn reindex(State(state): Shared, JsonBody(body): JsonBody<ReindexBody>) -> ApiResult {
-    let done = state.memory.reindex(body.clear, None).await?;
-    ok(json!(done))
+    ok(json!(state.service.reindex(DOOR, body.clear).await?))
 }
 
 // ---- entries -----------------------------------------------------------------------------------
 
-fn entry_json(e: &Entry) -> Value {
-    let m = &e.meta;
-    let mut v = json!({
-        "id": e.id(),
-        "content": e.content,
-        "first_seen": m.first_seen,
-        "updated": m.updated,
-        "sources": m.sources,
-        "pinned": m.pinned,
-    });
-    if let Some(kind) = &m.kind {
-        v["kind"] = json!(kind);
-    }
-    v
-}
-
 async fn entries(State(state): Shared) -> ApiResult {
-    let entries = state.memory.entries().await?;
-    ok(json!({"entries": entries.iter().map(entry_json).collect::<Vec<_>>()}))
+    ok(json!({"entries": state.service.entries(DOOR).await?}))
 }
 
 async fn entry(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(entry_json(&state.memory.entry(&id).await?))
+    ok(json!(state.service.entry(DOOR, &id).await?))
 }
 
 #[derive(Deserialize)]
@@ -458,53 +418,39 @@ async fn delete_entry(
     params: Result<Query<DeleteParams>, QueryRejection>,
 ) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let done = state.memory.forget(&id, params.reason.as_deref()).await?;
-    ok(json!(done))
+    ok(json!(state.service.forget(DOOR, &id, params.reason.as_deref()).await?))
+}
+
+async fn entry_history(State(state): Shared, Path(id): Path<String>) -> ApiResult {
+    ok(json!(state.service.history(DOOR, &id).await?))
 }
 
 // ---- runs and plans ----------------------------------------------------------------------------
 
-async fn entry_history(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.memory.history(&id).await?))
-}
-
 async fn runs(State(state): Shared) -> ApiResult {
-    ok(json!({ "runs": state.memory.runs().await? }))
+    ok(json!({ "runs": state.service.runs(DOOR).await? }))
 }
 
 async fn undo_run(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    let undone = state.memory.undo(&id).await?;
-    state.metrics.promote_llm(undone.llm);
-    ok(json!(undone))
+    ok(json!(state.service.undo(DOOR, &id).await?))
 }
 
 async fn plans(State(state): Shared) -> ApiResult {
-    ok(json!({ "plans": state.memory.plans().await? }))
+    ok(json!({ "plans": state.service.plans(DOOR).await? }))
 }
 
 async fn apply_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    let applied = state.memory.apply_plan(&id).await?;
-    state.metrics.promote_llm(applied.llm);
-    ok(json!(applied))
+    ok(json!(state.service.apply_plan(DOOR, &id).await?))
 }
 
 async fn reject_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.memory.reject_plan(&id).await?))
+    ok(json!(state.service.reject_plan(DOOR, &id).await?))
 }
 
 // ---- metrics -----------------------------------------------------------------------------------
 
 async fn metrics(State(state): Shared) -> ApiResult {
-    let gauges = match state.memory.status().await {
-        Ok(status) => {
-            Gauges { pending_facts: Some(status.pending_facts), entries: Some(status.entries), uptime: state.uptime() }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "metrics: could not read the files; leaving out the file gauges");
-            Gauges { uptime: state.uptime(), ..Gauges::default() }
-        }
-    };
-    let text = state.metrics.render(gauges);
+    let text = state.service.metrics_text().await;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 

@@ -1,5 +1,8 @@
 //! The OpenAI-compatible chat client used to decide clusters, extract facts and promote lines.
 //!
+//! The extraction call (prompt, reply schema) is in [`extract`]; the decision and promotion calls
+//! live with their callers (`consolidate::decide`, `promote`).
+//!
 //! [`ChatClient`] sends one system and one user message to `/chat/completions` and asks for a
 //! JSON object (`response_format: {"type":"json_object"}`; servers that reject that field get
 //! the request again without it, and are remembered). Every reply carries its [`Usage`], from the
@@ -7,6 +10,8 @@
 //! calls and tokens. [`Prompts`] holds the three system prompts, built in or overridden from
 //! `llm.prompts_dir`, and [`parse_json_reply`] reads a model's JSON even when it is fenced or
 //! wrapped in prose.
+
+pub mod extract;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -204,9 +209,9 @@ pub struct Prompts {
 impl Default for Prompts {
     fn default() -> Self {
         Prompts {
-            consolidate: include_str!("../prompts/consolidate.md").into(),
-            extract: include_str!("../prompts/extract.md").into(),
-            promote: include_str!("../prompts/promote.md").into(),
+            consolidate: include_str!("../../prompts/consolidate.md").into(),
+            extract: include_str!("../../prompts/extract.md").into(),
+            promote: include_str!("../../prompts/promote.md").into(),
         }
     }
 }

@@ -6,13 +6,10 @@
 
 use std::fmt::Write;
 
-use crate::consolidate::pass::{OpReport, PassReport};
-use crate::consolidate::records::PlanStatus;
-use crate::files::archive::Fact;
-use crate::forget::Forgotten;
-use crate::index::Hit;
-use crate::review::{AppliedPlan, Chain, PlanView, RejectedPlan, RunView, Undone};
-use crate::status::Status;
+use crate::memory::views::{
+    Added, AppliedPlan, Chain, Forgotten, Hit, OpReport, PassReport, PlanStatus, PlanView, RejectedPlan, RunView,
+    Status, Undone,
+};
 
 /// Text on one line.
 fn folded(text: &str) -> String {
@@ -25,7 +22,8 @@ fn ids(ids: &[String]) -> String {
 }
 
 /// Facts just stored.
-pub fn stored(facts: &[Fact]) -> String {
+pub fn stored(added: &Added) -> String {
+    let facts = &added.facts;
     if facts.is_empty() {
         return "nothing in the turn was worth remembering; nothing was stored".to_string();
     }
@@ -157,20 +155,10 @@ pub fn plans(plans: &[PlanView]) -> String {
     }
     let mut out = String::new();
     for plan in plans {
-        let status = plan.status.as_str();
         if !out.is_empty() {
             out.push('\n');
         }
-        let _ = write!(
-            out,
-            "plan {} {status} ({}), made {}: {} ops over {} facts{}",
-            plan.id,
-            plan.reason,
-            plan.created.format("%Y-%m-%d %H:%M:%SZ"),
-            plan.ops.len(),
-            plan.facts.len(),
-            if plan.stale { "; memory.md changed since (applying rebases it or names what is in the way)" } else { "" }
-        );
+        out.push_str(&plan.headline());
         if plan.status == PlanStatus::Pending {
             for line in plan.ops.iter().map(op) {
                 let _ = write!(out, "\n  {line}");

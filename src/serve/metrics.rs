@@ -1,7 +1,9 @@
 //! The daemon's counters, and their Prometheus text exposition for `GET /metrics`.
 //!
-//! Counters are atomics updated by the workers and handlers that do the work; nothing here
-//! takes a lock a handler could wait on for long. The exposition text (format 0.0.4) is
+//! Counters are atomics updated by the service and the workers that do the work; nothing here
+//! takes a lock a handler could wait on for long. Calls are counted by verb and door
+//! (`memfold_calls_total`), and what a verb did (facts ingested, LLM use) by verb only, so the
+//! same call counts the same whichever door it came through. The exposition text (format 0.0.4) is
 //! written by hand: one `# HELP` and `# TYPE` line per family, then its samples. Gauges that
 //! describe the files (pending facts, entries) are read from the files when scraped and passed
 //! to [`Metrics::render`].
@@ -12,19 +14,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::service::{Door, Verb};
 use crate::consolidate::pass::PassReport;
 use crate::llm::Usage;
-
-/// How a fact reached the archive through the daemon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
-    /// `POST /facts`.
-    Facts,
-    /// `POST /turns` (extracted by the LLM).
-    Turns,
-    /// The MCP tools `memory_add` and `memory_add_turn` at `/mcp`.
-    Mcp,
-}
 
 /// What became of a pass the scheduler ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,9 +90,10 @@ impl LlmCounters {
 /// Every counter the daemon exposes.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    facts_via_facts: AtomicU64,
-    facts_via_turns: AtomicU64,
-    facts_via_mcp: AtomicU64,
+    /// Calls by (verb, door): a few dozen pairs at most.
+    calls: Mutex<BTreeMap<(Verb, Door), u64>>,
+    facts_added: AtomicU64,
+    facts_from_turns: AtomicU64,
     gate_checks: AtomicU64,
     passes: [AtomicU64; PassOutcome::ALL.len()],
     ops: [AtomicU64; OP_KINDS.len()],
@@ -125,12 +118,13 @@ pub struct Gauges {
 }
 
 impl Metrics {
-    pub fn facts_ingested(&self, via: Via, n: usize) {
-        let counter = match via {
-            Via::Facts => &self.facts_via_facts,
-            Via::Turns => &self.facts_via_turns,
-            Via::Mcp => &self.facts_via_mcp,
-        };
+    pub fn call(&self, verb: Verb, door: Door) {
+        *self.calls.lock().unwrap_or_else(|e| e.into_inner()).entry((verb, door)).or_default() += 1;
+    }
+
+    /// Facts appended by `verb` ([`Verb::Add`] or [`Verb::AddTurn`]).
+    pub fn facts_ingested(&self, verb: Verb, n: usize) {
+        let counter = if verb == Verb::AddTurn { &self.facts_from_turns } else { &self.facts_added };
         counter.fetch_add(n as u64, Ordering::Relaxed);
     }
 
@@ -187,14 +181,24 @@ impl Metrics {
         };
         let plain = |v: u64| vec![(String::new(), v.to_string())];
 
+        let calls: Vec<_> = self
+            .calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|((verb, door), n)| {
+                (format!(r#"{{verb="{}",door="{}"}}"#, verb.as_str(), door.as_str()), n.to_string())
+            })
+            .collect();
+        family("memfold_calls_total", "counter", "Calls of the service, by verb and by door (http, mcp, ui).", &calls);
         family(
             "memfold_facts_ingested_total",
             "counter",
-            "Facts appended to the archive by this daemon, by route (/facts, /turns, /mcp).",
+            "Facts appended to the archive by this daemon: given as facts (POST /facts, memory_add) or extracted \
+             from a turn (POST /turns, memory_add_turn).",
             &[
-                (r#"{via="facts"}"#.into(), get(&self.facts_via_facts).to_string()),
-                (r#"{via="turns"}"#.into(), get(&self.facts_via_turns).to_string()),
-                (r#"{via="mcp"}"#.into(), get(&self.facts_via_mcp).to_string()),
+                (r#"{via="facts"}"#.into(), get(&self.facts_added).to_string()),
+                (r#"{via="turns"}"#.into(), get(&self.facts_from_turns).to_string()),
             ],
         );
         family(
@@ -302,13 +306,15 @@ mod tests {
     #[test]
     fn exposition_is_well_formed_and_histogram_is_cumulative() {
         let m = Metrics::default();
-        m.facts_ingested(Via::Facts, 3);
+        m.facts_ingested(Verb::Add, 3);
+        m.call(Verb::Add, Door::Mcp);
         m.pass(PassOutcome::Applied, None, Duration::from_millis(300));
         m.pass(PassOutcome::Failed, None, Duration::from_secs(2000));
         m.pass(PassOutcome::GateShut, None, Duration::ZERO);
         m.response(200);
         let text = m.render(Gauges { pending_facts: Some(7), entries: Some(2), uptime: Duration::from_secs(1) });
         assert!(text.contains("memfold_facts_ingested_total{via=\"facts\"} 3\n"), "{text}");
+        assert!(text.contains("memfold_calls_total{verb=\"add\",door=\"mcp\"} 1\n"), "{text}");
         assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 1\n"));
         assert!(text.contains("memfold_gate_checks_total 3\n"));
         assert!(text.contains("memfold_pass_duration_seconds_bucket{le=\"0.1\"} 0\n"));

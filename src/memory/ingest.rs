@@ -1,0 +1,59 @@
+//! Ingest: facts appended to the archive, and facts extracted from a conversation turn.
+
+use super::Memory;
+use crate::error::Error;
+use crate::files::archive::{self, Fact, NewFact};
+use crate::llm::{Usage, extract};
+use crate::memory::Turn;
+
+impl Memory {
+    /// Whether facts may be appended: at least one, none without text, none longer than
+    /// `ingest.max_fact_bytes`. Adapters that batch requests check each request with it first.
+    pub fn check_facts(&self, facts: &[NewFact]) -> Result<(), Error> {
+        if facts.is_empty() {
+            return Err(Error::BadInput("no facts given".into()));
+        }
+        archive::check_new(facts, self.inner.config.ingest.max_fact_bytes).map_err(|e| match e {
+            archive::ArchiveError::TooLong { .. } => Error::TooLarge(e.to_string()),
+            e => Error::BadInput(e.to_string()),
+        })
+    }
+
+    /// Append facts to their day's archive (blocking). Refused, storing nothing, when a fact
+    /// has no text or is too long.
+    pub fn add(&self, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
+        self.check_facts(&facts)?;
+        let now = self.inner.clock.wall_now();
+        let added =
+            self.inner.appender.lock().unwrap_or_else(|e| e.into_inner()).append(&self.inner.root, &facts, now)?;
+        self.mark_dirty();
+        Ok(added)
+    }
+
+    /// Ask the LLM for the facts in a conversation turn (`prompts/extract.md`). Nothing is
+    /// stored: the caller appends them, all or none.
+    pub async fn extract_turn(&self, turn: &Turn) -> Result<(Vec<NewFact>, Usage), Error> {
+        if turn.text.trim().is_empty() {
+            return Err(Error::BadInput("the turn is empty".into()));
+        }
+        let Some(chat) = &self.inner.chat else {
+            return Err(Error::NoLlm(
+                "no LLM is configured ([llm] base_url is empty), so facts cannot be extracted from a turn; \
+                 nothing was stored. Store facts directly (`memfold add`, POST /facts, the MCP tool memory_add), \
+                 or configure an LLM"
+                    .into(),
+            ));
+        };
+        let today = turn.date.unwrap_or_else(|| self.inner.clock.today());
+        let (texts, usage) = extract::facts(chat, &self.inner.prompts.extract, &turn.text, today).await?;
+        let source = Some(turn.source.clone().unwrap_or_else(|| "turn".into()));
+        let facts: Vec<NewFact> =
+            texts.into_iter().map(|text| NewFact { text, date: turn.date, source: source.clone() }).collect();
+        if let Err(e) = archive::check_new(&facts, self.inner.config.ingest.max_fact_bytes) {
+            return Err(Error::LlmReply(format!(
+                "the LLM extracted an unusable fact: {e}; nothing was stored, send the turn again or in smaller parts"
+            )));
+        }
+        Ok((facts, usage))
+    }
+}

@@ -1,0 +1,421 @@
+//! The use cases of memfold: one handle on a memory root, one method per verb.
+//!
+//! [`Memory`] owns the root, the configuration, the clock, the index, the chat model and the
+//! decider. The methods are grouped by what they do, one file each: [`ingest`](self::ingest)
+//! (facts and turns), [`search`](self::search) (the index), [`passes`](self::passes)
+//! (consolidation and rebuilds), [`curation`](self::curation) (forget, pin, undo, apply,
+//! reject), [`reads`](self::reads) (status, verify, entries, history, runs, plans); what they
+//! return is in [`views`]. The CLI calls them directly; the daemon's doors (HTTP, MCP) go
+//! through [`crate::serve::Service`]. Every method that changes memory follows the same
+//! sequence, written once (here):
+//!
+//! 1. take the consolidation lock (refused at once, naming the holder, when another pass,
+//!    apply, undo, forget or pin holds it) and finish a change a killed process left
+//!    unfinished ([`crate::commit::recover`]);
+//! 2. record entries a person deleted from `memory.md` by hand (tombstones), so nothing is
+//!    planned around them;
+//! 3. read the files ([`Ledger`]) and plan the change, purely;
+//! 4. [`commit`] it: the only write of `memory.md`, `history.md`, the seen copy, tombstones,
+//!    journal, run and plan records and `state.json`. The lock guard moves into the blocking
+//!    write, so a caller that gives up (a daemon shutting down) cannot release the lock while
+//!    the write goes on;
+//! 5. after `memory.md` changed, still holding the lock: rewrite `MEMORY.md`
+//!    ([`crate::promote`]) and add what that cost to the run's record; then, without the lock,
+//!    bring the index up to date.
+//!
+//! Blocking work (file IO, the commit) runs on tokio's blocking pool; `Memory` is cheap to
+//! clone (one `Arc`), so adapters can share it.
+
+mod curation;
+mod ingest;
+mod passes;
+mod reads;
+mod search;
+pub mod views;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use chrono::NaiveDate;
+use tokio::sync::{Notify, OnceCell, broadcast};
+
+use crate::clock::Clock;
+use crate::commit::{self, Change};
+use crate::config::Config;
+use crate::consolidate::decide::Decider;
+use crate::consolidate::records;
+use crate::corpus;
+use crate::error::Error;
+use crate::files::Root;
+use crate::files::archive::Appender;
+use crate::forget::{self, Promoted};
+use crate::index::Index;
+use crate::ledger::Ledger;
+use crate::llm::{ChatClient, Prompts, Usage};
+use crate::lock::LockGuard;
+
+/// The most hits one search may ask for.
+pub const MAX_K: usize = 1000;
+
+/// A file that changed, for adapters that tell their clients (MCP `resources/updated`): this
+/// process rewrote it, or a file watcher saw it change ([`Memory::files_changed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rewritten {
+    /// `consolidated/memory.md`.
+    Memory,
+    /// `MEMORY.md`.
+    Promoted,
+}
+
+/// What a search asks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchRequest {
+    /// Hits to return (default `search.default_k`, at most [`MAX_K`]).
+    pub k: Option<usize>,
+    /// What was current on this day.
+    pub as_of: Option<NaiveDate>,
+    /// Include superseded versions.
+    pub history: bool,
+}
+
+/// A conversation turn to extract facts from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Turn {
+    /// The turn as text, one `role: content` line per message.
+    pub text: String,
+    /// The day the facts belong to (default today).
+    pub date: Option<NaiveDate>,
+    /// Stored as the facts' `src` (default `turn`).
+    pub source: Option<String>,
+}
+
+impl Turn {
+    /// A turn given either as text or as chat messages (`role`, `content`): exactly one of
+    /// them, and not empty.
+    pub fn from_parts<'a>(
+        text: Option<&str>,
+        messages: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Turn, Error> {
+        match (text, messages.len()) {
+            (Some(text), 0) if !text.trim().is_empty() => Ok(Turn { text: text.trim().to_string(), ..Turn::default() }),
+            (None, 1..) => Ok(Turn::from_messages(messages)),
+            _ => Err(Error::BadInput("give either \"messages\" (non-empty) or \"text\" (non-empty)".into())),
+        }
+    }
+
+    /// A turn from chat messages (`role`, `content`).
+    pub fn from_messages<'a>(messages: impl IntoIterator<Item = (&'a str, &'a str)>) -> Turn {
+        let text = messages
+            .into_iter()
+            .map(|(role, content)| format!("{}: {}", role.trim(), content.trim()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Turn { text, ..Turn::default() }
+    }
+}
+
+/// A handle on one memory root. Clones share everything.
+#[derive(Clone)]
+pub struct Memory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: Root,
+    config: Config,
+    clock: Clock,
+    index: OnceCell<Arc<Index>>,
+    chat: Option<ChatClient>,
+    prompts: Prompts,
+    decider: Decider,
+    /// Remembers the day files between appends (one append at a time).
+    appender: Mutex<Appender>,
+    fresh: Freshness,
+    rewritten: broadcast::Sender<Rewritten>,
+}
+
+/// Generation counters that say whether the index may be behind the files.
+struct Freshness {
+    /// Bumped whenever the files may have changed.
+    wanted: AtomicU64,
+    /// The `wanted` value the last successful refresh started from.
+    done: AtomicU64,
+    /// One refresh at a time.
+    refreshing: tokio::sync::Mutex<()>,
+    /// Wakes whoever waits for changes (the daemon's indexer).
+    notify: Notify,
+}
+
+/// Run blocking work off the runtime, passing panics on.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+impl Memory {
+    /// Create the folders and files of a memory root (existing files are left alone).
+    pub fn init(config: &Config) -> Result<PathBuf, Error> {
+        let root = Root::new(&config.root);
+        root.init().map_err(|source| Error::Read { path: root.dir().display().to_string(), source })?;
+        Ok(root.dir().to_path_buf())
+    }
+
+    /// Open an initialised root: load the prompts, connect the chat model, and finish a change
+    /// a killed process left unfinished (when nobody else holds the lock). The index is opened
+    /// on first use.
+    pub async fn open(config: Config) -> Result<Memory, Error> {
+        let root = Root::new(&config.root);
+        if !root.is_initialized() {
+            return Err(Error::NotARoot(format!(
+                "{} is not a memfold root; run `memfold init --root {}` first",
+                root.dir().display(),
+                root.dir().display()
+            )));
+        }
+        let prompts = Prompts::load(&config.llm.prompts_dir).map_err(|e| Error::Other(e.to_string()))?;
+        let chat = ChatClient::from_config(&config.llm)?;
+        let decider = match &chat {
+            Some(client) => Decider::Llm { client: client.clone(), prompts: prompts.clone() },
+            None => Decider::Offline,
+        };
+        let memory = Memory {
+            inner: Arc::new(Inner {
+                clock: config.clock(),
+                root,
+                config,
+                index: OnceCell::new(),
+                chat,
+                prompts,
+                decider,
+                appender: Mutex::new(Appender::default()),
+                fresh: Freshness {
+                    wanted: AtomicU64::new(1),
+                    done: AtomicU64::new(0),
+                    refreshing: tokio::sync::Mutex::new(()),
+                    notify: Notify::new(),
+                },
+                rewritten: broadcast::channel(16).0,
+            }),
+        };
+        let me = memory.clone();
+        blocking(move || me.recover_if_free()).await?;
+        Ok(memory)
+    }
+
+    pub(crate) fn root(&self) -> &Root {
+        &self.inner.root
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// `llm` or `offline`.
+    pub fn decider_name(&self) -> &'static str {
+        self.inner.decider.name()
+    }
+
+    /// The index, opened (and its embedder connected) on first use.
+    pub(crate) async fn index(&self) -> Result<&Arc<Index>, Error> {
+        self.inner
+            .index
+            .get_or_try_init(|| async {
+                let index = corpus::open_index(&self.inner.root, &self.inner.config).await?;
+                Ok::<_, Error>(Arc::new(index))
+            })
+            .await
+    }
+
+    /// Learn when `memory.md` or `MEMORY.md` changes: rewritten by this process, or reported by
+    /// a file watcher through [`Memory::files_changed`] (so a change may be told twice).
+    pub fn subscribe(&self) -> broadcast::Receiver<Rewritten> {
+        self.inner.rewritten.subscribe()
+    }
+
+    /// Take in a batch of paths a file watcher saw change (empty: anything may have changed):
+    /// the next search refreshes the index first, and subscribers hear of `memory.md` and
+    /// `MEMORY.md`.
+    pub fn files_changed(&self, changes: &[PathBuf]) {
+        let root = &self.inner.root;
+        // Watchers report canonical paths.
+        let canonical = root.dir().canonicalize().ok().map(Root::new);
+        let roots: Vec<&Root> = std::iter::once(root).chain(&canonical).collect();
+        let changed =
+            |path: fn(&Root) -> PathBuf| changes.is_empty() || roots.iter().any(|r| changes.contains(&path(r)));
+        if changed(Root::memory) {
+            self.tell(Rewritten::Memory);
+        }
+        if changed(Root::memory_md) {
+            self.tell(Rewritten::Promoted);
+        }
+        self.mark_dirty();
+    }
+
+    fn tell(&self, what: Rewritten) {
+        let _ = self.inner.rewritten.send(what);
+    }
+
+    /// Take the consolidation lock and finish an unfinished change (blocking).
+    fn lock(&self) -> Result<LockGuard, Error> {
+        let lock = LockGuard::try_acquire(&self.inner.root.consolidate_lock(), "consolidation")?;
+        commit::recover(&self.inner.root, &lock)?;
+        Ok(lock)
+    }
+
+    /// Finish an unfinished change if its writer is gone (blocking). Returns whether a live
+    /// writer holds the lock with a change under way.
+    fn recover_if_free(&self) -> Result<bool, Error> {
+        if !commit::pending(&self.inner.root) {
+            return Ok(false);
+        }
+        match self.lock() {
+            Ok(_lock) => Ok(false),
+            Err(Error::Busy(_)) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `MEMORY.md` as it is (empty when missing or unreadable: dropping lines is best effort,
+    /// the next promotion rewrites them anyway).
+    fn promoted(&self) -> String {
+        std::fs::read_to_string(self.inner.root.memory_md()).unwrap_or_default()
+    }
+
+    /// Record entries a person deleted from `memory.md` by hand (blocking, lock held).
+    fn reconcile_locked(&self, lock: &LockGuard) -> Result<Vec<String>, Error> {
+        let root = &self.inner.root;
+        let read = |path: PathBuf, name: &str| -> Result<Option<String>, Error> {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Ok(Some(text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(Error::Read { path: name.to_string(), source }),
+            }
+        };
+        let seen = read(root.memory_seen(), ".memfold/memory.seen.md")?;
+        let current = read(root.memory(), "consolidated/memory.md")?.unwrap_or_default();
+        if seen.as_deref() == Some(current.as_str()) {
+            return Ok(Vec::new());
+        }
+        let ledger = Ledger::load(root)?;
+        let promoted = self.promoted();
+        let now = self.inner.clock.now();
+        let (change, gone) = forget::plan_reconcile(
+            &ledger,
+            seen.as_deref(),
+            Promoted { text: &promoted },
+            now,
+            self.inner.clock.day_of(now),
+        );
+        commit::commit(root, &change, lock)?;
+        if !gone.is_empty() {
+            tracing::info!(entries = ?gone, "tombstoned entries deleted by hand");
+        }
+        Ok(gone)
+    }
+
+    /// Lock, recover, record hand deletions, read, plan, commit: the write path of every verb
+    /// but consolidation. `plan` returns the change and what to answer.
+    /// Returns what `plan` answered, whether `memory.md` was rewritten, and the lock, still held.
+    async fn write<T: Send + 'static>(
+        &self,
+        plan: impl FnOnce(&Memory, &Ledger) -> Result<(Change, T), Error> + Send + 'static,
+    ) -> Result<(T, bool, LockGuard), Error> {
+        let me = self.clone();
+        blocking(move || {
+            let lock = me.lock()?;
+            me.reconcile_locked(&lock)?;
+            let ledger = Ledger::load(&me.inner.root)?;
+            let (change, out) = plan(&me, &ledger)?;
+            let rewrote = change.memory.is_some();
+            commit::commit(&me.inner.root, &change, &lock)?;
+            Ok((out, rewrote, lock))
+        })
+        .await
+    }
+
+    /// After a commit that rewrote `memory.md`, with the lock still held (so no other process
+    /// promotes at the same time): tell subscribers, rewrite `MEMORY.md`, and add what that cost
+    /// to the record of `run`, if the commit made one. Returns the lock and the cost. Failures
+    /// are logged, not returned: the change itself is done.
+    async fn after_commit(&self, lock: LockGuard, run: Option<&str>) -> (LockGuard, Usage) {
+        self.tell(Rewritten::Memory);
+        let usage = match self.promote().await {
+            Ok(report) => report.llm,
+            Err(e) => {
+                tracing::warn!(error = %e, "MEMORY.md not rewritten");
+                return (lock, Usage::default());
+            }
+        };
+        let Some(run) = run.filter(|_| usage.calls > 0) else { return (lock, usage) };
+        let (me, run) = (self.clone(), run.to_string());
+        let (lock, failed) = blocking(move || {
+            let mut change = Change::new(format!("account {run}"));
+            let written = records::load_run(&me.inner.root, &run).and_then(|record| {
+                if let Some(mut record) = record {
+                    record.llm.add(usage);
+                    change.records.push(record.file());
+                }
+                Ok(commit::commit(&me.inner.root, &change, &lock)?)
+            });
+            (lock, written.err())
+        })
+        .await;
+        if let Some(e) = failed {
+            tracing::warn!(error = %e, "could not add the promotion's cost to the run record");
+        }
+        (lock, usage)
+    }
+
+    /// After a change: mark the index dirty and bring it up to date, if there is one (a root
+    /// nobody searched yet gets its index on the first search, not on a forget).
+    async fn settle_index(&self) {
+        self.mark_dirty();
+        if (self.inner.index.initialized() || self.inner.root.index_dir().exists())
+            && let Err(e) = self.refresh().await
+        {
+            tracing::warn!(error = %e, "index refresh failed; the next search or change tries again");
+        }
+    }
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory").field("root", &self.inner.root).field("decider", &self.decider_name()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_text_or_messages_never_both_nor_neither() {
+        let none = std::iter::empty::<(&str, &str)>;
+        assert_eq!(Turn::from_parts(Some("  user: hi  "), none()).unwrap().text, "user: hi");
+        let messages = [("user", " hi "), ("assistant", "hello")];
+        assert_eq!(Turn::from_parts(None, messages.into_iter()).unwrap().text, "user: hi\nassistant: hello");
+        for bad in [Turn::from_parts(Some("x"), messages.into_iter()), Turn::from_parts(Some(" "), none())] {
+            assert_eq!(bad.unwrap_err().kind(), crate::error::Kind::BadInput);
+        }
+        assert!(Turn::from_parts(None, none()).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_watcher_tells_subscribers_of_memory_md_and_memory_md_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        let memory = Memory::open(Config { root: dir.path().to_path_buf(), ..Config::default() }).await.unwrap();
+        let mut told = memory.subscribe();
+        let mut heard = |changes: &[PathBuf]| {
+            memory.files_changed(changes);
+            std::iter::from_fn(|| told.try_recv().ok()).collect::<Vec<_>>()
+        };
+        let canonical = Root::new(dir.path().canonicalize().unwrap());
+        assert_eq!(heard(&[canonical.archive_file(chrono::NaiveDate::MIN)]), []);
+        assert_eq!(heard(&[canonical.archive_dir().join("MEMORY.md")]), []);
+        assert_eq!(heard(&[canonical.memory_md()]), [Rewritten::Promoted]);
+        assert_eq!(heard(&[root.memory(), root.history()]), [Rewritten::Memory]);
+        assert_eq!(heard(&[]), [Rewritten::Memory, Rewritten::Promoted], "a rescan may have changed both");
+    }
+}

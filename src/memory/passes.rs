@@ -1,0 +1,218 @@
+//! Consolidation passes and rebuilds: gate, plan, commit, promote, reindex.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+
+use super::{Memory, Rewritten, blocking};
+use crate::commit;
+use crate::config::Mode;
+use crate::consolidate::apply::{self, Outcome};
+use crate::consolidate::decide::DecideError;
+use crate::consolidate::divert::divert;
+use crate::consolidate::gate::{self, Gate, GateInput};
+use crate::consolidate::pass::{Pass, PassOptions, PassReport, eligible, ms, run_id};
+use crate::consolidate::{rebuild, records};
+use crate::error::Error;
+use crate::files::Problem;
+use crate::files::archive::Fact;
+use crate::files::entries::{Entry, EntryFile};
+use crate::ledger::Ledger;
+use crate::lock::LockGuard;
+use crate::promote::PromoteReport;
+
+impl Memory {
+    /// Run a pass if the gate is open (or `force`); with `dry_run`, plan and report only.
+    pub async fn consolidate(&self, opts: PassOptions) -> Result<PassReport, Error> {
+        let clock = Instant::now();
+        let started = self.inner.clock.now();
+        let me = self.clone();
+        let (lock, holder, ledger, under_review) = blocking(move || -> Result<_, Error> {
+            let lock = if opts.dry_run { None } else { Some(me.lock()?) };
+            if let Some(lock) = &lock
+                && let Err(e) = me.reconcile_locked(lock)
+            {
+                tracing::warn!(error = %e, "could not record hand edits of memory.md");
+            }
+            // A dry run takes no lock, but says so when a pass holds it, as that pass would.
+            let holder = opts.dry_run.then(|| crate::lock::holder(&me.inner.root.consolidate_lock())).flatten();
+            Ok((lock, holder, Ledger::load(&me.inner.root)?, records::facts_under_review(&me.inner.root)))
+        })
+        .await?;
+        let cfg = &self.inner.config.consolidation;
+        let pending = eligible(&ledger, &under_review, cfg, opts.force);
+        let gate = gate::evaluate(
+            cfg,
+            &GateInput {
+                lock_holder: holder.as_deref(),
+                last_run: ledger.state.last_run.as_ref().map(|r| r.finished),
+                now: started,
+                pending: pending.len(),
+                force: opts.force,
+            },
+        );
+        let mut report = PassReport::new(gate, &self.inner.decider, cfg, opts.dry_run);
+        if !report.gate.open {
+            report.timings.total_ms = ms(clock);
+            return Ok(report);
+        }
+        let run = run_id(started, &pending);
+        report.run = Some(run.clone());
+        tracing::info!(run = %run, pending = pending.len(), decider = self.decider_name(), "pass started");
+        let planned = PassRun { lock, ledger: &ledger, pending: &pending, run, started, opts, rebuild: None };
+        self.run_pass(planned, report, clock).await
+    }
+
+    /// Set the current entries aside and consolidate every archived fact that is not
+    /// tombstoned again, in one commit (see [`crate::consolidate::rebuild`]). In review mode
+    /// the whole rebuild is stored as one plan; a fact left undecided (the LLM out of reach,
+    /// an unusable reply) fails it and nothing is written.
+    pub async fn rebuild(&self) -> Result<PassReport, Error> {
+        let clock = Instant::now();
+        let started = self.inner.clock.now();
+        let today = self.inner.clock.day_of(started);
+        let me = self.clone();
+        let (lock, ledger, under_review) = blocking(move || -> Result<_, Error> {
+            let lock = me.lock()?;
+            if let Err(e) = me.reconcile_locked(&lock) {
+                tracing::warn!(error = %e, "could not record hand edits of memory.md");
+            }
+            let ledger = Ledger::load(&me.inner.root)?;
+            // A rebuild rewrites every block: one a person must mend would be cemented (a broken
+            // header turned into text, entries an open block hides folded into it).
+            let memory = &ledger.memory;
+            if memory.entries().any(|e| e.needs_mending()) || !memory.unreadable_facts.is_empty() {
+                let first = memory
+                    .problems
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| Problem::new("consolidated/memory.md", 0, "a block to mend"));
+                return Err(Error::Unreadable(Problem {
+                    message: format!(
+                        "{}; a rebuild writes nothing until memory.md is mended (see `memfold verify`)",
+                        first.message
+                    ),
+                    ..first
+                }));
+            }
+            Ok((lock, ledger, records::facts_under_review(&me.inner.root)))
+        })
+        .await?;
+        let all = eligible(&ledger, &under_review, &self.inner.config.consolidation, true);
+        let run = run_id(started, &all);
+        let (planning, blocks) = rebuild::set_aside(&ledger, &run, today);
+        let pending = eligible(&planning, &under_review, &self.inner.config.consolidation, true);
+        let gate = Gate {
+            open: true,
+            reason: format!("rebuild: {} facts, {} entries set aside", pending.len(), blocks.len()),
+        };
+        let mut report = PassReport::new(gate, &self.inner.decider, &self.inner.config.consolidation, false);
+        report.run = Some(run.clone());
+        tracing::info!(run = %run, pending = pending.len(), set_aside = blocks.len(), "rebuild started");
+        let planned = PassRun {
+            lock: Some(lock),
+            ledger: &planning,
+            pending: &pending,
+            run,
+            started,
+            opts: PassOptions { force: true, dry_run: false },
+            rebuild: Some((&ledger.memory, blocks)),
+        };
+        self.run_pass(planned, report, clock).await
+    }
+
+    /// Plan, commit, promote and reindex one pass whose gate is open.
+    async fn run_pass(&self, run: PassRun<'_>, mut report: PassReport, clock: Instant) -> Result<PassReport, Error> {
+        let mut cfg = self.inner.config.consolidation.clone();
+        if run.rebuild.is_some() {
+            // A rebuild is one change: it applies whole, or in review mode is stored whole.
+            cfg.review_below_confidence = 0.0;
+        }
+        let cfg = &cfg;
+        let today = self.inner.clock.day_of(run.started);
+        let pass = Pass { config: cfg, embedder: self.index().await?.embedder(), decider: &self.inner.decider };
+        let mut planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await?;
+        if run.opts.dry_run {
+            report.timings.total_ms = ms(clock);
+            return Ok(report);
+        }
+        let mut rewrite_from = None;
+        if let Some((on_disk, blocks)) = &run.rebuild {
+            // Every entry is set aside, so a fact left undecided would leave memory.md without
+            // what it says until a later pass: a rebuild writes nothing unless it decided all.
+            if let Some((err, _)) = planned.stopped.take() {
+                tracing::warn!(run = %run.run, error = %err, "rebuild stopped; nothing was written");
+                return Err(match err {
+                    DecideError::Llm(e) => Error::Llm(e),
+                    DecideError::BadReply(m) => Error::LlmReply(m),
+                });
+            }
+            if let Some((fact, why)) = planned.failures.first() {
+                return Err(Error::LlmReply(format!(
+                    "rebuild: {} facts undecided ({fact}: {why}); nothing was written",
+                    planned.failures.len()
+                )));
+            }
+            let plan = &mut planned.plan;
+            plan.memory_hash_before = on_disk.hash.clone();
+            plan.memory_before = on_disk.render();
+            plan.history.splice(0..0, blocks.iter().cloned());
+            rewrite_from = (cfg.mode == Mode::Auto).then_some(*on_disk);
+        }
+        let step = Instant::now();
+        let (plan, mut stored) = divert(planned.plan, &planned.held, &planned.facts, cfg.mode, run.started, today);
+        if let (Some(stored), Some(_)) = (&mut stored, &run.rebuild) {
+            stored.reason = records::REBUILD.to_string();
+        }
+        let outcome = Outcome { failures: &planned.failures, store: stored.as_ref(), rewrite_from };
+        let change =
+            apply::change(&self.inner.root, run.ledger, &plan, outcome, run.started, self.inner.clock.now(), today);
+        let rewrote = change.memory.is_some();
+        let root = self.inner.root.clone();
+        let lock = run.lock.ok_or_else(|| Error::Other("a pass that writes holds the lock".into()))?;
+        // The guard goes with the write: dropping this task cannot release the lock mid-write.
+        let lock = blocking(move || commit::commit(&root, &change, &lock).map(|()| lock)).await?;
+        report.plans.extend(stored.map(|s| s.id));
+        report.timings.write_ms = ms(step);
+        report.applied = !plan.journal.is_empty();
+        if rewrote {
+            let step = Instant::now();
+            let (_lock, usage) = self.after_commit(lock, report.applied.then_some(plan.run.as_str())).await;
+            report.llm.add(usage);
+            report.timings.promote_ms = ms(step);
+        } else {
+            drop(lock);
+        }
+        let step = Instant::now();
+        self.mark_dirty();
+        self.refresh().await?;
+        report.timings.reindex_ms = ms(step);
+        report.timings.total_ms = ms(clock);
+        tracing::info!(run = %plan.run, ops = plan.journal.len(), failed = planned.failures.len(), "pass done");
+        Ok(report)
+    }
+
+    /// Rewrite `MEMORY.md` from the current entries and the recall log.
+    pub async fn promote(&self) -> Result<PromoteReport, Error> {
+        let llm = self.inner.chat.as_ref().map(|client| (client, self.inner.prompts.promote.as_str()));
+        let report = crate::promote::promote(&self.inner.root, &self.inner.config, llm)
+            .await
+            .map_err(|e| Error::Other(e.to_string()))?;
+        self.tell(Rewritten::Promoted);
+        Ok(report)
+    }
+}
+
+/// A pass whose gate is open, ready to plan.
+struct PassRun<'a> {
+    /// Held unless it is a dry run.
+    lock: Option<LockGuard>,
+    /// The files as read (for a rebuild: with the current entries set aside).
+    ledger: &'a Ledger,
+    pending: &'a [&'a Fact],
+    run: String,
+    started: DateTime<Utc>,
+    opts: PassOptions,
+    /// A rebuild: `memory.md` as it is on disk, and the versions set aside.
+    rebuild: Option<(&'a EntryFile, Vec<Entry>)>,
+}

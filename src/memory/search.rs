@@ -1,0 +1,95 @@
+//! Search and the index: freshness, hybrid search, reindex.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::views::Reindexed;
+use super::{MAX_K, Memory, SearchRequest, blocking};
+use crate::corpus;
+use crate::error::Error;
+use crate::index::{Hit, Scope, SearchOpts};
+use crate::ledger::Ledger;
+
+impl Memory {
+    /// Say the files may have changed: the next search refreshes the index first.
+    pub fn mark_dirty(&self) {
+        self.inner.fresh.wanted.fetch_add(1, Ordering::SeqCst);
+        self.inner.fresh.notify.notify_one();
+    }
+
+    /// Wait until the files may have changed.
+    pub async fn changed(&self) {
+        self.inner.fresh.notify.notified().await
+    }
+
+    /// Bring the index up to date with the files, unless nothing changed since the last time.
+    pub async fn refresh(&self) -> Result<(), Error> {
+        let fresh = &self.inner.fresh;
+        let target = fresh.wanted.load(Ordering::SeqCst);
+        if fresh.done.load(Ordering::SeqCst) >= target {
+            return Ok(());
+        }
+        let index = self.index().await?;
+        let _one = fresh.refreshing.lock().await;
+        if fresh.done.load(Ordering::SeqCst) >= target {
+            return Ok(()); // someone refreshed while we waited
+        }
+        let generation = fresh.wanted.load(Ordering::SeqCst);
+        let (_, stats) = corpus::refresh(&self.inner.root, index).await?;
+        fresh.done.fetch_max(generation, Ordering::SeqCst);
+        tracing::debug!(
+            upserted = stats.upserted,
+            deleted = stats.deleted,
+            unchanged = stats.unchanged,
+            "index refreshed"
+        );
+        Ok(())
+    }
+
+    /// Hybrid search over entries and pending facts (and history on request); the hits are
+    /// recorded in the recall log.
+    pub async fn search(&self, query: &str, request: &SearchRequest) -> Result<Vec<Hit>, Error> {
+        if query.trim().is_empty() {
+            return Err(Error::BadInput("q (the query) is required".into()));
+        }
+        let mut opts = SearchOpts::new(&self.inner.config.search, self.inner.clock.today());
+        opts.k = request.k.unwrap_or(self.inner.config.search.default_k);
+        if opts.k == 0 || opts.k > MAX_K {
+            return Err(Error::BadInput(format!("k must be between 1 and {MAX_K}")));
+        }
+        opts.as_of = request.as_of;
+        opts.history = request.history;
+        self.refresh().await?;
+        let hits = self.index().await?.search(query, &opts).await?;
+        let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+        let (root, query, window) = (self.inner.root.clone(), query.to_string(), self.inner.config.recall.window_days);
+        if let Err(e) = blocking(move || crate::recall::record(&root, &query, &ids, window)).await {
+            tracing::warn!(error = %e, "could not record recall");
+        }
+        Ok(hits)
+    }
+
+    /// Bring every row of the index up to date with the files, or rebuild it (`clear`).
+    /// `progress` is told (done, total) as documents are embedded.
+    pub async fn reindex(
+        &self,
+        clear: bool,
+        progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
+    ) -> Result<Reindexed, Error> {
+        let started = Instant::now();
+        let index = self.index().await?;
+        let fresh = &self.inner.fresh;
+        let _one = fresh.refreshing.lock().await;
+        let generation = fresh.wanted.load(Ordering::SeqCst);
+        if clear {
+            index.clear().await?;
+        }
+        let root = self.inner.root.clone();
+        let ledger = blocking(move || Ledger::load(&root)).await?;
+        let docs = corpus::docs(&ledger);
+        let stats = index.sync(&docs, Scope::All, progress).await?;
+        fresh.done.fetch_max(generation, Ordering::SeqCst);
+        tracing::info!(clear, docs = docs.len(), upserted = stats.upserted, deleted = stats.deleted, "reindexed");
+        Ok(Reindexed { docs: docs.len(), stats, seconds: started.elapsed().as_secs_f64() })
+    }
+}

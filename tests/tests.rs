@@ -1,0 +1,18 @@
+//! The integration tests, in one binary so that LanceDB, DataFusion and candle are linked once.
+//!
+//! Each module drives the real `memfold` binary or the library against real files, a real
+//! LanceDB index and real HTTP servers on 127.0.0.1; the LLM is the fake OpenAI-compatible
+//! server of `memfold::testkit`. `common` holds what they share.
+
+mod common;
+
+mod cli;
+mod consolidate;
+mod crash;
+mod http;
+mod index;
+mod inert;
+mod mcp;
+mod offline;
+mod review;
+mod scheduler;
