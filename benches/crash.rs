@@ -166,6 +166,8 @@ fn killed_daemons(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
     for trial in 0..trials {
         let root = base.join(format!("serve-{trial}"));
         assert!(run(&root, llm, &["init"]).status.success());
+        let token = std::fs::read_to_string(root.join(".memfold/token")).expect("init made the token");
+        let token = token.trim().to_string();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = memfold(&root, llm)
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
@@ -181,13 +183,13 @@ fn killed_daemons(base: &Path, llm: &FakeOpenAi, trials: usize, rng: &mut Rng) {
             }
             let mut tasks = tokio::task::JoinSet::new();
             for c in 0..3 {
-                let (client, url) = (client.clone(), url.clone());
+                let (client, url, token) = (client.clone(), url.clone(), token.clone());
                 tasks.spawn(async move {
                     let mut mine = Vec::new();
                     for n in 0.. {
                         let text = format!("Trial {trial} client {c} fact {n}");
                         let body = json!({"facts": [{"text": text}]});
-                        match client.post(format!("{url}/facts")).json(&body).send().await {
+                        match client.post(format!("{url}/facts")).bearer_auth(&token).json(&body).send().await {
                             Ok(r) if r.status() == 200 => mine.push(text),
                             _ => break,
                         }

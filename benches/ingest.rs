@@ -63,9 +63,10 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Start a daemon on a fresh root and wait for `/healthz`.
-async fn start(root: &Path, client: &reqwest::Client) -> (Daemon, String) {
+/// Start a daemon on a fresh root and wait for `/healthz`; its URL and bearer token.
+async fn start(root: &Path, client: &reqwest::Client) -> (Daemon, String, String) {
     assert!(memfold(root).args(["init"]).stdout(Stdio::null()).status().unwrap().success());
+    let token = std::fs::read_to_string(root.join(".memfold/token")).expect("init made the token").trim().to_string();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = memfold(root)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
@@ -80,20 +81,21 @@ async fn start(root: &Path, client: &reqwest::Client) -> (Daemon, String) {
         assert!(started.elapsed() < Duration::from_secs(60), "memfold serve did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    (daemon, base)
+    (daemon, base, token)
 }
 
 async fn run(total: usize, connections: usize, batch: usize, bound: Duration) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build().unwrap();
-    let (daemon, base) = start(&root, &client).await;
+    let (daemon, base, token) = start(&root, &client).await;
+    let token = Arc::new(token);
     let url = Arc::new(format!("{base}/facts"));
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..connections {
-        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        let (client, url, next, token) = (client.clone(), url.clone(), next.clone(), token.clone());
         tasks.spawn(async move {
             let mut latencies = Vec::new();
             let mut acknowledged = 0;
@@ -107,7 +109,8 @@ async fn run(total: usize, connections: usize, batch: usize, bound: Duration) {
                     .map(|i| json!({"text": format!("bench fact {i} from connection {worker}: likes item {}", i % 97)}))
                     .collect();
                 let sent = Instant::now();
-                let response = client.post(url.as_str()).json(&json!({ "facts": facts })).send().await.unwrap();
+                let request = client.post(url.as_str()).bearer_auth(token.as_str()).json(&json!({ "facts": facts }));
+                let response = request.send().await.unwrap();
                 assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
                 let body: Value = response.json().await.unwrap();
                 latencies.push(sent.elapsed());

@@ -13,8 +13,10 @@ use serde_json::json;
 
 use crate::config::{Config, Overrides};
 use crate::error::Error;
+use crate::files::Root;
 use crate::memory::views::{Added, NewFact, PassOptions, PassReport, PlanStatus};
 use crate::memory::{Memory, SearchRequest};
+use crate::serve::token;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -54,6 +56,8 @@ pub enum Command {
     },
     /// Serve MCP on stdin/stdout for an agent that starts memfold as a process (until stdin closes).
     Mcp,
+    /// Print the bearer token `memfold serve` requires (made on first use; where it is kept goes to stderr).
+    Token,
     /// Append facts to today's archive (or --date's).
     Add(AddArgs),
     /// Show the gate, pending facts, entries and the last run.
@@ -190,14 +194,16 @@ pub struct AddArgs {
 pub fn run(cli: Cli) -> Result<i32> {
     let overrides = Overrides { root: cli.global.root.clone(), config: cli.global.config.clone() };
     let config = Config::load(&overrides).context("loading configuration")?;
-    if let Command::Init { json } = cli.command {
-        return init(&config, json);
+    match cli.command {
+        Command::Init { json } => return init(&config, json),
+        Command::Token => return token(&config),
+        _ => {}
     }
     let runtime = runtime()?;
     let code = runtime.block_on(async {
         let memory = Memory::open(config).await?;
         match cli.command {
-            Command::Init { .. } => unreachable!("handled above"),
+            Command::Init { .. } | Command::Token => unreachable!("handled above"),
             Command::Add(args) => add(&memory, args),
             Command::Status { json } => status(&memory, json).await,
             Command::Verify { json } => verify(&memory, json).await,
@@ -224,12 +230,44 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
 
 fn init(config: &Config, json: bool) -> Result<i32> {
     let dir = Memory::init(config).with_context(|| format!("creating memory root {}", config.root.display()))?;
+    // The daemon's token, so `memfold token` works before the first `serve`.
+    if config.server.auth && config.server.token_env.is_empty() {
+        token::ensure(&Root::new(&dir).token_file())?;
+    }
     if json {
         print_json(&json!({"root": dir}))?;
     } else {
         println!("memory root ready at {}", dir.display());
     }
     Ok(0)
+}
+
+fn token(config: &Config) -> Result<i32> {
+    let root = Root::new(&config.root);
+    if !root.is_initialized() {
+        bail!(
+            "{} is not a memfold root; run `memfold init --root {}` first",
+            root.dir().display(),
+            root.dir().display()
+        );
+    }
+    match token::resolve(config, &root, None)? {
+        token::Auth::Token { token, source } => {
+            println!("{token}");
+            match source {
+                token::Source::File(path) => eprintln!(
+                    "the bearer token of `memfold serve` on this root, kept in {} (delete the file and restart \
+                     memfold serve for a new one)",
+                    path.display()
+                ),
+                token::Source::Env(var) => {
+                    eprintln!("the bearer token of `memfold serve`, taken from ${var} (server.token_env)")
+                }
+            }
+            Ok(0)
+        }
+        token::Auth::Off => Err(token::TokenError::Off.into()),
+    }
 }
 
 fn add(memory: &Memory, args: AddArgs) -> Result<i32> {
@@ -293,6 +331,9 @@ async fn verify(memory: &Memory, json: bool) -> Result<i32> {
     } else {
         for problem in &report.problems {
             println!("{problem}");
+        }
+        for warning in &report.warnings {
+            println!("warning: {warning}");
         }
         println!(
             "{}: {} facts ({} pending, {} consolidated, {} tombstoned), {} problems",
@@ -552,6 +593,11 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Make what this process creates private (umask 077): the `memfold` binary calls it first.
+pub fn private_umask() {
+    crate::files::access::private_umask();
 }
 
 /// Whether progress bars make sense (stderr is a terminal).

@@ -428,7 +428,7 @@ fn redo(root: &Root, step: &Step) -> Result<Redo, CommitError> {
             let target = root.dir().join(path);
             if current_hash(&target).map_err(io(path))? != content_hash(text) {
                 if let Some(dir) = target.parent() {
-                    std::fs::create_dir_all(dir).map_err(io(path))?;
+                    crate::files::access::create_dir(dir).map_err(io(path))?;
                 }
                 write_atomic(&target, text.as_bytes(), None)?;
             }
@@ -463,7 +463,7 @@ fn redo(root: &Root, step: &Step) -> Result<Redo, CommitError> {
 /// of them if a write was cut short, all of them at the end otherwise (the file was shortened
 /// or grew by other hands since).
 fn append_at(path: &Path, at: u64, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
+    let mut file = crate::files::access::open_append(path)?;
     let len = file.metadata()?.len();
     if len >= at {
         file.seek(SeekFrom::Start(at))?;

@@ -38,6 +38,7 @@ pub struct Config {
     pub recall: RecallConfig,
     pub search: SearchConfig,
     pub server: ServerConfig,
+    pub security: SecurityConfig,
     pub time: TimeConfig,
 }
 
@@ -53,6 +54,7 @@ impl Default for Config {
             recall: RecallConfig::default(),
             search: SearchConfig::default(),
             server: ServerConfig::default(),
+            security: SecurityConfig::default(),
             time: TimeConfig::default(),
         }
     }
@@ -266,7 +268,10 @@ impl Default for SearchConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     pub bind: String,
-    /// Name of a variable holding a bearer token; empty means no auth.
+    /// Require a bearer token (the root's `.memfold/token`, or `token_env`'s). `false` is
+    /// refused on an address beyond loopback.
+    pub auth: bool,
+    /// Name of a variable holding the bearer token, instead of the root's token file.
     pub token_env: String,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
@@ -275,6 +280,16 @@ pub struct ServerConfig {
     /// Host names (with an optional port) the server answers to besides the loopback names
     /// and the bind address ([`crate::serve`]'s guard).
     pub allowed_hosts: Vec<String>,
+    /// A request head must arrive within this many seconds of the connection opening, or of
+    /// the previous response on a kept-alive connection (so it is the idle timeout too).
+    pub header_timeout_secs: u64,
+    /// A request body must keep arriving: no wait between two parts of it longer than this,
+    /// and the whole body within it for the JSON routes.
+    pub body_timeout_secs: u64,
+    /// Connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// MCP sessions open at once on `/mcp`; a new one past it is refused (503).
+    pub max_mcp_sessions: usize,
 }
 
 impl Default for ServerConfig {
@@ -285,8 +300,22 @@ impl Default for ServerConfig {
             max_body_bytes: 1 << 20,
             request_timeout_secs: 60,
             allowed_hosts: Vec::new(),
+            auth: true,
+            header_timeout_secs: 10,
+            body_timeout_secs: 30,
+            max_connections: 256,
+            max_mcp_sessions: 32,
         }
     }
+}
+
+/// Who may own the memory root.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    /// Let a process running as root use a memory root (or files in it) owned by another
+    /// account. Off: such a process refuses, naming the owner.
+    pub allow_other_owner: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -387,6 +416,16 @@ impl Config {
         for entry in &self.server.allowed_hosts {
             crate::serve::check_allowed_host(entry).or_else(|message| bad("server.allowed_hosts", &message))?;
         }
+        for (key, value) in [
+            ("server.header_timeout_secs", self.server.header_timeout_secs as usize),
+            ("server.body_timeout_secs", self.server.body_timeout_secs as usize),
+            ("server.max_connections", self.server.max_connections),
+            ("server.max_mcp_sessions", self.server.max_mcp_sessions),
+        ] {
+            if value == 0 {
+                return bad(key, "must be at least 1");
+            }
+        }
         Ok(())
     }
 
@@ -396,7 +435,7 @@ impl Config {
     }
 
     /// The bearer token the server requires, if `server.token_env` names a set variable.
-    pub fn server_token(&self) -> Option<String> {
+    pub fn server_token_env(&self) -> Option<String> {
         if self.server.token_env.is_empty() {
             return None;
         }

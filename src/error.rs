@@ -20,6 +20,9 @@ pub enum Error {
     /// The root has not been initialised.
     #[error("{0}")]
     NotARoot(String),
+    /// A process running as root was asked to use a root another account owns.
+    #[error("{0}")]
+    OtherOwner(String),
     /// No such entry, fact, plan or run.
     #[error("{message}")]
     NotFound { message: String },
@@ -115,7 +118,7 @@ impl Error {
     pub fn kind(&self) -> Kind {
         match self {
             Error::NotFound { .. } => Kind::NotFound,
-            Error::BadInput(_) | Error::NotARoot(_) => Kind::BadInput,
+            Error::BadInput(_) | Error::NotARoot(_) | Error::OtherOwner(_) => Kind::BadInput,
             Error::TooLarge(_) => Kind::TooLarge,
             Error::Unreadable(_) => Kind::Conflict,
             Error::Conflict { .. } => Kind::Conflict,

@@ -84,16 +84,16 @@ pub fn holder(path: &Path) -> Option<String> {
 }
 
 fn open(path: &Path) -> Result<File, LockError> {
+    let io = |source| LockError::Io { path: path.to_path_buf(), source };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| LockError::Io { path: path.to_path_buf(), source })?;
+        crate::files::access::create_dir(dir).map_err(io)?;
     }
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|source| LockError::Io { path: path.to_path_buf(), source })
+    crate::files::access::check_link(path).map_err(io)?;
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, crate::files::access::FILE_MODE);
+    options.open(path).map_err(io)
 }
 
 fn read_holder(file: &mut File) -> String {

@@ -34,6 +34,9 @@ pub struct Report {
     pub consolidated: usize,
     pub tombstoned: usize,
     pub problems: Vec<Problem>,
+    /// What is not a lost fact but wants a person's attention: memory files other accounts
+    /// can read or write, with the fix. They do not make `ok` false.
+    pub warnings: Vec<String>,
 }
 
 /// Check a ledger. `extra` adds problems found elsewhere (e.g. index vs files).
@@ -79,6 +82,7 @@ pub fn verify(ledger: &Ledger, extra: Vec<Problem>) -> Report {
         consolidated: count(FactFate::Consolidated),
         tombstoned: count(FactFate::Tombstoned),
         problems,
+        warnings: Vec::new(),
     }
 }
 

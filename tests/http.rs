@@ -176,16 +176,17 @@ async fn a_token_is_required_on_every_route_but_healthz_when_set() {
     let daemon = fixture.serve(&env).await;
     let client = &daemon.client;
 
-    let (code, _) = daemon.get("/healthz").await;
+    let (code, _) = daemon.send_anonymous(client.get(daemon.url("/healthz"))).await;
     assert_eq!(code, 200, "healthz needs no token");
     for path in ["/status", "/entries", "/search?q=x", "/metrics", "/runs"] {
-        let (code, body) = daemon.get(path).await;
+        let (code, body) = daemon.send_anonymous(client.get(daemon.url(path))).await;
         assert_eq!(code, 401, "{path}: {body}");
         assert_eq!(body["error"]["code"], "unauthorized");
     }
     let (code, _) = daemon.send(client.get(daemon.url("/status")).bearer_auth("wrong")).await;
     assert_eq!(code, 401);
-    let (code, _) = daemon.post("/facts", json!({"facts": [{"text": "Likes tea"}]})).await;
+    let facts = json!({"facts": [{"text": "Likes tea"}]});
+    let (code, _) = daemon.send_anonymous(client.post(daemon.url("/facts")).json(&facts)).await;
     assert_eq!(code, 401);
     assert_eq!(verify(&fixture.root())["facts"], 0, "an unauthorised request stored a fact");
     let (code, body) = daemon
@@ -311,7 +312,8 @@ async fn a_hand_edit_during_a_pass_is_a_conflict_and_the_scheduler_tries_again()
     let daemon = fixture.serve(&with(&env, &[])).await;
     let ids = daemon.add(&["Works at Acme as a welder"]).await;
 
-    let request = daemon.client.post(daemon.url("/consolidate")).json(&json!({"force": true}));
+    let request =
+        daemon.client.post(daemon.url("/consolidate")).bearer_auth(daemon.token()).json(&json!({"force": true}));
     let pending = tokio::spawn(async move { request.send().await.unwrap() });
     eventually(Duration::from_secs(30), "the pass to ask the LLM", async || (fake.chat_calls() >= 1).then_some(()))
         .await;
@@ -369,7 +371,7 @@ async fn a_pass_longer_than_the_request_timeout_answers_202_and_finishes() {
     // memory_consolidate on /mcp queues on the same scheduler and answers the same way.
     daemon.add(&["Plays the cello on Sundays"]).await;
     fake.push_chat(FakeReply::Stall(Duration::from_secs(3)));
-    let (client, _) = mcp::http(&daemon.url("/mcp"), "").await;
+    let (client, _) = mcp::http(&daemon.url("/mcp"), daemon.token()).await;
     let running = mcp::call(&client, "memory_consolidate", json!({"force": true})).await;
     let running = running.structured_content.expect("structured content");
     assert_eq!(running["status"], "running", "{running}");
@@ -570,8 +572,9 @@ async fn a_pass_dropped_during_its_write_keeps_the_lock_until_the_write_ends() {
     let root = fixture.root();
     let mut daemon = fixture.serve(&[("MEMFOLD_TEST_PAUSE_AT", "run:step1")]).await; // offline decider
     daemon.add(&["Lives in Porto", "Has two children"]).await;
-    let (client, url) = (daemon.client.clone(), daemon.url("/consolidate"));
-    let request = tokio::spawn(async move { client.post(url).json(&json!({"force": true})).send().await });
+    let (client, url, token) = (daemon.client.clone(), daemon.url("/consolidate"), daemon.token().to_string());
+    let request =
+        tokio::spawn(async move { client.post(url).bearer_auth(token).json(&json!({"force": true})).send().await });
     eventually(Duration::from_secs(60), "the pass to pause in its write", async || {
         daemon.logs().contains("memfold: paused at run:step1").then_some(())
     })
@@ -786,7 +789,7 @@ async fn a_foreign_host_is_answered_421_so_a_rebinding_page_learns_and_writes_no
     let (code, answer) = daemon.raw("GET /entries", &[("Host", "memfold.lan"), bearer], "").await;
     assert_eq!(code, 200, "{answer}");
     assert!(answer.to_string().contains("Porto"), "{answer}");
-    let (code, _) = daemon.raw("GET /entries", &[("Host", "memfold.lan")], "").await;
+    let (code, _) = daemon.raw_anonymous("GET /entries", &[("Host", "memfold.lan")], "").await;
     assert_eq!(code, 401);
     let refused = (421, "host_not_allowed");
     assert_refused(&daemon, ("GET /entries", &[("Host", &hosts[0]), bearer], ""), refused, &hosts[0]).await;
@@ -887,7 +890,7 @@ async fn the_same_calls_count_the_same_in_metrics_through_http_and_mcp() {
     assert_eq!(code, 200, "{added}");
     let after_http = read(&daemon.metrics().await);
 
-    let (client, _updates) = mcp::http(&daemon.url("/mcp"), "").await;
+    let (client, _updates) = mcp::http(&daemon.url("/mcp"), daemon.token()).await;
     mcp::ok(&client, "memory_add", json!({"facts": ["Learned to make sourdough in March."]})).await;
     fake.push_chat(FakeReply::Content(extracted.to_string()));
     let added = mcp::ok(&client, "memory_add_turn", json!({ "text": turn })).await;
@@ -999,7 +1002,7 @@ async fn mcp_on_stdio_works_next_to_a_daemon_on_the_same_root() {
     let root = fixture.root();
     let daemon = fixture.serve(&[]).await;
     let (stdio, _child, mut stdio_updates, _) = mcp::stdio(&root, &[]).await;
-    let (http, mut http_updates) = mcp::http(&daemon.url("/mcp"), "").await;
+    let (http, mut http_updates) = mcp::http(&daemon.url("/mcp"), daemon.token()).await;
     #[allow(deprecated)]
     for client in [&stdio, &http] {
         client.subscribe(SubscribeRequestParams::new(mcp::MEMORY_URI)).await.unwrap();

@@ -16,3 +16,4 @@ mod mcp;
 mod offline;
 mod review;
 mod scheduler;
+mod security;

@@ -137,7 +137,7 @@ impl CachedEmbedder {
     pub fn open(inner: Arc<dyn Embedder>, cache_dir: &Path) -> Result<CachedEmbedder, EmbedError> {
         let path = cache_dir.join(cache_file_name(&inner.id()));
         let cache_err = |source| EmbedError::Cache { path: path.display().to_string(), source };
-        std::fs::create_dir_all(cache_dir)
+        crate::files::access::create_dir(cache_dir)
             .map_err(|source| EmbedError::Cache { path: cache_dir.display().to_string(), source })?;
         let mut state = CacheFile::load(path.clone()).map_err(cache_err)?;
         let want = inner.dim();
@@ -252,7 +252,12 @@ impl CacheFile {
         if records.iter().any(|(_, v)| v.len() != dim) {
             return Err(std::io::Error::other("vectors of different lengths in one batch"));
         }
-        let mut file = OpenOptions::new().create(true).read(true).write(true).truncate(false).open(&self.path)?;
+        crate::files::access::check_link(&self.path)?;
+        let mut options = OpenOptions::new();
+        options.create(true).read(true).write(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, crate::files::access::FILE_MODE);
+        let mut file = options.open(&self.path)?;
         file.lock()?;
         let mut head = Vec::new();
         (&file).take(HEADER_LEN).read_to_end(&mut head)?;

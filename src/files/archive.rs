@@ -82,6 +82,8 @@ pub enum ArchiveError {
     EmptyFact { index: usize },
     #[error("fact {index} has {bytes} bytes of {field}, more than ingest.max_fact_bytes = {max}; nothing was stored")]
     TooLong { index: usize, field: &'static str, bytes: usize, max: usize },
+    #[error("fact {index} is dated {date}: a fact's day must fall in the years 1000 to 9999; nothing was stored")]
+    DateOutOfRange { index: usize, date: NaiveDate },
     #[error("appending to {path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("reading {path}: {source}")]
@@ -123,6 +125,11 @@ pub fn check_new(facts: &[NewFact], max_bytes: usize) -> Result<(), ArchiveError
         if text.is_empty() {
             return Err(ArchiveError::EmptyFact { index });
         }
+        if let Some(date) = fact.date
+            && !date_in_range(date)
+        {
+            return Err(ArchiveError::DateOutOfRange { index, date });
+        }
         let source = fact.source.as_deref().map(stored_text).unwrap_or_default();
         for (field, value) in [("text", &text), ("source", &source)] {
             if value.len() > max_bytes {
@@ -131,6 +138,12 @@ pub fn check_new(facts: &[NewFact], max_bytes: usize) -> Result<(), ArchiveError
         }
     }
     Ok(())
+}
+
+/// Whether a day may name a day file: years 1000 to 9999, so `archive/YYYY-MM-DD.md` has four
+/// digits and no sign.
+pub fn date_in_range(date: NaiveDate) -> bool {
+    (1000..=9999).contains(&chrono::Datelike::year(&date))
 }
 
 /// A fact's text as read: one line, trimmed, inner whitespace collapsed.
@@ -483,8 +496,8 @@ impl Appender {
         let path = root.archive_file(date);
         let rel = root.relative(&path);
         let io = |source| ArchiveError::Io { path: rel.clone(), source };
-        std::fs::create_dir_all(root.archive_dir()).map_err(io)?;
-        let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&path).map_err(io)?;
+        super::access::create_dir(&root.archive_dir()).map_err(io)?;
+        let mut file = super::access::open_append(&path).map_err(io)?;
         file.lock().map_err(io)?;
         let stamp = FileStamp::of(&file.metadata().map_err(io)?);
         let mut day = match self.days.remove(&date).filter(|day| day.stamp == stamp) {

@@ -30,7 +30,7 @@ pub fn current_hash(path: &Path) -> std::io::Result<String> {
 
 /// The file a path names once symbolic links are followed (the path itself when it is none,
 /// or does not exist). A link may dangle: its target is where the file will be.
-fn link_target(path: &Path) -> std::io::Result<PathBuf> {
+pub(super) fn link_target(path: &Path) -> std::io::Result<PathBuf> {
     let mut at = path.to_path_buf();
     for _ in 0..40 {
         match std::fs::symlink_metadata(&at) {
@@ -51,9 +51,11 @@ fn link_target(path: &Path) -> std::io::Result<PathBuf> {
 ///
 /// A symbolic link is followed: the file it points to is replaced and the link stays, so a
 /// `MEMORY.md` linked into an agent's prompt folder (or a `memory.md` kept in a notes vault)
-/// keeps receiving what memfold writes.
+/// keeps receiving what memfold writes; but only into a folder of the same owner
+/// ([`super::access::check_link`]).
 pub fn write_atomic(path: &Path, content: &[u8], expected: Option<&str>) -> Result<(), WriteError> {
     let io = |source| WriteError::Io { path: path.to_path_buf(), source };
+    super::access::check_link(path).map_err(io)?;
     let target = link_target(path).map_err(io)?;
     let path = target.as_path();
     let check = || -> Result<(), WriteError> {
@@ -68,13 +70,12 @@ pub fn write_atomic(path: &Path, content: &[u8], expected: Option<&str>) -> Resu
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     // The file keeps its mode (a MEMORY.md another account reads stays readable to it) and, as
     // far as this process may, its owner (a service running as root must not take a person's
-    // memory.md from them); a new one gets the mode any program's new file gets. A temp file
-    // alone would be 0600 and ours.
+    // memory.md from them); a new one is private (0600, as the temp file is made).
     let existing = std::fs::metadata(path).ok();
     let mut builder = tempfile::Builder::new();
     builder.prefix(".memfold-").suffix(".tmp");
     #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(super::access::FILE_MODE));
     let mut tmp = builder.tempfile_in(dir).map_err(io)?;
     tmp.write_all(content).map_err(io)?;
     if let Some(meta) = existing {
@@ -107,7 +108,7 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Append `content` to `path` and fsync it, starting on a fresh line if the file ends mid-line.
 pub fn append_durable(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+    let mut file = super::access::open_append(path)?;
     let len = file.metadata()?.len();
     let mut buf = Vec::with_capacity(content.len() + 1);
     if len > 0 && !ends_with_newline(&mut file, len)? {
@@ -147,7 +148,7 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_file_keeps_its_mode_and_a_new_one_gets_the_usual_mode() {
+    fn a_file_keeps_its_mode_and_a_new_one_is_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -156,11 +157,9 @@ mod tests {
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).unwrap();
         write_atomic(&shared, b"new", None).unwrap();
         assert_eq!(mode(&shared), 0o640);
-        let usual = dir.path().join("usual.md");
-        std::fs::write(&usual, "").unwrap();
         let new = dir.path().join("memory.md");
         write_atomic(&new, b"made", None).unwrap();
-        assert_eq!(mode(&new), mode(&usual), "as std::fs::write would make it");
+        assert_eq!(mode(&new), 0o600, "whatever the umask");
     }
 
     #[cfg(unix)]

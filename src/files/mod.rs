@@ -4,6 +4,7 @@
 //! `consolidated/memory.md` and `history.md`, and [`atomic`] writes whole files safely.
 //! Everything else in memfold is derived from these files.
 
+pub mod access;
 pub mod archive;
 pub mod atomic;
 pub mod entries;
@@ -65,6 +66,10 @@ impl Root {
     pub fn plans_dir(&self) -> PathBuf {
         self.state_dir().join("plans")
     }
+    /// The daemon's bearer token (`crate::serve::token`).
+    pub fn token_file(&self) -> PathBuf {
+        self.state_dir().join("token")
+    }
     pub fn consolidate_lock(&self) -> PathBuf {
         self.state_dir().join("consolidate.lock")
     }
@@ -95,16 +100,13 @@ impl Root {
 
     /// Create the folders and empty files of a root; existing files are left alone.
     pub fn init(&self) -> std::io::Result<()> {
-        for dir in [self.archive_dir(), self.consolidated_dir(), self.state_dir(), self.plans_dir()] {
-            std::fs::create_dir_all(dir)?;
+        for dir in [self.dir.clone(), self.archive_dir(), self.consolidated_dir(), self.state_dir(), self.plans_dir()] {
+            access::create_dir(&dir)?;
         }
-        for file in [self.memory(), self.history()] {
+        for file in [self.memory(), self.history(), self.memory_md()] {
             if !file.exists() {
-                std::fs::write(&file, "")?;
+                access::open_append(&file)?;
             }
-        }
-        if !self.memory_md().exists() {
-            std::fs::write(self.memory_md(), "")?;
         }
         Ok(())
     }

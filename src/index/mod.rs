@@ -324,7 +324,7 @@ impl Index {
 
     /// [`Index::open`] with explicit limits.
     pub async fn open_with(dir: &Path, embedder: Arc<dyn Embedder>, tuning: IndexTuning) -> Result<Index, IndexError> {
-        tokio::fs::create_dir_all(dir).await.map_err(|source| IndexError::Io { path: dir.to_path_buf(), source })?;
+        crate::files::access::create_dir(dir).map_err(|source| IndexError::Io { path: dir.to_path_buf(), source })?;
         let uri = dir.to_str().ok_or_else(|| IndexError::Io {
             path: dir.to_path_buf(),
             source: std::io::Error::other("the index path is not valid UTF-8"),

@@ -36,6 +36,11 @@ impl Memory {
         if turn.text.trim().is_empty() {
             return Err(Error::BadInput("the turn is empty".into()));
         }
+        if let Some(date) = turn.date.filter(|d| !archive::date_in_range(*d)) {
+            return Err(Error::BadInput(format!(
+                "the turn is dated {date}: a fact's day must fall in the years 1000 to 9999"
+            )));
+        }
         let Some(chat) = &self.inner.chat else {
             return Err(Error::NoLlm(
                 "no LLM is configured ([llm] base_url is empty), so facts cannot be extracted from a turn; \

@@ -147,6 +147,21 @@ struct Freshness {
     notify: Notify,
 }
 
+/// A process running as root refuses a root another account owns, in whole or in part (as git
+/// refuses a repository owned by someone else), unless `security.allow_other_owner` is set.
+fn check_owner(root: &Root) -> Result<(), Error> {
+    let found = crate::files::access::foreign_owner(root.dir())
+        .map_err(|source| Error::Read { path: root.dir().display().to_string(), source })?;
+    let Some((path, uid)) = found else { return Ok(()) };
+    let owner = crate::files::access::user_name(uid);
+    Err(Error::OtherOwner(format!(
+        "{} is owned by {owner}, and memfold runs as root: a root process writing where another account can \
+         plant files and links could be made to overwrite any file on the machine. Run memfold as {owner}, \
+         or, if you trust every account that can write there, set security.allow_other_owner = true",
+        path.display()
+    )))
+}
+
 /// Run blocking work off the runtime, passing panics on.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
@@ -171,6 +186,9 @@ impl Memory {
                 root.dir().display(),
                 root.dir().display()
             )));
+        }
+        if !config.security.allow_other_owner {
+            check_owner(&root)?;
         }
         let prompts = Prompts::load(&config.llm.prompts_dir).map_err(|e| Error::Other(e.to_string()))?;
         let chat = ChatClient::from_config(&config.llm)?;

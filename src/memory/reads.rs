@@ -52,7 +52,20 @@ impl Memory {
         if self.inner.root.index_dir().exists() {
             extra.extend(self.index_problems().await?);
         }
-        Ok(crate::verify::verify(&ledger, extra))
+        let mut report = crate::verify::verify(&ledger, extra);
+        let root = self.inner.root.dir();
+        report.warnings = crate::files::access::exposed(root)
+            .iter()
+            .map(|e| {
+                let what = if e.path.is_empty() { root.display().to_string() } else { e.path.clone() };
+                format!(
+                    "{what} is mode {:o}: other accounts on this machine can read or change it; run `{}`",
+                    e.mode,
+                    crate::files::access::fix_for(root)
+                )
+            })
+            .collect();
+        Ok(report)
     }
 
     /// Bring the index up to date, then check that it holds exactly what the files say.

@@ -3,16 +3,19 @@
 //! Bodies mirror the CLI's `--json` output. Every error is
 //! `{"error":{"code","message"}}` (plus `ids` when a 409 can name what is in the way) with a
 //! fitting status: 400 bad input, 401 missing or wrong bearer token, 403 a request a browser
-//! sent for another site, 404 unknown id or route, 405 wrong method, 409 consolidation lock
-//! held, a stale write or a refused undo/apply, 413 body larger than `server.max_body_bytes`
-//! or a fact longer than `ingest.max_fact_bytes` (nothing of the request is stored), 415 a
-//! body not sent as `application/json`, 421 a Host the server does not answer to, 502 an
-//! unusable LLM reply, 503 no LLM configured, the LLM or embedder unreachable, or the daemon
-//! shutting down.
-//! Every route first passes the [`Guard`] (Host allowlist, no cross-site browser requests).
-//! When `server.token_env` names a set variable, every route but `GET /healthz` then requires
-//! `Authorization: Bearer <token>`. A request body, where a route takes one, must be sent
-//! with `Content-Type: application/json` unless it is empty (an empty body means `{}`).
+//! sent for another site, 404 unknown id or route, 405 wrong method, 408 a body slower than
+//! `server.body_timeout_secs`, 409 consolidation lock held, a stale write or a refused
+//! undo/apply, 413 body larger than `server.max_body_bytes` or a fact longer than
+//! `ingest.max_fact_bytes` (nothing of the request is stored), 415 a body not sent as
+//! `application/json`, 421 a Host the server does not answer to, 502 an unusable LLM reply,
+//! 503 no LLM configured, the LLM or embedder unreachable, the daemon shutting down, or
+//! `server.max_mcp_sessions` MCP sessions open.
+//! Every request first passes the [`Guard`] (Host allowlist, no cross-site browser requests),
+//! then, but for `GET /healthz`, the bearer token (the root's `.memfold/token`, or
+//! `server.token_env`'s; see [`super::token`]), as soon as its head is read. A request body,
+//! where a route takes one, must be sent with `Content-Type: application/json` unless it is
+//! empty (an empty body means `{}`). Connections are accepted by [`super::listen`] (header
+//! timeout, connection cap).
 //!
 //! `POST/GET/DELETE /mcp` is the MCP server ([`crate::mcp`]) over streamable HTTP, behind the
 //! same guard and token; it answers in MCP's terms (JSON-RPC), not with the error bodies above,
@@ -24,9 +27,9 @@
 //! `server.request_timeout_secs` for the report, then answers 202 with the request id whose
 //! progress `GET /status` shows.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -37,13 +40,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::NaiveDate;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use super::guard::Guard;
+use super::listen::{self, Limits};
 use super::mcp::McpServer;
 use super::service::{Door, PassAnswer, Service};
 use super::{HTTP_DRAIN, stopped};
@@ -52,11 +58,13 @@ use crate::files::archive::NewFact;
 use crate::memory::views::PassOptions;
 use crate::memory::{SearchRequest, Turn};
 
-/// The state every handler gets: the service, and the token the API requires.
+/// The state every handler gets: the service, the token the API requires, and how long a body
+/// may take to arrive.
 #[derive(Clone)]
 struct Api {
     service: Arc<Service>,
     token: Option<Arc<str>>,
+    body_timeout: Duration,
 }
 
 type Shared = State<Api>;
@@ -75,25 +83,22 @@ pub struct Listener {
 
 /// Serve the API on `http` until `stop` says so, letting open requests finish for at most
 /// [`HTTP_DRAIN`]: the `http` worker of [`super::serve`].
-pub async fn serve(service: Arc<Service>, http: Listener, mut stop: watch::Receiver<bool>) -> Result<(), String> {
-    let mut graceful = stop.clone();
+pub async fn serve(service: Arc<Service>, http: Listener, stop: watch::Receiver<bool>) -> Result<(), String> {
+    let server = &service.memory().config().server;
+    let limits = Limits {
+        header_timeout: Duration::from_secs(server.header_timeout_secs),
+        max_connections: server.max_connections,
+        drain: HTTP_DRAIN,
+    };
     let mcp = McpServer::new(service.clone());
     let rewritten = service.memory().subscribe();
     // Cancelled on shutdown: MCP streams stay open otherwise and would hold the drain.
     let mcp_stop = CancellationToken::new();
     let app = router(service, http.addr, http.token, &mcp, mcp_stop.clone());
-    let server = axum::serve(http.listener, app)
-        .with_graceful_shutdown(async move {
-            stopped(&mut graceful).await;
-            mcp_stop.cancel();
-        })
-        .into_future();
+    let mut cancel = stop.clone();
     tokio::select! {
-        result = server => result.map_err(|e| format!("http server: {e}")),
-        _ = async { stopped(&mut stop).await; tokio::time::sleep(HTTP_DRAIN).await } => {
-            tracing::warn!(drain_secs = HTTP_DRAIN.as_secs(), "requests still open after the drain time; closing them");
-            Ok(())
-        }
+        () = listen::serve(http.listener, app, limits, stop) => Ok(()),
+        () = async { stopped(&mut cancel).await; mcp_stop.cancel(); std::future::pending().await } => Ok(()),
         () = mcp.follow(rewritten) => Ok(()),
     }
 }
@@ -109,10 +114,13 @@ fn router(
 ) -> Router {
     let server = &service.memory().config().server;
     let guard = Arc::new(Guard::new(&server.bind, bound, &server.allowed_hosts));
-    let mcp = mcp.http_service(guard.names(), server.max_body_bytes, mcp_stop);
+    let (mcp, sessions) = mcp.http_service(guard.names(), server.max_body_bytes, mcp_stop);
     let max_body = server.max_body_bytes;
-    let state = Api { service, token: token.map(Arc::from) };
-    let api = Router::new()
+    let body_timeout = Duration::from_secs(server.body_timeout_secs);
+    let max_sessions = server.max_mcp_sessions;
+    let state = Api { service, token: token.map(Arc::from), body_timeout };
+    Router::new()
+        .route("/healthz", get(healthz))
         .route("/facts", post(post_facts))
         .route("/turns", post(post_turns))
         .route("/search", get(search))
@@ -129,15 +137,17 @@ fn router(
         .route("/plans/{id}/reject", post(reject_plan))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", mcp)
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .merge(api)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(RequestBodyTimeoutLayer::new(body_timeout))
+        // The last layer added runs first: the guard, then the token, then the session cap.
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            cap_sessions(sessions.clone(), max_sessions, request, next)
+        }))
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(middleware::from_fn_with_state(guard, guard_requests))
         .layer(middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
@@ -215,14 +225,27 @@ impl IntoResponse for ApiError {
 /// which this server never grants.
 pub struct JsonBody<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+impl<T: DeserializeOwned> FromRequest<Api> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &Api) -> Result<Self, ApiError> {
         let content_type = req.headers().get(header::CONTENT_TYPE).cloned();
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        let slow = || {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the request body did not arrive within server.body_timeout_secs ({}s); nothing was stored",
+                    state.body_timeout.as_secs()
+                ),
+            )
+        };
+        let read = tokio::time::timeout(state.body_timeout, Bytes::from_request(req, state)).await;
+        let bytes = read.map_err(|_| slow())?.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", rejection.body_text())
+            } else if std::error::Error::source(&rejection).is_some_and(is_timeout) {
+                slow()
             } else {
                 ApiError::bad_request(rejection.body_text())
             }
@@ -242,6 +265,34 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let text: &[u8] = if blank { b"{}" } else { &bytes };
         serde_json::from_slice(text).map(JsonBody).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
     }
+}
+
+/// Whether a body read failed because [`RequestBodyTimeoutLayer`] gave up waiting.
+fn is_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(error);
+    while let Some(e) = at {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        at = e.source();
+    }
+    false
+}
+
+/// Refuse a new MCP session (a POST to `/mcp` without `Mcp-Session-Id`) while `max` are open.
+async fn cap_sessions(sessions: Arc<LocalSessionManager>, max: usize, request: Request, next: Next) -> Response {
+    let opens = request.uri().path() == "/mcp"
+        && request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if opens && sessions.sessions.read().await.len() >= max {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_sessions",
+            format!("{max} MCP sessions are open (server.max_mcp_sessions); close one or try again later"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Whether a Content-Type is `application/json` (parameters such as `charset` allowed).
@@ -272,8 +323,11 @@ async fn guard_requests(State(guard): State<Arc<Guard>>, request: Request, next:
     }
 }
 
+/// Every request but `GET /healthz` (unknown routes too) needs the bearer token, checked once
+/// the head is read and before any body.
 async fn require_token(State(state): Shared, request: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
+    let health = request.uri().path() == "/healthz";
+    if let Some(token) = state.token.as_ref().filter(|_| !health) {
         let given = request
             .headers()
             .get(header::AUTHORIZATION)

@@ -31,10 +31,12 @@
 
 mod guard;
 pub mod http;
+mod listen;
 mod mcp;
 mod metrics;
 mod scheduler;
 mod service;
+pub mod token;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -78,8 +80,8 @@ pub enum DaemonError {
     Watch(#[from] WatchError),
     #[error("resolving the root {path}: {source}")]
     Root { path: String, source: std::io::Error },
-    #[error("server.token_env names {var}, which is unset or empty; refusing to serve without the token it asks for")]
-    TokenMissing { var: String },
+    #[error(transparent)]
+    Token(#[from] token::TokenError),
     #[error("installing signal handlers: {0}")]
     Signal(std::io::Error),
     #[error("worker {name} failed: {message}")]
@@ -93,15 +95,23 @@ pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonErr
     let config = memory.config().clone();
     let bind = bind.unwrap_or_else(|| config.server.bind.clone());
     let serve_lock = LockGuard::try_acquire(&root.serve_lock(), "memfold serve")?;
-    let token = config.server_token();
-    if token.is_none() && !config.server.token_env.is_empty() {
-        return Err(DaemonError::TokenMissing { var: config.server.token_env.clone() });
-    }
+    let requested = bind.parse().ok();
+    token::resolve(&config, &root, requested)?; // refuse before binding what would not be served
     memory.index().await.map_err(DaemonError::Index)?;
     let listener = tokio::net::TcpListener::bind(&bind)
         .await
         .map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
     let addr = listener.local_addr().map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
+    let auth = token::resolve(&config, &root, Some(addr))?;
+    let exposed = crate::files::access::exposed(root.dir());
+    if !exposed.is_empty() {
+        let files: Vec<String> = exposed.iter().map(|e| format!("{} ({:o})", e.path, e.mode)).collect();
+        warn!(
+            files = %files.join(", "),
+            fix = %crate::files::access::fix_for(root.dir()),
+            "other accounts on this machine can read or change these memory files"
+        );
+    }
     // notify reports canonical paths; the watcher must compare them with a canonical root.
     let canonical = root
         .dir()
@@ -109,23 +119,20 @@ pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonErr
         .map_err(|source| DaemonError::Root { path: root.dir().display().to_string(), source })?;
     let watcher = Watcher::start(&Root::new(canonical), WATCH_DEBOUNCE)?;
     let mut signals = Signals::new().map_err(DaemonError::Signal)?;
-    if token.is_none() && !addr.ip().is_loopback() {
-        warn!(%addr, "listening beyond loopback without a bearer token (set server.token_env)");
-    }
 
     let (stop_tx, stop) = watch::channel(false);
     let (state, scheduler) = Service::new(memory, true);
     info!(
         %addr,
         root = %root.dir().display(),
-        auth = token.is_some(),
+        auth = auth.token().is_some(),
         decider = state.memory().decider_name(),
         interval_secs = config.consolidation.interval_seconds,
         "memfold serving"
     );
 
     let mut workers = Workers::default();
-    let http = http::Listener { listener, addr, token };
+    let http = http::Listener { listener, addr, token: auth.token().map(str::to_string) };
     workers.spawn("http", http::serve(state.clone(), http, stop.clone()));
     workers.spawn("scheduler", scheduler.run(stop.clone()));
     workers.spawn("indexer", indexer_worker(state.clone(), stop.clone()));

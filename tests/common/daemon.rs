@@ -52,6 +52,20 @@ impl Fixture {
         self.dir.path().join("root")
     }
 
+    /// The token a daemon started with `env` requires: the variable `server.token_env` names,
+    /// none with `server.auth = false`, else the root's token file.
+    fn token(&self, env: &[(&str, &str)]) -> Option<String> {
+        let get = |key: &str| env.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string());
+        if let Some(var) = get("MEMFOLD_SERVER__TOKEN_ENV") {
+            return get(&var);
+        }
+        if get("MEMFOLD_SERVER__AUTH").as_deref() == Some("false") {
+            return None;
+        }
+        let text = std::fs::read_to_string(self.root().join(".memfold/token")).expect("the daemon made its token");
+        Some(text.trim().to_string())
+    }
+
     /// Start `memfold serve` with these extra environment variables and wait until it answers.
     pub async fn serve(&self, env: &[(&str, &str)]) -> Daemon {
         let port = free_port();
@@ -66,13 +80,20 @@ impl Fixture {
             command.env(k, v);
         }
         let child = command.spawn().expect("memfold serve starts");
-        let mut daemon =
-            Daemon { child, port, base: format!("http://127.0.0.1:{port}"), log, client: reqwest::Client::new() };
+        let mut daemon = Daemon {
+            child,
+            port,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+            client: reqwest::Client::new(),
+            token: None,
+        };
         let started = Instant::now();
         loop {
             if let Ok(r) = daemon.client.get(daemon.url("/healthz")).send().await
                 && r.status() == 200
             {
+                daemon.token = self.token(env);
                 return daemon;
             }
             if let Some(status) = daemon.child.try_wait().unwrap() {
@@ -90,7 +111,10 @@ pub struct Daemon {
     pub port: u16,
     pub base: String,
     pub log: PathBuf,
+    /// A client without credentials; [`Daemon::send`] adds the token.
     pub client: reqwest::Client,
+    /// The bearer token the daemon requires.
+    pub token: Option<String>,
 }
 
 impl Drop for Daemon {
@@ -109,8 +133,36 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The token as `memfold token` prints it ("" when the daemon needs none).
+    pub fn token(&self) -> &str {
+        self.token.as_deref().unwrap_or_default()
+    }
+
+    /// The Authorization header a client of this daemon sends.
+    pub fn bearer(&self) -> (&'static str, String) {
+        ("Authorization", format!("Bearer {}", self.token()))
+    }
+
+    /// Send a request with the daemon's token unless it carries an Authorization header already.
     pub async fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
-        let response = request.send().await.unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.logs()));
+        let mut request = request.build().unwrap();
+        if let Some(token) = &self.token
+            && !request.headers().contains_key(reqwest::header::AUTHORIZATION)
+        {
+            let value = format!("Bearer {token}").parse().unwrap();
+            request.headers_mut().insert(reqwest::header::AUTHORIZATION, value);
+        }
+        self.execute(request).await
+    }
+
+    /// Send a request as it is: no token unless it has one.
+    pub async fn send_anonymous(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        self.execute(request.build().unwrap()).await
+    }
+
+    async fn execute(&self, request: reqwest::Request) -> (u16, Value) {
+        let response =
+            self.client.execute(request).await.unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.logs()));
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
         let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
@@ -129,9 +181,20 @@ impl Daemon {
         self.send(self.client.delete(self.url(path))).await
     }
 
-    /// Send `METHOD /path` with exactly these headers (no Host unless given) and `body` over a
-    /// plain TCP connection, as a browser or curl would, and read the JSON answer.
+    /// Send `METHOD /path` with these headers (no Host unless given; the daemon's token unless
+    /// they carry an Authorization header) and `body` over a plain TCP connection, as a browser
+    /// or curl would, and read the JSON answer.
     pub async fn raw(&self, request_line: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+        let bearer = self.bearer();
+        let mut all = headers.to_vec();
+        if self.token.is_some() && !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+            all.push((bearer.0, &bearer.1));
+        }
+        self.raw_anonymous(request_line, &all, body).await
+    }
+
+    /// [`Daemon::raw`] with exactly these headers: no token unless they carry one.
+    pub async fn raw_anonymous(&self, request_line: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut head = format!("{request_line} HTTP/1.1\r\n");
         for (name, value) in headers {
@@ -155,7 +218,7 @@ impl Daemon {
     }
 
     pub async fn metrics(&self) -> String {
-        let response = self.client.get(self.url("/metrics")).send().await.unwrap();
+        let response = self.client.get(self.url("/metrics")).bearer_auth(self.token()).send().await.unwrap();
         assert_eq!(response.status(), 200);
         assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
         response.text().await.unwrap()

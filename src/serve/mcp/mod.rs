@@ -150,19 +150,20 @@ impl McpServer {
 
     /// `/mcp` for `memfold serve`: streamable HTTP answering only to `hosts` (names, any port:
     /// the guard in front checks the ports), refusing bodies over `max_body` bytes, and closing
-    /// every session and stream when `stop` is cancelled.
+    /// every session and stream when `stop` is cancelled; and its sessions, to count them.
     pub fn http_service(
         &self,
         hosts: Vec<String>,
         max_body: usize,
         stop: CancellationToken,
-    ) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    ) -> (StreamableHttpService<McpServer, LocalSessionManager>, Arc<LocalSessionManager>) {
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_max_request_body_bytes(max_body)
             .with_cancellation_token(stop);
         let server = self.clone();
-        StreamableHttpService::new(move || Ok(server.session()), Default::default(), config)
+        let sessions = Arc::new(LocalSessionManager::default());
+        (StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config), sessions)
     }
 
     /// Tell subscribers when a served file's content changes, as `rewritten` (from
