@@ -128,6 +128,7 @@ async fn run(name: &str, entries: &[String], facts: &[String]) {
     let llm = FakeOpenAi::start().await;
     llm.set_chat_handler(|_| FakeReply::Content(r#"{"ops":[],"lines":[]}"#.into()));
     let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    config.embedding.provider = memfold::config::EmbeddingProvider::Local;
     config.llm = llm.llm_config();
     let memory = Memory::open(config).await.expect("open");
     let t = Instant::now();

@@ -26,6 +26,7 @@ fn knob(name: &str, default: usize) -> usize {
 
 fn memfold(root: &Path, llm: &FakeOpenAi) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
+    command.env("MEMFOLD_EMBEDDING__PROVIDER", "local");
     command
         .arg("--root")
         .arg(root)

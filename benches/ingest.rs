@@ -31,6 +31,7 @@ fn knobs(name: &str, default: &[usize]) -> Vec<usize> {
 
 fn memfold(root: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
+    command.env("MEMFOLD_EMBEDDING__PROVIDER", "local");
     command.arg("--root").arg(root).env_remove("MEMFOLD_ROOT").env_remove("MEMFOLD_CONFIG");
     // The knobs are for this program; memfold would read MEMFOLD_* as configuration keys.
     for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("MEMFOLD_BENCH_")) {

@@ -108,6 +108,7 @@ async fn main() {
         });
     }
     let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    config.embedding.provider = memfold::config::EmbeddingProvider::Local;
     config.llm = llm.llm_config();
     config.promotion.memory_max_lines = max_lines;
     let memory = Memory::open(config.clone()).await.expect("open");

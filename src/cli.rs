@@ -313,6 +313,7 @@ async fn status(memory: &Memory, json: bool) -> Result<i32> {
             );
         }
         println!("entries:       {}", status.entries);
+        println!("embedder:      {} ({})", status.embedder.name, status.embedder.why);
         match &status.last_run {
             Some(run) => println!("last run:      {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops),
             None => println!("last run:      none"),

@@ -119,6 +119,9 @@ impl LlmConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EmbeddingProvider {
+    /// MiniLM when its files are at `model_dir` or where README's set-up puts them
+    /// (`~/.local/share/memfold/minilm`), else `local`.
+    Auto,
     /// Hashed word and character n-grams, built in, no weights.
     Local,
     /// all-MiniLM-L6-v2 in process (candle), from `model_dir`.
@@ -148,7 +151,7 @@ pub struct EmbeddingConfig {
 impl Default for EmbeddingConfig {
     fn default() -> Self {
         EmbeddingConfig {
-            provider: EmbeddingProvider::Local,
+            provider: EmbeddingProvider::Auto,
             model_dir: String::new(),
             base_url: String::new(),
             model: String::new(),
@@ -185,6 +188,12 @@ pub struct ConsolidationConfig {
     pub neighbor_k: usize,
     /// Full-text candidates per new fact, added to the vector neighbours.
     pub lexical_k: usize,
+    /// Entries each new fact is shown besides its ranked neighbours because they share an
+    /// aspect key with it (`subject / attribute`), best first; 0 turns aspect keys off.
+    pub aspect_k: usize,
+    /// A TOML file of life aspects added to the built-in taxonomy (same format as
+    /// `src/consolidate/aspects/taxonomy.toml`; an aspect of the same name replaces the built-in one).
+    pub aspects_file: String,
     /// Cosine below which two new facts are not linked by their vectors. Entries are shown by
     /// rank alone (every fact sees its top `neighbor_k`); this never merges anything.
     pub min_similarity: f32,
@@ -211,6 +220,8 @@ impl Default for ConsolidationConfig {
             interval_seconds: 1800,
             neighbor_k: 8,
             lexical_k: 4,
+            aspect_k: 6,
+            aspects_file: String::new(),
             min_similarity: 0.25,
             cluster_max: 25,
             call_budget_tokens: 4000,
@@ -536,7 +547,7 @@ mod tests {
         assert_eq!(c.promotion.memory_max_lines, 200);
         assert_eq!(c.server.bind, "127.0.0.1:7878");
         assert_eq!(c.ingest.max_fact_bytes, 8192);
-        assert_eq!(c.embedding.provider, EmbeddingProvider::Local);
+        assert_eq!(c.embedding.provider, EmbeddingProvider::Auto);
         assert!(!c.llm.enabled());
     }
 

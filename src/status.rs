@@ -10,7 +10,7 @@ use crate::consolidate::gate::{self, GateInput};
 use crate::files::Root;
 use crate::ledger::{Ledger, LedgerError};
 use crate::lock;
-use crate::memory::views::Status;
+use crate::memory::views::{EmbedderStatus, Status};
 
 /// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).
 pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status, LedgerError> {
@@ -38,5 +38,9 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
         last_run: ledger.state.last_run.clone(),
         watermark: ledger.state.watermark,
         problems: ledger.problems.len(),
+        embedder: {
+            let (chosen, why) = crate::embed::chosen(&config.embedding);
+            EmbedderStatus { name: chosen.name(), why }
+        },
     })
 }

@@ -3,7 +3,10 @@
 //! [`FakeOpenAi`] serves `POST /v1/chat/completions`, `POST /v1/embeddings` and `GET /v1/models`.
 //! Chat replies come from a queue ([`FakeOpenAi::push_chat`]) and, when it is empty, from a
 //! handler that sees the request body ([`FakeOpenAi::set_chat_handler`]; the default answers 500
-//! "no scripted reply"). Embeddings are deterministic hashed character trigrams
+//! "no scripted reply"). The keying call of a pass (`prompts/keys.md`) is answered apart, by
+//! [`FakeOpenAi::set_keys_handler`] (default: no keys), never from the queue, and its requests
+//! are kept apart too ([`FakeOpenAi::keying_requests`]); it counts in the call and token totals
+//! like any call. Embeddings are deterministic hashed character trigrams
 //! ([`fake_embedding`]), returned in reverse order with their `index` so clients must sort.
 //! Use [`FakeOpenAi::start`] inside a tokio test and [`FakeOpenAi::start_in_thread`] from sync
 //! tests that run the `memfold` binary. Dropping the value (or [`FakeOpenAi::shutdown`]) stops it.
@@ -55,7 +58,9 @@ type ChatHandler = Arc<dyn Fn(&Value) -> FakeReply + Send + Sync>;
 struct Shared {
     queue: Mutex<VecDeque<FakeReply>>,
     handler: Mutex<ChatHandler>,
+    keys_handler: Mutex<ChatHandler>,
     requests: Mutex<Vec<Value>>,
+    keying_requests: Mutex<Vec<Value>>,
     embedding_dim: AtomicUsize,
     /// Embedding calls still to fail, and with which status.
     embedding_failures: Mutex<(u32, u16)>,
@@ -150,6 +155,21 @@ impl FakeOpenAi {
         lock(&self.shared.queue).push_back(reply);
     }
 
+    /// Answer keying calls (`prompts/keys.md`) with `handler(request body)`.
+    pub fn set_keys_handler(&self, handler: impl Fn(&Value) -> FakeReply + Send + Sync + 'static) {
+        *lock(&self.shared.keys_handler) = Arc::new(handler);
+    }
+
+    /// How many keying calls were received.
+    pub fn keying_calls(&self) -> u64 {
+        lock(&self.shared.keying_requests).len() as u64
+    }
+
+    /// The keying calls received, in order.
+    pub fn keying_requests(&self) -> Vec<Value> {
+        lock(&self.shared.keying_requests).clone()
+    }
+
     /// Answer chat requests with `handler(request body)` whenever the queue is empty.
     pub fn set_chat_handler(&self, handler: impl Fn(&Value) -> FakeReply + Send + Sync + 'static) {
         *lock(&self.shared.handler) = Arc::new(handler);
@@ -213,7 +233,9 @@ impl Shared {
         Arc::new(Shared {
             queue: Mutex::new(VecDeque::new()),
             handler: Mutex::new(default),
+            keys_handler: Mutex::new(Arc::new(|_| FakeReply::Content(r#"{"keys":{}}"#.into()))),
             requests: Mutex::new(Vec::new()),
+            keying_requests: Mutex::new(Vec::new()),
             embedding_dim: AtomicUsize::new(DEFAULT_EMBEDDING_DIM),
             embedding_failures: Mutex::new((0, 500)),
             chat_calls: AtomicU64::new(0),
@@ -254,11 +276,21 @@ async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, mut stopp
     }
 }
 
+/// The opening of the keying prompt, which tells a keying call from the others.
+const KEYING_PROMPT_START: &str = "You name what each fact about a person's life is about";
+
 async fn chat(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
     shared.chat_calls.fetch_add(1, Ordering::SeqCst);
-    lock(&shared.requests).push(body.clone());
-    let queued = lock(&shared.queue).pop_front();
-    let mut reply = queued.unwrap_or_else(|| shared.handler_reply(&body));
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    let mut reply = if system.starts_with(KEYING_PROMPT_START) {
+        lock(&shared.keying_requests).push(body.clone());
+        let handler = lock(&shared.keys_handler).clone();
+        handler(&body)
+    } else {
+        lock(&shared.requests).push(body.clone());
+        let queued = lock(&shared.queue).pop_front();
+        queued.unwrap_or_else(|| shared.handler_reply(&body))
+    };
     if let FakeReply::Stall(duration) = reply {
         let mut stopping = shared.stopping.clone();
         tokio::select! {
@@ -442,6 +474,11 @@ mod tests {
     async fn post(url: String, body: Value) -> (u16, Value) {
         let response = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
         (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    #[test]
+    fn keying_calls_are_told_apart_by_the_built_in_prompt() {
+        assert!(crate::llm::Prompts::default().keys.starts_with(KEYING_PROMPT_START));
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use crate::common::{json, memfold};
 
@@ -43,7 +43,7 @@ fn init_add_verify_as_the_readme_shows() {
 #[test]
 fn add_with_date_and_stdin() {
     let dir = init();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memfold"))
+    let mut child = crate::common::bin()
         .args(["add", "--stdin", "--json", "--date", "2026-05-27", "--root"])
         .arg(dir.path())
         .stdin(Stdio::piped())
@@ -166,7 +166,7 @@ fn one_clock_dates_archive_files_entries_and_history_alike() {
 fn search_prints_nothing_on_stderr_at_the_default_log_level() {
     let dir = init();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_memfold"))
+        let out = crate::common::bin()
             .arg("--root")
             .arg(dir.path())
             .args(args)

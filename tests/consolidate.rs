@@ -245,13 +245,14 @@ async fn an_llm_outage_costs_no_attempts_and_a_forced_pass_retries_given_up_fact
     let per_call = u64::from(env.llm.llm_config().max_retries) + 1;
     // Far more outages than max_attempts allows unusable replies.
     for outage in 0..env.config.consolidation.max_attempts + 2 {
-        let before = env.llm.chat_calls();
+        let before = env.llm.chat_calls() - env.llm.keying_calls();
         let report = force(&env).await;
         assert!(!report.applied);
         assert_eq!(report.failed_facts.len(), 3, "outage {outage}");
         assert!(report.stopped.as_deref().is_some_and(|why| why.contains("503")), "{:?}", report.stopped);
         assert!(report.summary().contains("3 facts left pending; stopped: "), "{}", report.summary());
-        assert_eq!(env.llm.chat_calls() - before, per_call, "the pass stops asking after the first call fails");
+        let decisions = env.llm.chat_calls() - env.llm.keying_calls() - before;
+        assert_eq!(decisions, per_call, "the pass stops asking after the first call fails");
         let state = State::load(&env.root.state_json()).unwrap();
         assert!(state.facts.values().all(|p| p.attempts == 0), "{:?}", state.facts);
     }
@@ -380,7 +381,7 @@ async fn small_clusters_share_one_call_whose_prompt_is_counted_and_dry_run_write
         "2026-06-02",
         &["Likes tea a lot", "Plays chess online", "Walks the dog Rex daily", "Lives in Lisbon centre"],
     );
-    let calls_before = env.llm.chat_calls() as usize;
+    let calls_before = env.llm.chat_requests().len();
     let memory_before = std::fs::read(env.root.memory()).unwrap();
     let dry = pass(&env, PassOptions { force: true, dry_run: true }).await.unwrap();
     assert!(!dry.applied && !dry.ops.is_empty());
@@ -478,7 +479,7 @@ async fn every_call_starts_with_the_same_prompt_and_a_fact_over_budget_still_get
     // A budget below the system prompt: every fact gets a call of its own, with all its entries.
     env.config.consolidation.call_budget_tokens = 1;
     add(&env, "2026-06-02", &["Likes green tea now", "Plays chess online now", "Has a dog named Rex"]);
-    let before = env.llm.chat_calls() as usize;
+    let before = env.llm.chat_requests().len();
     let report = force(&env).await;
     let packing = &report.packing;
     assert_eq!((packing.calls, packing.over_budget, packing.coverage), (3, 3, 1.0), "{packing:?}");
@@ -515,7 +516,7 @@ async fn an_entry_two_calls_need_shows_the_later_call_what_the_earlier_did_and_u
         json!([{"op": "REPLACE", "target": ids(&doc["neighbors"])[0], "facts": ids(&doc["candidates"]), "content": text, "why": "update"}])
     }));
     add(&env, "2026-07-01", &["Lives in Berlin now", "Lives in Oslo now"]);
-    let before = env.llm.chat_calls() as usize;
+    let before = env.llm.chat_requests().len();
     let report = force(&env).await;
     assert_eq!(report.packing.calls, 2);
     assert_eq!(report.clusters[0].neighbors, report.clusters[1].neighbors, "the entry is in both calls");
@@ -681,7 +682,7 @@ async fn updates_among_distractors(env: &crate::common::Env, n: usize) -> (PassR
     let cfg = &env.config.consolidation;
     let params =
         NeighbourParams { neighbor_k: cfg.neighbor_k, lexical_k: cfg.lexical_k, min_similarity: cfg.min_similarity };
-    let links = cluster::neighbours(fact_nodes, entry_nodes, params).unwrap();
+    let links = cluster::neighbours(fact_nodes, entry_nodes, &[], params).unwrap();
     let at: std::collections::HashMap<&str, usize> =
         texts.iter().enumerate().map(|(i, (id, _))| (id.as_str(), i)).collect();
 

@@ -11,7 +11,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -150,7 +150,7 @@ impl Lab {
     /// Run `args` on `root` and kill it with SIGKILL once it says it paused at `at`; returns
     /// whether it got there (else it ran to its end, successfully).
     fn kill_in_place(&self, root: &Path, args: &[&str], at: &str, extra: &[(&str, &str)]) -> bool {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memfold"));
+        let mut cmd = crate::common::bin();
         cmd.arg("--root").arg(root).args(args);
         cmd.env_remove("MEMFOLD_ROOT").env("MEMFOLD_LOG", "warn").env("MEMFOLD_TEST_PAUSE_AT", at);
         for (k, v) in self.env() {

@@ -67,7 +67,8 @@ async fn a_fact_appended_by_hand_is_found_after_the_watcher_runs() {
     let dir = tempfile::tempdir().unwrap();
     let root = Root::new(dir.path().canonicalize().unwrap());
     root.init().unwrap();
-    let config = Config { root: root.dir().to_path_buf(), ..Config::default() };
+    let mut config = Config { root: root.dir().to_path_buf(), ..Config::default() };
+    config.embedding.provider = memfold::config::EmbeddingProvider::Local;
     let index = std::sync::Arc::new(corpus::open_index(&root, &config).await.unwrap());
     let mut watcher = Watcher::start(&root, Duration::from_millis(200)).unwrap();
     let (worker_root, worker_index) = (root.clone(), index.clone());
@@ -233,7 +234,8 @@ async fn a_root_built_pass_by_pass_and_by_reindex_clear_ranks_every_question_ali
     let dir = tempfile::tempdir().unwrap();
     let root = Root::new(dir.path());
     root.init().unwrap();
-    let config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    config.embedding.provider = memfold::config::EmbeddingProvider::Local;
     let memory = Memory::open(config.clone()).await.unwrap();
     let stream = fact_stream(24, 20);
     let start: NaiveDate = "2026-03-01".parse().unwrap();

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use memfold::consolidate::pass::PassReport;
 use memfold::files::entries::EntryFile;
@@ -210,7 +210,7 @@ fn a_fact_over_max_fact_bytes_is_refused_and_nothing_is_stored() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("fact 1 has 9999 bytes of text, more than ingest.max_fact_bytes = 8192"), "{stderr}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memfold"))
+    let mut child = crate::common::bin()
         .args(["add", "--stdin", "--root"])
         .arg(root)
         .stdin(Stdio::piped())
@@ -233,7 +233,7 @@ fn a_fact_over_max_fact_bytes_is_refused_and_nothing_is_stored() {
 fn control_characters_never_reach_a_file_raw() {
     let dir = init_root();
     let root = dir.path();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memfold"))
+    let mut child = crate::common::bin()
         .args(["add", "--stdin", "--source", "tty\u{1b}]0;owned\u{7}", "--root"])
         .arg(root)
         .stdin(Stdio::piped())

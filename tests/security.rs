@@ -32,6 +32,7 @@ fn under_umask_022(root: &Path, args: &[&str]) -> Output {
         .env_remove("MEMFOLD_ROOT")
         .env_remove("MEMFOLD_LLM__BASE_URL")
         .env("MEMFOLD_LOG", "warn")
+        .env("MEMFOLD_EMBEDDING__PROVIDER", "local")
         .output()
         .unwrap()
 }
@@ -182,7 +183,7 @@ async fn every_route_but_healthz_needs_the_token_memfold_token_prints() {
     let (code, _) = daemon.raw_anonymous("GET /status", &[("Host", &host_of(&daemon))], "").await;
     assert_eq!(code, 200);
     daemon.stop().await;
-    let out = Command::new(env!("CARGO_BIN_EXE_memfold"))
+    let out = crate::common::bin()
         .arg("--root")
         .arg(&root)
         .args(["serve", "--bind", "0.0.0.0:0"])
@@ -331,7 +332,7 @@ async fn another_account_reads_nothing_and_gets_401() {
     assert!(!listed.status.success(), "{OTHER} listed the root");
 
     let port = crate::common::daemon::free_port();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_memfold"))
+    let mut serve = crate::common::bin()
         .arg("--root")
         .arg(&root)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod aspects;
 mod cli;
 mod consolidate;
 mod crash;

@@ -50,6 +50,8 @@ pub struct Links {
     pub ranked: Vec<Vec<usize>>,
     /// Linked pairs of facts `(i, j)`, `i < j`, each listed once.
     pub fact_fact: Vec<(usize, usize)>,
+    /// How many (fact, entry) pairs of `ranked` only the aspect lists brought.
+    pub from_aspects: usize,
 }
 
 impl Links {
@@ -72,8 +74,15 @@ impl Links {
 const RRF_K: f64 = 60.0;
 
 /// Find neighbour links by cosine (vectors are unit length, so cosine = dot product) and by
-/// words. Fails only if the matrix product does (out of memory, say).
-pub fn neighbours(facts: &[Node], entries: &[Node], params: NeighbourParams) -> candle_core::Result<Links> {
+/// words; `aspects`, per fact, are more entries it is shown (those sharing an aspect key with
+/// it, [`super::aspects::candidates`]), after its ranked ones. Fails only if the matrix product
+/// does (out of memory, say).
+pub fn neighbours(
+    facts: &[Node],
+    entries: &[Node],
+    aspects: &[Vec<usize>],
+    params: NeighbourParams,
+) -> candle_core::Result<Links> {
     let k = params.neighbor_k;
     // No floor on entries: a fact always sees its best ones.
     let by_cosine = top_k_dot(facts, entries, k, false, f32::NEG_INFINITY)?;
@@ -87,10 +96,25 @@ pub fn neighbours(facts: &[Node], entries: &[Node], params: NeighbourParams) -> 
             near_facts_by_words[i] = fact_words.top(fact.text, params.lexical_k, Some(i));
         }
     }
-    let ranked = by_cosine.iter().zip(&by_words).map(|(cos, words)| fuse(cos, words, k)).collect();
+    let mut from_aspects = 0;
+    let ranked = by_cosine
+        .iter()
+        .zip(&by_words)
+        .enumerate()
+        .map(|(i, (cos, words))| {
+            let mut list = fuse(cos, words, k);
+            for &e in aspects.get(i).into_iter().flatten() {
+                if !list.contains(&e) {
+                    list.push(e);
+                    from_aspects += 1;
+                }
+            }
+            list
+        })
+        .collect();
     let mut fact_fact: BTreeSet<(usize, usize)> = mutual(&near_facts);
     fact_fact.extend(mutual(&near_facts_by_words));
-    Ok(Links { ranked, fact_fact: fact_fact.into_iter().collect() })
+    Ok(Links { ranked, fact_fact: fact_fact.into_iter().collect(), from_aspects })
 }
 
 /// The best `k` of two ranked lists by reciprocal rank fusion, best first. Ties (the same place
@@ -123,6 +147,7 @@ fn mutual(near: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
 }
 
 /// Exact top-k by dot product (at least `floor`) for every query, in chunks to bound memory.
+/// Also used by the aspect keyer.
 /// With `same_set`, a query is never its own neighbour.
 fn top_k_dot(
     queries: &[Node],
@@ -195,21 +220,21 @@ fn pad(v: &[f32], dim: usize) -> impl Iterator<Item = f32> + '_ {
 /// Dot products of query vectors with a fixed set of target vectors, using candle's optimised
 /// CPU matrix product. The targets become a tensor once, and each block of scores is read
 /// where the product wrote it.
-struct Scorer {
+pub(super) struct Scorer {
     /// The targets as a `d × m` view, ready to multiply.
     targets: candle_core::Tensor,
     d: usize,
 }
 
 impl Scorer {
-    fn new(targets: &[Node], d: usize) -> candle_core::Result<Scorer> {
+    pub(super) fn new(targets: &[Node], d: usize) -> candle_core::Result<Scorer> {
         let matrix: Vec<f32> = targets.iter().flat_map(|t| pad(t.vector, d)).collect();
         let targets = candle_core::Tensor::from_vec(matrix, (targets.len(), d), &candle_core::Device::Cpu)?.t()?;
         Ok(Scorer { targets, d })
     }
 
     /// Call `f` with the `n × m` row-major scores of `n` queries (`q` is `n × d`).
-    fn scores<T>(&self, q: Vec<f32>, n: usize, f: impl FnOnce(&[f32]) -> T) -> candle_core::Result<T> {
+    pub(super) fn scores<T>(&self, q: Vec<f32>, n: usize, f: impl FnOnce(&[f32]) -> T) -> candle_core::Result<T> {
         use candle_core::{Device, Storage, Tensor};
         let product = Tensor::from_vec(q, (n, self.d), &Device::Cpu)?.matmul(&self.targets)?;
         let (storage, layout) = product.storage_and_layout();
@@ -342,7 +367,7 @@ mod tests {
             Node { id: "m-job", text: "works at google", vector: &va },
             Node { id: "m-pet", text: "owns a dog named rex", vector: &vc },
         ];
-        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 1, lexical_k: 0, min_similarity: 0.25 })
+        let links = neighbours(&facts, &entries, &[], NeighbourParams { neighbor_k: 1, lexical_k: 0, min_similarity: 0.25 })
             .unwrap();
         let clusters = clusters(&facts, &entries, &links);
         assert_eq!(clusters.len(), 2);
@@ -358,7 +383,7 @@ mod tests {
         let facts: Vec<Node> = (0..20).map(|i| Node { id: &ids[i], text: &texts[i], vector: &vs[i] }).collect();
         let entries: Vec<Node> = (20..40).map(|i| Node { id: &ids[i], text: &texts[i], vector: &vs[i] }).collect();
         let links =
-            neighbours(&facts, &entries, NeighbourParams { neighbor_k: 2, lexical_k: 2, min_similarity: 0.0 }).unwrap();
+            neighbours(&facts, &entries, &[], NeighbourParams { neighbor_k: 2, lexical_k: 2, min_similarity: 0.0 }).unwrap();
         let clusters = clusters(&facts, &entries, &links);
         let mut seen = std::collections::HashSet::new();
         for c in &clusters {
@@ -378,7 +403,7 @@ mod tests {
             Node { id: "m-1", text: "Lives in Lisbon", vector: &vb },
             Node { id: "m-2", text: "Unrelated", vector: &va },
         ];
-        let links = neighbours(&facts, &entries, NeighbourParams { neighbor_k: 2, lexical_k: 1, min_similarity: 0.25 })
+        let links = neighbours(&facts, &entries, &[], NeighbourParams { neighbor_k: 2, lexical_k: 1, min_similarity: 0.25 })
             .unwrap();
         let c = clusters(&facts, &entries, &links);
         assert_eq!(c[0].entries, ["m-1", "m-2"]);
@@ -394,7 +419,7 @@ mod tests {
         let ids = ["m-0", "m-1", "m-2", "m-3", "m-4"];
         let entries: Vec<Node> = (0..5).map(|i| Node { id: ids[i], text: texts[i], vector: &vs[i] }).collect();
         let links =
-            neighbours(&facts, &entries, NeighbourParams { neighbor_k: 3, lexical_k: 2, min_similarity: 0.9 }).unwrap();
+            neighbours(&facts, &entries, &[], NeighbourParams { neighbor_k: 3, lexical_k: 2, min_similarity: 0.9 }).unwrap();
         // Best by cosine (all negative), the only one sharing a word, second by cosine.
         assert_eq!(links.ranked[0], [4, 0, 3]);
     }

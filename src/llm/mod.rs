@@ -12,6 +12,7 @@
 //! wrapped in prose.
 
 pub mod extract;
+pub mod keys;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -204,6 +205,8 @@ pub struct Prompts {
     pub extract: String,
     /// `promote.md`: picks the lines of `MEMORY.md`.
     pub promote: String,
+    /// `keys.md`: names what new facts are about (aspect keys).
+    pub keys: String,
 }
 
 impl Default for Prompts {
@@ -212,6 +215,7 @@ impl Default for Prompts {
             consolidate: include_str!("../../prompts/consolidate.md").into(),
             extract: include_str!("../../prompts/extract.md").into(),
             promote: include_str!("../../prompts/promote.md").into(),
+            keys: include_str!("../../prompts/keys.md").into(),
         }
     }
 }
@@ -234,6 +238,7 @@ impl Prompts {
             ("consolidate", &mut prompts.consolidate),
             ("extract", &mut prompts.extract),
             ("promote", &mut prompts.promote),
+            ("keys", &mut prompts.keys),
         ] {
             let path = dir.join(format!("{name}.md"));
             if !path.exists() {

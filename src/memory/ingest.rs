@@ -1,6 +1,7 @@
 //! Ingest: facts appended to the archive, and facts extracted from a conversation turn.
 
-use super::Memory;
+use super::{Memory, blocking};
+use crate::consolidate::aspects::cache::KeyCache;
 use crate::error::Error;
 use crate::files::archive::{self, Fact, NewFact};
 use crate::llm::{Usage, extract};
@@ -50,14 +51,25 @@ impl Memory {
             ));
         };
         let today = turn.date.unwrap_or_else(|| self.inner.clock.today());
-        let (texts, usage) = extract::facts(chat, &self.inner.prompts.extract, &turn.text, today).await?;
+        let system = extract::system_message(&self.inner.prompts.extract, self.inner.taxonomy.attributes());
+        let (found, usage) = extract::facts(chat, &system, &turn.text, today).await?;
         let source = Some(turn.source.clone().unwrap_or_else(|| "turn".into()));
         let facts: Vec<NewFact> =
-            texts.into_iter().map(|text| NewFact { text, date: turn.date, source: source.clone() }).collect();
+            found.iter().map(|f| NewFact { text: f.text.clone(), date: turn.date, source: source.clone() }).collect();
         if let Err(e) = archive::check_new(&facts, self.inner.config.ingest.max_fact_bytes) {
             return Err(Error::LlmReply(format!(
                 "the LLM extracted an unusable fact: {e}; nothing was stored, send the turn again or in smaller parts"
             )));
+        }
+        // The keys are derived data: cached by text for the pass that decides these facts.
+        let keyed: Vec<(String, Vec<String>)> =
+            found.into_iter().filter(|f| !f.keys.is_empty()).map(|f| (f.text, f.keys)).collect();
+        if !keyed.is_empty() && self.inner.config.consolidation.aspect_k > 0 {
+            let root = self.inner.root.clone();
+            let cached = blocking(move || KeyCache::load(&root).put(&keyed)).await;
+            if let Err(e) = cached {
+                tracing::warn!(error = %e, "the keys of extracted facts were not cached");
+            }
         }
         Ok((facts, usage))
     }

@@ -43,6 +43,7 @@ use tokio::sync::{Notify, OnceCell, broadcast};
 use crate::clock::Clock;
 use crate::commit::{self, Change};
 use crate::config::Config;
+use crate::consolidate::aspects::{Aspects, Keyer, KeyerParams, Keying, Taxonomy};
 use crate::consolidate::decide::Decider;
 use crate::consolidate::records;
 use crate::corpus;
@@ -131,6 +132,11 @@ struct Inner {
     decider: Decider,
     /// Remembers the day files between appends (one append at a time).
     appender: Mutex<Appender>,
+    /// The aspect keyer, made with the index's embedder on the first pass that needs it (none
+    /// when `consolidation.aspect_k` is 0).
+    aspects: OnceCell<Option<Aspects>>,
+    /// The life aspects keys are made of (built in, extended by `consolidation.aspects_file`).
+    taxonomy: Taxonomy,
     fresh: Freshness,
     rewritten: broadcast::Sender<Rewritten>,
 }
@@ -191,6 +197,11 @@ impl Memory {
             check_owner(&root)?;
         }
         let prompts = Prompts::load(&config.llm.prompts_dir).map_err(|e| Error::Other(e.to_string()))?;
+        let taxonomy = match config.consolidation.aspects_file.trim() {
+            "" => Taxonomy::builtin(),
+            file => Taxonomy::with_file(&crate::config::expand_tilde(std::path::Path::new(file)))
+                .map_err(|e| Error::BadInput(format!("consolidation.aspects_file: {e}")))?,
+        };
         let chat = ChatClient::from_config(&config.llm)?;
         let decider = match &chat {
             Some(client) => Decider::Llm { client: client.clone(), prompts: prompts.clone() },
@@ -206,6 +217,8 @@ impl Memory {
                 prompts,
                 decider,
                 appender: Mutex::new(Appender::default()),
+                aspects: OnceCell::new(),
+                taxonomy,
                 fresh: Freshness {
                     wanted: AtomicU64::new(1),
                     done: AtomicU64::new(0),
@@ -242,6 +255,30 @@ impl Memory {
                 Ok::<_, Error>(Arc::new(index))
             })
             .await
+    }
+
+    /// The aspect keys of this root: the taxonomy (built in, extended by
+    /// `consolidation.aspects_file`), the offline keyer over the index's embedder, and the keying
+    /// call when an LLM is configured. None when `consolidation.aspect_k` is 0.
+    pub(crate) async fn aspects(&self) -> Result<Option<&Aspects>, Error> {
+        let cfg = &self.inner.config.consolidation;
+        let made = self
+            .inner
+            .aspects
+            .get_or_try_init(|| async {
+                if cfg.aspect_k == 0 {
+                    return Ok::<_, Error>(None);
+                }
+                let embedder = self.index().await?.embedder();
+                let keyer = Keyer::new(self.inner.taxonomy.clone(), embedder.as_ref(), KeyerParams::default()).await?;
+                let keying = self.inner.chat.as_ref().map(|chat| Keying {
+                    chat: chat.clone(),
+                    system: crate::llm::keys::system_message(&self.inner.prompts.keys, keyer.taxonomy().attributes()),
+                });
+                Ok(Some(Aspects::new(keyer, keying)))
+            })
+            .await?;
+        Ok(made.as_ref())
     }
 
     /// Learn when `memory.md` or `MEMORY.md` changes: rewritten by this process, or reported by

@@ -8,10 +8,11 @@ use super::{Memory, Rewritten, blocking};
 use crate::commit;
 use crate::config::Mode;
 use crate::consolidate::apply::{self, Outcome};
+use crate::consolidate::aspects::cache::KeyCache;
 use crate::consolidate::decide::DecideError;
 use crate::consolidate::divert::divert;
 use crate::consolidate::gate::{self, Gate, GateInput};
-use crate::consolidate::pass::{Pass, PassOptions, PassReport, eligible, ms, run_id};
+use crate::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
 use crate::consolidate::{rebuild, records};
 use crate::error::Error;
 use crate::files::Problem;
@@ -130,7 +131,12 @@ impl Memory {
         }
         let cfg = &cfg;
         let today = self.inner.clock.day_of(run.started);
-        let pass = Pass { config: cfg, embedder: self.index().await?.embedder(), decider: &self.inner.decider };
+        let aspects = self
+            .aspects()
+            .await?
+            .map(|aspects| AspectRun { aspects, cache: std::sync::Mutex::new(KeyCache::load(&self.inner.root)) });
+        let pass =
+            Pass { config: cfg, embedder: self.index().await?.embedder(), decider: &self.inner.decider, aspects };
         let mut planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await?;
         if run.opts.dry_run {
             report.timings.total_ms = ms(clock);

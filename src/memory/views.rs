@@ -208,4 +208,14 @@ pub struct Status {
     pub watermark: Option<NaiveDate>,
     /// Recoverable problems found while reading the files (see `memfold verify`).
     pub problems: usize,
+    /// The embedder that runs, and why (`auto` picks MiniLM when its files are installed).
+    pub embedder: EmbedderStatus,
+}
+
+/// Which embedder runs, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbedderStatus {
+    /// `local`, `minilm` or `openai`.
+    pub name: &'static str,
+    pub why: String,
 }

@@ -19,7 +19,7 @@ pub fn free_port() -> u16 {
 }
 
 pub fn memfold(root: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
+    let mut command = crate::common::bin();
     command.arg("--root").arg(root).env_remove("MEMFOLD_ROOT").env_remove("MEMFOLD_CONFIG");
     command
 }

@@ -48,6 +48,7 @@ pub type Client = RunningService<RoleClient, Recorder>;
 /// `memfold --root ROOT mcp` with `env`, stdin and stdout piped, stderr inherited (warnings only).
 pub fn command(root: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_memfold"));
+    command.env("MEMFOLD_EMBEDDING__PROVIDER", "local");
     command
         .arg("--root")
         .arg(root)

@@ -22,9 +22,18 @@ use memfold::memory::Memory;
 use memfold::testkit::{FakeOpenAi, FakeReply};
 use serde_json::{Value, json};
 
+/// The `memfold` binary, on the built-in local embedder whatever this machine has installed
+/// (`embedding.provider = "auto"` would pick MiniLM where its files are), so tests do not depend
+/// on the machine.
+pub fn bin() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
+    command.env("MEMFOLD_EMBEDDING__PROVIDER", "local");
+    command
+}
+
 /// Run the binary on `root` with extra environment; no LLM unless `env` configures one.
 pub fn memfold(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memfold"))
+    bin()
         .arg("--root")
         .arg(root)
         .args(args)
@@ -78,6 +87,7 @@ pub async fn env() -> Env {
     root.init().unwrap();
     let llm = FakeOpenAi::start().await;
     let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+    config.embedding.provider = memfold::config::EmbeddingProvider::Local;
     config.llm = llm.llm_config();
     Env { _dir: dir, root, config, llm }
 }
