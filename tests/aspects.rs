@@ -35,6 +35,19 @@ fn memory_with_a_job() -> EntryFile {
     file
 }
 
+/// A root holding [`memory_with_a_job`], whose job entry the LLM keyed `user / employer`, and
+/// few neighbours per fact.
+async fn with_a_keyed_job() -> crate::common::Env {
+    let mut env = env().await;
+    env.config.consolidation.neighbor_k = 4;
+    env.config.consolidation.lexical_k = 2;
+    std::fs::write(env.root.memory(), memory_with_a_job().render()).unwrap();
+    let job = memfold::files::content_hash("Works as a backend developer at Shopify.");
+    let line = json!({"text": job, "keys": ["user / employer"]});
+    std::fs::write(env.root.state_dir().join("aspects.jsonl"), format!("{line}\n")).unwrap();
+    env
+}
+
 /// Which entries the call holding `fact` showed, from a dry run's report.
 fn shown_with(report: &memfold::consolidate::pass::PassReport, fact: &str) -> Vec<String> {
     report
@@ -49,16 +62,8 @@ const FACT: &str = "Returned my badge and laptop on Friday — onboarding at Wea
 
 #[tokio::test]
 async fn a_keying_call_brings_the_entry_a_reworded_update_is_about() {
-    let mut env = env().await;
-    env.config.consolidation.neighbor_k = 4;
-    env.config.consolidation.lexical_k = 2;
-    std::fs::write(env.root.memory(), memory_with_a_job().render()).unwrap();
     // The entry was made from a fact the LLM keyed earlier; the new fact is keyed by this pass.
-    std::fs::write(
-        env.root.state_dir().join("aspects.jsonl"),
-        format!("{}\n", json!({"text": memfold::files::content_hash("Works as a backend developer at Shopify."), "keys": ["user / employer"]})),
-    )
-    .unwrap();
+    let mut env = with_a_keyed_job().await;
     let facts = add(&env, "2026-06-01", &[FACT]);
     env.llm.set_keys_handler(|request| {
         let user: Value = serde_json::from_str(request["messages"][1]["content"].as_str().unwrap()).unwrap();
@@ -97,15 +102,7 @@ async fn a_keying_call_brings_the_entry_a_reworded_update_is_about() {
 
 #[tokio::test]
 async fn the_keys_of_an_extracted_fact_come_with_it_and_save_the_keying_call() {
-    let mut env = env().await;
-    env.config.consolidation.neighbor_k = 4;
-    env.config.consolidation.lexical_k = 2;
-    std::fs::write(env.root.memory(), memory_with_a_job().render()).unwrap();
-    std::fs::write(
-        env.root.state_dir().join("aspects.jsonl"),
-        format!("{}\n", json!({"text": memfold::files::content_hash("Works as a backend developer at Shopify."), "keys": ["user / employer"]})),
-    )
-    .unwrap();
+    let env = with_a_keyed_job().await;
     env.llm.push_chat(FakeReply::Content(json!({"facts": [{"text": FACT, "keys": ["user / employer"]}]}).to_string()));
     let memory = mem(&env).await;
     let turn = Turn {
