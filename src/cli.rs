@@ -313,6 +313,12 @@ async fn status(memory: &Memory, json: bool) -> Result<i32> {
             );
         }
         println!("entries:       {}", status.entries);
+        if status.plans_waiting > 0 {
+            println!(
+                "review:        {} plans wait, {} ops proposed (`memfold plans`, then `apply` or `reject`)",
+                status.plans_waiting, status.proposals_waiting
+            );
+        }
         println!("embedder:      {} ({})", status.embedder.name, status.embedder.why);
         match &status.last_run {
             Some(run) => println!("last run:      {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops),

@@ -209,6 +209,10 @@ pub struct ConsolidationConfig {
     pub max_attempts: u32,
     /// Ops with a confidence below this go to review even in `auto` mode.
     pub review_below_confidence: f64,
+    /// Whether the offline decider folds beyond its text rules: certain duplicates apply and
+    /// likely folds (a negation, a correction, a new value) are proposed for review. `false`
+    /// keeps the text rules alone (nothing is proposed).
+    pub offline_folds: bool,
 }
 
 impl Default for ConsolidationConfig {
@@ -228,6 +232,7 @@ impl Default for ConsolidationConfig {
             max_content_chars: 2000,
             max_attempts: 5,
             review_below_confidence: 0.5,
+            offline_folds: true,
         }
     }
 }

@@ -215,7 +215,8 @@ fn rebase(stored: &StoredPlan, current: &EntryFile, today: NaiveDate) -> Result<
     Ok(plan)
 }
 
-/// Reject a stored plan: nothing is written to markdown, its facts stay pending (flagged).
+/// Reject a stored plan: nothing is written to markdown, its facts stay pending (flagged, but
+/// for an offline proposal: those go back to the next pass, which leaves the rejected pairs out).
 /// Rejecting a rejected plan again changes nothing (the change is empty).
 pub fn plan_reject(ledger: &Ledger, stored: &StoredPlan, now: DateTime<Utc>) -> (Change, RejectedPlan) {
     let fates = ledger.fates();
@@ -230,11 +231,16 @@ pub fn plan_reject(ledger: &Ledger, stored: &StoredPlan, now: DateTime<Utc>) -> 
     if stored.status == PlanStatus::Rejected {
         return (change, rejected);
     }
-    let mut state = ledger.state.clone();
-    for fact in &facts {
-        state.facts.entry(fact.clone()).or_default().reverted_run = Some(stored.id.clone());
+    // A rejected proposal is not made again for the same pair (the pass leaves rejected pairs
+    // out), so its facts go back to the next pass; other plans' facts would get the same
+    // decision again and wait, flagged, for a forced pass.
+    if stored.reason != records::PROPOSAL {
+        let mut state = ledger.state.clone();
+        for fact in &facts {
+            state.facts.entry(fact.clone()).or_default().reverted_run = Some(stored.id.clone());
+        }
+        change.state = Some(state);
     }
-    change.state = Some(state);
     let mut stored = stored.clone();
     stored.status = PlanStatus::Rejected;
     stored.rejected = Some(now);

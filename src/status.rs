@@ -17,7 +17,11 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
     let ledger = Ledger::load(root)?;
     let pending = ledger.pending().len();
     // The gate counts what an unforced pass would take up, so it agrees with the pass.
-    let under_review = crate::consolidate::records::facts_under_review(root);
+    let waiting: Vec<_> = crate::consolidate::records::stored_plans(root)
+        .into_iter()
+        .filter(|p| p.status == crate::consolidate::records::PlanStatus::Pending)
+        .collect();
+    let under_review = waiting.iter().flat_map(|p| p.facts.iter().map(|f| f.id.clone())).collect();
     let eligible = crate::consolidate::pass::eligible(&ledger, &under_review, &config.consolidation, false).len();
     let holder = lock::holder(&root.consolidate_lock());
     let gate = gate::evaluate(
@@ -34,6 +38,8 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
         gate,
         pending_facts: pending,
         held_facts: pending - eligible,
+        plans_waiting: waiting.len(),
+        proposals_waiting: waiting.iter().map(|p| p.journal.len()).sum(),
         entries: ledger.memory.entries().count(),
         last_run: ledger.state.last_run.clone(),
         watermark: ledger.state.watermark,

@@ -120,3 +120,59 @@ fn rebuild_reconsolidates_the_archive_and_keeps_pinned_and_hand_written_entries(
     assert!(read(root, "consolidated/history.md").contains("\"status\":\"rebuilt\""));
     verify_ok(root);
 }
+
+/// The id of the entry whose content contains `text`.
+fn entry_id(root: &Path, text: &str) -> String {
+    let memory = read(root, "consolidated/memory.md");
+    let (header, _) = memory.lines().zip(memory.lines().skip(1)).find(|(_, content)| content.contains(text)).unwrap();
+    header.split("\"id\":\"").nth(1).unwrap().split('"').next().unwrap().to_string()
+}
+
+#[test]
+fn a_certain_duplicate_applies_and_a_likely_fold_waits_for_a_person_who_decides_once() {
+    let dir = init_root();
+    let root = dir.path();
+    ok(memfold(root, &["add", "--date", "2026-05-01", "Takes a pottery class at the community centre."], &[]));
+    ok(memfold(root, &["consolidate", "--force"], &[]));
+    let class = entry_id(root, "pottery class");
+
+    // Every word of the fact is in the entry: merged, whatever the person or inflection.
+    ok(memfold(root, &["add", "--date", "2026-05-10", "I take a pottery class at the community centre"], &[]));
+    let report = ok(memfold(root, &["consolidate", "--force", "--json"], &[]));
+    assert_eq!(report["ops"][0]["op"], "DUPLICATE", "{report}");
+    assert_eq!(report["ops"][0]["target"], class.as_str());
+    assert_eq!(report["proposals"], 0);
+    assert_eq!(read(root, "consolidated/memory.md").matches("pottery").count(), 1);
+
+    // An ended state is likely, not certain: proposed to a person, with its reason and confidence.
+    let before = read(root, "consolidated/memory.md");
+    ok(memfold(root, &["add", "--date", "2026-06-01", "Quit the pottery class at the community centre."], &[]));
+    let report = ok(memfold(root, &["consolidate", "--force", "--json"], &[]));
+    assert_eq!(report["proposals"], 1, "{report}");
+    let plan = report["plans"][0].as_str().unwrap().to_string();
+    assert_eq!(read(root, "consolidated/memory.md"), before, "a proposal changes nothing by itself");
+    let status = ok(memfold(root, &["status", "--json"], &[]));
+    assert_eq!(
+        (status["plans_waiting"].clone(), status["proposals_waiting"].clone()),
+        (1.into(), 1.into()),
+        "{status}"
+    );
+    let plans = ok(memfold(root, &["plans", "--json"], &[]));
+    let stored = &plans["plans"][0];
+    assert_eq!(stored["reason"], "proposal", "{plans}");
+    let op = &stored["ops"][0];
+    assert_eq!((op["op"].as_str(), op["target"].as_str()), (Some("REPLACE"), Some(class.as_str())), "{plans}");
+    assert_eq!(op["signals"], serde_json::json!(["negates"]));
+    assert!(op["confidence"].as_f64().is_some_and(|c| c < 0.5), "{op}");
+
+    // Rejected: the fact goes back to the next pass, which does not propose the same pair again.
+    ok(memfold(root, &["reject", &plan], &[]));
+    let status = ok(memfold(root, &["status", "--json"], &[]));
+    assert_eq!((status["plans_waiting"].clone(), status["held_facts"].clone()), (0.into(), 0.into()), "{status}");
+    let report = ok(memfold(root, &["consolidate", "--force", "--json"], &[]));
+    assert_eq!(report["proposals"], 0, "{report}");
+    assert_eq!(report["ops"][0]["op"], "ADD", "{report}");
+    let memory = read(root, "consolidated/memory.md");
+    assert!(memory.contains("Takes a pottery class") && memory.contains("Quit the pottery class"), "{memory}");
+    verify_ok(root);
+}

@@ -65,14 +65,17 @@ impl Decider {
     }
 
     /// Decide one cluster. Usage is added to `usage` even when the call fails.
+    /// `hints` (vectors, aspect keys, rejected pairs) are for the offline decider; the LLM reads
+    /// the texts.
     pub async fn decide(
         &self,
         doc: &ClusterDoc,
         today: NaiveDate,
         usage: &mut Usage,
+        hints: Option<&offline::Hints>,
     ) -> Result<Vec<ProposedOp>, DecideError> {
         let (client, prompt) = match self {
-            Decider::Offline => return Ok(offline::decide(doc, today)),
+            Decider::Offline => return Ok(offline::decide(doc, today, hints)),
             Decider::Llm { client, prompts } => (client, &prompts.consolidate),
         };
         let user = user_message(doc);

@@ -29,10 +29,12 @@ pub fn split_low_confidence(ops: Vec<ProposedOp>, below: f64) -> (Vec<ProposedOp
 
 /// Decide what a pass applies now and what it stores for review. In review mode the whole plan
 /// is stored and nothing applies; in auto mode the `held` ops are planned on top of the applied
-/// plan. `now` and `today` must be the planner's.
+/// plan, stored with `held_reason` (`low-confidence`, or [`PROPOSAL`](super::records::PROPOSAL)
+/// for the offline decider's). `now` and `today` must be the planner's.
 pub fn divert(
     plan: Plan,
     held: &[ProposedOp],
+    held_reason: &str,
     facts: &HashMap<String, Fact>,
     mode: Mode,
     now: DateTime<Utc>,
@@ -69,7 +71,7 @@ pub fn divert(
             let mut held_plan = planner.finish(hash);
             held_plan.memory_before = base;
             let review = (!held_plan.journal.is_empty())
-                .then(|| stored(&held_plan, pick(&held_plan), "low-confidence", &plan.run, now, today));
+                .then(|| stored(&held_plan, pick(&held_plan), held_reason, &plan.run, now, today));
             (plan, review)
         }
         _ => (plan, None),

@@ -117,6 +117,9 @@ pub struct PassReport {
     /// Plans stored for review instead of applied: the whole plan in review mode, the
     /// low-confidence ops in auto mode (`memfold plans`).
     pub plans: Vec<String>,
+    /// Ops of this pass stored for a person instead of applied: the offline decider's
+    /// proposals, or an LLM's ops below `review_below_confidence`.
+    pub proposals: usize,
     /// What the aspect keys added (absent when `consolidation.aspect_k` is 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aspects: Option<AspectReport>,
@@ -151,6 +154,7 @@ impl PassReport {
             failed_facts: Vec::new(),
             stopped: None,
             plans: Vec::new(),
+            proposals: 0,
             aspects: None,
             timings: Timings::default(),
         }
@@ -174,6 +178,10 @@ impl PassReport {
             self.llm.prompt_tokens,
             self.failed_facts.len()
         );
+        let summary = match self.proposals {
+            0 => summary,
+            n => format!("{summary}; {n} ops proposed for review"),
+        };
         match &self.stopped {
             Some(why) => format!("{summary}; stopped: {why}"),
             None => summary,
@@ -204,6 +212,8 @@ pub struct Pass<'a> {
     pub decider: &'a Decider,
     /// Aspect keys as a second source of candidates (none when `aspect_k` is 0).
     pub aspects: Option<AspectRun<'a>>,
+    /// (fact, entry) pairs of proposals a person rejected: not proposed again.
+    pub rejected: HashSet<(String, String)>,
 }
 
 /// The aspect keyer of a pass, the LLM keys known so far, and the keying call if an LLM is
@@ -211,6 +221,47 @@ pub struct Pass<'a> {
 pub struct AspectRun<'a> {
     pub aspects: &'a aspects::Aspects,
     pub cache: std::sync::Mutex<aspects::cache::KeyCache>,
+}
+
+impl Pass<'_> {
+    /// What the offline decider knows about a call besides its texts: vectors and aspect keys by
+    /// id (entries an earlier call of the pass made have none), the single-valued attributes, the
+    /// rejected pairs.
+    fn hints(
+        &self,
+        doc: &ClusterDoc,
+        entries: &[Neighbor],
+        facts: &[Candidate],
+        vectors: &[Vec<f32>],
+        lists: &aspects::Candidates,
+    ) -> super::offline::Hints {
+        let (entry_vectors, fact_vectors) = vectors.split_at(entries.len());
+        let wanted: HashSet<&str> =
+            doc.neighbors.iter().map(|n| n.id.as_str()).chain(doc.candidates.iter().map(|c| c.id.as_str())).collect();
+        let mut hints = super::offline::Hints {
+            rejected: self.rejected.clone(),
+            semantic: !self.embedder.id().starts_with("local:"),
+            ..Default::default()
+        };
+        let mut note = |id: &str, vector: &Vec<f32>, keys: Option<&Vec<Key>>| {
+            if wanted.contains(id) {
+                hints.vectors.insert(id.to_string(), vector.clone());
+                if let Some(keys) = keys {
+                    hints.keys.insert(id.to_string(), keys.clone());
+                }
+            }
+        };
+        for (i, e) in entries.iter().enumerate() {
+            note(&e.id, &entry_vectors[i], lists.entry_keys.get(i));
+        }
+        for (i, f) in facts.iter().enumerate() {
+            note(&f.id, &fact_vectors[i], lists.fact_keys.get(i));
+        }
+        if let Some(run) = &self.aspects {
+            hints.single = run.aspects.taxonomy().single_attributes().map(str::to_string).collect();
+        }
+        hints
+    }
 }
 
 impl AspectRun<'_> {
@@ -380,14 +431,14 @@ impl Pass<'_> {
         };
         let aspect_k = cfg.aspect_k;
         let keyer = self.aspects.as_ref().map(|run| run.aspects.clone());
-        let (entries, facts, calls, added) = tokio::task::spawn_blocking(move || {
+        let (entries, facts, calls, added, vectors, lists) = tokio::task::spawn_blocking(move || {
             let lists = match (keyer, keyed) {
                 (Some(aspects), Some(llm)) => aspects.candidates(&entries, &facts, &vectors, &llm, aspect_k),
                 _ => aspects::Candidates::default(),
             };
             let calls = calls(&entries, &facts, &vectors, &lists.per_fact, params, sizes)?;
             let added = (lists.facts_keyed, lists.facts_keyed_by_llm, calls.from_aspects);
-            Ok::<_, candle_core::Error>((entries, facts, calls, added))
+            Ok::<_, candle_core::Error>((entries, facts, calls, added, vectors, lists))
         })
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
@@ -428,8 +479,11 @@ impl Pass<'_> {
                 candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
                 neighbors: doc.neighbors.iter().map(|n| n.id.clone()).collect(),
             });
+            let hints = (cfg.offline_folds && matches!(self.decider, Decider::Offline)).then(|| {
+                self.hints(&doc, &entries, &facts, &vectors, &lists)
+            });
             let asked = std::time::Instant::now();
-            let decided = self.decider.decide(&doc, today, &mut report.llm).await;
+            let decided = self.decider.decide(&doc, today, &mut report.llm, hints.as_ref()).await;
             decide_wait += asked.elapsed();
             match decided {
                 Ok(ops) => {

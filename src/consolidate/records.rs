@@ -47,6 +47,11 @@ impl PlanStatus {
 /// `memory.md` it was made for, and rewrites it whole.
 pub const REBUILD: &str = "rebuild";
 
+/// The reason of the ops the offline decider proposes instead of applying (a likely duplicate,
+/// a negation, a correction, a new value): rejecting one returns its facts to the next pass,
+/// which decides them again without the rejected pairs.
+pub const PROPOSAL: &str = "proposal";
+
 /// `.memfold/plans/<id>.json`: a plan waiting for `apply` or `reject`. Applied plans are
 /// removed (their run record takes over); rejected ones are kept with `status: rejected`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -291,6 +296,18 @@ pub fn facts_under_review(root: &Root) -> HashSet<String> {
         .into_iter()
         .filter(|p| p.status == PlanStatus::Pending)
         .flat_map(|p| p.facts.into_iter().map(|f| f.id))
+        .collect()
+}
+
+/// (fact, entry) pairs of the ops of rejected plans: a proposal a person turned down is not
+/// made again for the same pair.
+pub fn rejected_pairs(root: &Root) -> HashSet<(String, String)> {
+    stored_plans(root)
+        .into_iter()
+        .filter(|p| p.status == PlanStatus::Rejected)
+        .flat_map(|p| p.journal)
+        .filter_map(|r| r.op.op.target().map(|t| (r.op.op.facts().to_vec(), t.to_string())))
+        .flat_map(|(facts, target)| facts.into_iter().map(move |f| (f, target.clone())))
         .collect()
 }
 

@@ -9,7 +9,7 @@ use crate::commit;
 use crate::config::Mode;
 use crate::consolidate::apply::{self, Outcome};
 use crate::consolidate::aspects::cache::KeyCache;
-use crate::consolidate::decide::DecideError;
+use crate::consolidate::decide::{DecideError, Decider};
 use crate::consolidate::divert::divert;
 use crate::consolidate::gate::{self, Gate, GateInput};
 use crate::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
@@ -135,9 +135,21 @@ impl Memory {
             .aspects()
             .await?
             .map(|aspects| AspectRun { aspects, cache: std::sync::Mutex::new(KeyCache::load(&self.inner.root)) });
-        let pass =
-            Pass { config: cfg, embedder: self.index().await?.embedder(), decider: &self.inner.decider, aspects };
+        let rejected = {
+            let root = self.inner.root.clone();
+            blocking(move || records::rejected_pairs(&root)).await
+        };
+        let pass = Pass {
+            config: cfg,
+            embedder: self.index().await?.embedder(),
+            decider: &self.inner.decider,
+            aspects,
+            rejected,
+        };
         let mut planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await?;
+        if cfg.mode == Mode::Auto {
+            report.proposals = planned.held.len();
+        }
         if run.opts.dry_run {
             report.timings.total_ms = ms(clock);
             return Ok(report);
@@ -166,7 +178,12 @@ impl Memory {
             rewrite_from = (cfg.mode == Mode::Auto).then_some(*on_disk);
         }
         let step = Instant::now();
-        let (plan, mut stored) = divert(planned.plan, &planned.held, &planned.facts, cfg.mode, run.started, today);
+        let held_reason = match &self.inner.decider {
+            Decider::Offline => records::PROPOSAL,
+            Decider::Llm { .. } => "low-confidence",
+        };
+        let (plan, mut stored) =
+            divert(planned.plan, &planned.held, held_reason, &planned.facts, cfg.mode, run.started, today);
         if let (Some(stored), Some(_)) = (&mut stored, &run.rebuild) {
             stored.reason = records::REBUILD.to_string();
         }

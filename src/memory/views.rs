@@ -202,6 +202,9 @@ pub struct Status {
     /// (hidden by an unclosed block, its header broken or without content: they wait for a
     /// person).
     pub held_facts: usize,
+    /// Plans waiting for a person (`memfold plans`), and the ops they propose.
+    pub plans_waiting: usize,
+    pub proposals_waiting: usize,
     /// Current entries in `consolidated/memory.md`.
     pub entries: usize,
     pub last_run: Option<LastRun>,

@@ -22,6 +22,8 @@
 pub mod cache;
 mod words;
 
+pub(crate) use words::stem;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -142,6 +144,11 @@ impl Taxonomy {
     /// Whether `attribute` holds one value at a time.
     pub fn single(&self, attribute: &str) -> bool {
         self.aspects.iter().any(|a| a.name == attribute && a.single)
+    }
+
+    /// The attributes that hold one value at a time.
+    pub fn single_attributes(&self) -> impl Iterator<Item = &str> {
+        self.aspects.iter().filter(|a| a.single).map(|a| a.name.as_str())
     }
 
     /// The attribute names, for the LLM's keying prompt.
@@ -411,6 +418,9 @@ pub struct LlmKeys {
 pub struct Candidates {
     /// Per fact: the entries it is shown because they share an attribute (indices).
     pub per_fact: Vec<Vec<usize>>,
+    /// The keys of every fact and entry (same order as the pass's lists).
+    pub fact_keys: Vec<Vec<Key>>,
+    pub entry_keys: Vec<Vec<Key>>,
     pub facts_keyed: usize,
     pub facts_keyed_by_llm: usize,
 }
@@ -461,6 +471,8 @@ impl Aspects {
             per_fact: candidates(&fact_keys, &entry_keys, &fact_vectors, &entry_vectors, k),
             facts_keyed: fact_keys.iter().filter(|k| !k.is_empty()).count(),
             facts_keyed_by_llm: llm.facts.iter().filter(|k| !k.is_empty()).count(),
+            fact_keys,
+            entry_keys,
         }
     }
 }

@@ -18,6 +18,7 @@
 //! Word overlap is only ever a precondition of those rules, never a reason on its own. Every op
 //! names the rules that fired in `signals`; the offline decider never proposes REMOVE.
 
+mod fold;
 mod place;
 mod rules;
 mod text;
@@ -28,6 +29,7 @@ mod tests;
 use chrono::NaiveDate;
 
 use super::ops::{ClusterDoc, ProposedOp};
+pub use fold::Hints;
 use place::{Cand, Neigh, Placement};
 use text::{Said, strip_time, unify_quotes};
 
@@ -36,8 +38,10 @@ use text::{Said, strip_time, unify_quotes};
 /// Candidates are taken by date, then (within a day) those with a temporal marker last, then by
 /// id. Each one, in this order of preference, joins the op of a neighbour or earlier candidate
 /// it duplicates, updates the one neighbour or earlier op it contradicts, or becomes an ADD.
-/// A fact dated after `today` is never trusted to be the newer side of an update.
-pub fn decide(doc: &ClusterDoc, today: NaiveDate) -> Vec<ProposedOp> {
+/// A fact dated after `today` is never trusted to be the newer side of an update. With `hints`
+/// (what the pass knows besides the texts), a candidate left as an ADD of its own may still be
+/// folded: a certain duplicate applies, a likely fold is proposed ([`fold`]).
+pub fn decide(doc: &ClusterDoc, today: NaiveDate, hints: Option<&Hints>) -> Vec<ProposedOp> {
     let mut cands: Vec<Cand> = doc.candidates.iter().map(|c| Cand { c, fact: Said::new(&c.text) }).collect();
     cands.sort_by(|a, b| a.key().cmp(&b.key()));
     let mut neighs: Vec<Neigh> = doc.neighbors.iter().map(Neigh::new).collect();
@@ -46,7 +50,11 @@ pub fn decide(doc: &ClusterDoc, today: NaiveDate) -> Vec<ProposedOp> {
     for i in 0..cands.len() {
         plan.place(&cands, &neighs, i, today);
     }
-    plan.drafts.iter().map(|d| d.render(&cands, &neighs)).collect()
+    let ops: Vec<ProposedOp> = plan.drafts.iter().map(|d| d.render(&cands, &neighs)).collect();
+    match hints {
+        Some(hints) => fold::fold(ops, &doc.candidates, &doc.neighbors, today, hints),
+        None => ops,
+    }
 }
 
 /// The form used for duplicate detection: no leading "HH:MM ", typographic quotes unified,

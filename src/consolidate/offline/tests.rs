@@ -34,7 +34,7 @@ fn fact(id: &str, text: &str, date: &str) -> Candidate {
 /// Runs the decider and checks what must hold for every output.
 fn run(neighbors: Vec<Neighbor>, candidates: Vec<Candidate>) -> Vec<ProposedOp> {
     let doc = ClusterDoc { neighbors, candidates };
-    let ops = decide(&doc, day(TODAY));
+    let ops = decide(&doc, day(TODAY), None);
     let mut seen: Vec<&str> = ops.iter().flat_map(|o| o.op.facts().iter().map(String::as_str)).collect();
     seen.sort_unstable();
     let mut want: Vec<&str> = doc.candidates.iter().map(|c| c.id.as_str()).collect();
@@ -522,11 +522,137 @@ fn output_is_deterministic_whatever_the_input_order() {
     shuffled.candidates.reverse();
     shuffled.neighbors.reverse();
     shuffled.candidates.swap(1, 5);
-    assert_eq!(decide(&doc, day(TODAY)), decide(&shuffled, day(TODAY)));
+    assert_eq!(decide(&doc, day(TODAY), None), decide(&shuffled, day(TODAY), None));
 }
 
 #[test]
 fn empty_cluster_has_no_ops() {
-    assert!(decide(&ClusterDoc::default(), day(TODAY)).is_empty());
+    assert!(decide(&ClusterDoc::default(), day(TODAY), None).is_empty());
     assert_eq!(kinds(&run(vec![entry("m-1", "Works at Google.")], vec![])), Vec::<&str>::new());
+}
+
+// ---- folds with hints (vectors, aspect keys, rejected pairs)
+
+/// The ops for one neighbour and one candidate, with hints that carry no vectors or keys.
+fn folded(old: &str, new: &str, hints: &Hints) -> ProposedOp {
+    let doc = ClusterDoc { neighbors: vec![entry("m-1", old)], candidates: vec![fact("f-1", new, "2026-06-01")] };
+    let ops = decide(&doc, day(TODAY), Some(hints));
+    assert_eq!(ops.len(), 1, "{ops:#?}");
+    ops[0].clone()
+}
+
+#[test]
+fn a_fact_the_entry_says_whole_is_a_certain_duplicate() {
+    let op = folded("Takes the 55 bus to work every morning.", "I take the 55 bus to work every morning", &Hints::default());
+    assert_eq!(op.op.kind(), "DUPLICATE", "{op:?}");
+    assert_eq!(op.confidence, Some(fold::CERTAIN));
+}
+
+fn key(subject: &str, attribute: &str) -> super::super::aspects::Key {
+    super::super::aspects::Key { subject: subject.into(), attribute: attribute.into() }
+}
+
+/// Hints of an embedder that reads meaning: the candidate and entry at cosine `cos`, both keyed
+/// `user / employer`, an attribute that holds one value at a time.
+fn employer_hints(cos: f32) -> Hints {
+    let mut hints = Hints { semantic: true, ..Hints::default() };
+    hints.vectors.insert("m-1".into(), vec![1.0, 0.0]);
+    hints.vectors.insert("f-1".into(), vec![cos, (1.0 - cos * cos).sqrt()]);
+    hints.keys.insert("m-1".into(), vec![key("user", "employer")]);
+    hints.keys.insert("f-1".into(), vec![key("user", "employer")]);
+    hints.single.insert("employer".into());
+    hints
+}
+
+#[test]
+fn a_fact_that_says_more_than_the_entry_is_never_merged() {
+    let additive = [
+        ("Zofia is in the school's enriched math group.", "Zofia also joined the school chess club."),
+        ("Plays tennis on Sundays.", "Plays tennis on Sundays with Olu."),
+        ("Takes the 55 bus to work.", "Takes the 55 bus to work and the metro home."),
+        ("Has two cats.", "Has two cats and a dog."),
+        ("Keeps the thermostat at 20 °C in winter.", "Keeps the thermostat at 18 °C at night in winter."),
+        ("Likes receiving books as gifts.", "Also likes receiving plants as gifts."),
+        ("Goes swimming on Monday mornings.", "Goes swimming on Thursday evenings too."),
+    ];
+    for (old, new) in additive {
+        for hints in [Hints::default(), employer_hints(0.95)] {
+            let op = folded(old, new, &hints);
+            assert!(
+                op.op.kind() == "ADD" || op.confidence.is_some_and(|c| c < 0.5),
+                "{new:?} must not be applied onto {old:?}: {op:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_ended_state_is_proposed_not_applied() {
+    let op = folded(
+        "Takes a pottery class at the community centre.",
+        "Quit the pottery class at the community centre.",
+        &Hints::default(),
+    );
+    assert_eq!(op.op.kind(), "REPLACE", "{op:?}");
+    assert!(has(&op, "negates"), "{op:?}");
+    assert!(op.confidence.is_some_and(|c| c < 0.5), "a proposal, not an applied op: {op:?}");
+    assert!(content(&op).contains("previously: Takes a pottery class"), "the old text stays: {op:?}");
+}
+
+#[test]
+fn a_new_value_for_a_single_valued_aspect_is_proposed_with_its_reason() {
+    let (old, new) = ("Works at Shopify as a data analyst.", "Started a new job at Desjardins last month.");
+    let op = folded(old, new, &employer_hints(0.5));
+    assert_eq!(op.op.kind(), "REPLACE", "{op:?}");
+    assert!(has(&op, "new value for: employer"), "{op:?}");
+    assert_eq!(op.confidence, Some(0.3));
+    // Far apart in meaning, or an attribute that holds many values: nothing to propose.
+    assert_eq!(folded(old, new, &employer_hints(0.1)).op.kind(), "ADD");
+    let mut many = employer_hints(0.5);
+    many.single.clear();
+    assert_eq!(folded(old, new, &many).op.kind(), "ADD");
+    // Without hints the text rules see two unrelated sentences.
+    assert_eq!(pair(old, new).op.kind(), "ADD");
+}
+
+#[test]
+fn a_rejected_pair_is_not_proposed_again() {
+    let (old, new) = ("Works at Shopify as a data analyst.", "Started a new job at Desjardins last month.");
+    let mut hints = employer_hints(0.5);
+    hints.rejected.insert(("f-1".into(), "m-1".into()));
+    assert_eq!(folded(old, new, &hints).op.kind(), "ADD");
+    let mut hints = Hints::default();
+    hints.rejected.insert(("f-1".into(), "m-1".into()));
+    let op = folded("Takes a pottery class at the community centre.", "Quit the pottery class at the community centre.", &hints);
+    assert_eq!(op.op.kind(), "ADD", "{op:?}");
+}
+
+#[test]
+fn a_pinned_or_newer_entry_is_never_proposed_for_replacement() {
+    let doc = ClusterDoc {
+        neighbors: vec![pinned("m-1", "Works at Shopify as a data analyst.")],
+        candidates: vec![fact("f-1", "Started a new job at Desjardins last month.", "2026-06-01")],
+    };
+    assert_eq!(kinds(&decide(&doc, day(TODAY), Some(&employer_hints(0.5)))), ["ADD"]);
+    let doc = ClusterDoc {
+        neighbors: vec![entry("m-1", "Works at Shopify as a data analyst.")],
+        candidates: vec![fact("f-1", "Started a new job at Desjardins last month.", "2026-04-01")],
+    };
+    assert_eq!(kinds(&decide(&doc, day(TODAY), Some(&employer_hints(0.5)))), ["ADD"], "the entry is newer");
+}
+
+#[test]
+fn folds_are_deterministic() {
+    let doc = ClusterDoc {
+        neighbors: vec![entry("m-1", "Works at Shopify as a data analyst."), entry("m-2", "Takes the 55 bus to work.")],
+        candidates: vec![
+            fact("f-1", "Started a new job at Desjardins last month.", "2026-06-01"),
+            fact("f-2", "I take the 55 bus to work", "2026-06-01"),
+        ],
+    };
+    let hints = employer_hints(0.5);
+    let mut shuffled = doc.clone();
+    shuffled.neighbors.reverse();
+    shuffled.candidates.reverse();
+    assert_eq!(decide(&doc, day(TODAY), Some(&hints)), decide(&shuffled, day(TODAY), Some(&hints)));
 }

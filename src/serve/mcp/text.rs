@@ -136,6 +136,9 @@ pub fn status(status: &Status) -> String {
         status.held_facts,
         status.entries
     );
+    if status.plans_waiting > 0 {
+        let _ = write!(out, "\nreview: {} plans wait, {} ops proposed", status.plans_waiting, status.proposals_waiting);
+    }
     match &status.last_run {
         Some(run) => {
             let _ = write!(out, "\nlast run: {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops);
