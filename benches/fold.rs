@@ -9,8 +9,8 @@
 //!   prompt tokens per new fact);
 //! - **the offline decider** (no LLM): merged (an applied DUPLICATE onto the entry), replaced
 //!   (an applied REPLACE or REMOVE of the entry), proposed (an op on the entry stored for a
-//!   person), and wrong (an applied op that names another entry, or that merges or replaces
-//!   the entry of an additive pair).
+//!   person), proposed elsewhere (a proposal about another entry), and wrong (an applied op that
+//!   names another entry, or that merges or replaces the entry of an additive pair).
 //!
 //! Facts are decided in passes of `MEMFOLD_BENCH_PASS_FACTS` (60, a busy day), each on a copy
 //! of the same memory. Settings: `MEMFOLD_BENCH_SPLIT` (`report`, the default: the half nothing
@@ -77,6 +77,8 @@ struct Tally {
     merged: usize,
     replaced: usize,
     proposed: usize,
+    /// Proposals about another entry than the pair's.
+    elsewhere: usize,
     wrong: usize,
 }
 
@@ -217,20 +219,45 @@ async fn main() {
             archive::append(&Root::new(dir.path()), &news, day("2026-06-01").and_hms_opt(12, 0, 0).unwrap()).unwrap();
         let memory = Memory::open(config(false, dir.path())).await.unwrap();
         let report = memory.consolidate(PassOptions { force: true, dry_run: false }).await.unwrap();
-        let proposed: Vec<(String, String, Vec<String>)> = memory
-            .plans()
-            .await
-            .unwrap()
+        // What was applied is in the report with no confidence or one at least the review bar;
+        // the rest went to a plan for a person.
+        let bar = Config::default().consolidation.review_below_confidence;
+        let plans = memory.plans().await.unwrap();
+        let proposed: Vec<(String, String, Vec<String>)> = plans
             .iter()
             .flat_map(|p| p.ops.clone())
             .filter_map(|op| op.target.clone().map(|t| (op.op.to_string(), t, op.facts.clone())))
             .collect();
+        if std::env::var("MEMFOLD_BENCH_DEBUG").as_deref() == Ok("ops") {
+            let text_of: HashMap<String, String> =
+                file.entries().map(|e| (e.id().to_string(), e.content.clone())).collect();
+            let fact_text: HashMap<&str, (&str, &str, &str)> = chunk
+                .iter()
+                .enumerate()
+                .map(|(n, &i)| {
+                    (added[n].id.as_str(), (pairs[i].fact.as_str(), pairs[i].kind.as_str(), pairs[i].style.as_str()))
+                })
+                .collect();
+            for op in report.ops.iter().filter(|o| o.op != "ADD") {
+                let (text, kind, style) = fact_text.get(op.facts[0].as_str()).copied().unwrap_or_default();
+                let target = op.target.as_deref().unwrap_or_default();
+                println!(
+                    "OP {} {:?} {:?} [{kind} {style}] {text} => {} {}",
+                    op.op,
+                    op.confidence,
+                    op.signals,
+                    if target.starts_with("m-p") { "PAIR" } else { "other" },
+                    text_of.get(target).map(String::as_str).unwrap_or("?")
+                );
+            }
+        }
         for (n, &i) in chunk.iter().enumerate() {
             let fact = added[n].id.as_str();
             let entry = entry_of(i);
             let additive = pairs[i].kind == "additive";
             let tally = tallies.get_mut(&(pairs[i].kind.clone(), pairs[i].style.clone())).unwrap();
-            for op in report.ops.iter().filter(|o| o.facts.iter().any(|f| f == fact)) {
+            let applied = report.ops.iter().filter(|o| o.confidence.is_none_or(|c| c >= bar));
+            for op in applied.filter(|o| o.facts.iter().any(|f| f == fact)) {
                 let Some(target) = op.target.as_deref() else { continue };
                 match (op.op, target == entry) {
                     (_, false) => tally.wrong += 1,
@@ -241,8 +268,12 @@ async fn main() {
                     _ => {}
                 }
             }
-            if proposed.iter().any(|(_, t, facts)| *t == entry && facts.iter().any(|f| f == fact)) {
-                tally.proposed += 1;
+            for (_, target, _) in proposed.iter().filter(|(_, _, facts)| facts.iter().any(|f| f == fact)) {
+                if *target == entry {
+                    tally.proposed += 1;
+                } else {
+                    tally.elsewhere += 1;
+                }
             }
         }
     }
@@ -250,17 +281,18 @@ async fn main() {
     if std::env::var("MEMFOLD_BENCH_DEBUG").is_ok() {
         debug_keys(&pairs, &chosen, &file, &config(false, base.path())).await;
     }
-    println!("\n| kind | style | pairs | reach | merged | replaced | proposed | wrong |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("\n| kind | style | pairs | reach | merged | replaced | proposed | proposed elsewhere | wrong |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let share = |n: usize, of: usize| if of == 0 { 0.0 } else { n as f64 / of as f64 };
     for ((kind, style), t) in &tallies {
         println!(
-            "| {kind} | {style} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            "| {kind} | {style} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |",
             t.pairs,
             share(t.reached, t.pairs),
             share(t.merged, t.pairs),
             share(t.replaced, t.pairs),
             share(t.proposed, t.pairs),
+            t.elsewhere,
             t.wrong
         );
     }
@@ -307,8 +339,9 @@ async fn debug_keys(pairs: &[Pair], chosen: &[usize], file: &EntryFile, config: 
                 println!("      beaten by: {}\t[{}]", entry_texts[top], show(&entry_keys[top]));
             }
         }
+        let cos: f32 = fv[n].iter().zip(&ev[e]).map(|(a, b)| a * b).sum();
         println!(
-            "{:?} {} {}\t{}\t[{}]\t{}\t[{}]",
+            "{:?} cos {cos:.2} {} {}\t{}\t[{}]\t{}\t[{}]",
             rank,
             pairs[i].kind,
             pairs[i].style,

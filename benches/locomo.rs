@@ -1,0 +1,159 @@
+//! The offline decider on LoCoMo conversations: what it merges and replaces when a long
+//! conversation is consolidated session by session, and whether search still finds the
+//! evidence of each question.
+//!
+//! LoCoMo (Maharana et al., 2024, `snap-research/LoCoMo`, CC BY-NC 4.0) is not in this
+//! repository: point `MEMFOLD_BENCH_LOCOMO` at its `locomo10.json`. Each session's
+//! `observation` facts are added, dated by the session, with their dialogue id as source, and a
+//! forced pass (no LLM) consolidates them. At the end:
+//! - every applied op that is not an ADD (merges and replaces), fact beside entry, to be checked
+//!   by hand, and the proposals waiting for a person, by rule;
+//! - **evidence recall@10**: for each question (adversarial ones excepted) whose evidence is
+//!   among the facts, whether one of the first 10 hits of a search for the question holds an
+//!   evidence fact (a hit carries the facts it was made from).
+//!
+//! Settings: `MEMFOLD_BENCH_CONVERSATIONS` (`0,1,2`), `MEMFOLD_BENCH_EMBEDDER` (`local`, or
+//! `minilm` with `MEMFOLD_TEST_MINILM_DIR`), `MEMFOLD_BENCH_FOLDS` (`on`; `off`: the text rules
+//! alone, as before folds existed). Run: `cargo bench --bench locomo --profile dev`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::NaiveDate;
+use memfold::config::{Config, EmbeddingProvider};
+use memfold::consolidate::pass::PassOptions;
+use memfold::files::archive::NewFact;
+use memfold::memory::{Memory, SearchRequest};
+use serde_json::Value;
+
+fn setting(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+/// "1:56 pm on 8 May, 2023" → 2023-05-08.
+fn session_day(stamp: &str) -> NaiveDate {
+    let date = stamp.split(" on ").nth(1).unwrap_or(stamp).trim();
+    NaiveDate::parse_from_str(date, "%d %B, %Y").unwrap_or_else(|e| panic!("session date {stamp:?}: {e}"))
+}
+
+#[tokio::main]
+async fn main() {
+    let Ok(path) = std::env::var("MEMFOLD_BENCH_LOCOMO") else {
+        println!("locomo: set MEMFOLD_BENCH_LOCOMO to LoCoMo's locomo10.json (github.com/snap-research/LoCoMo)");
+        return;
+    };
+    let data: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&path).expect("locomo10.json")).unwrap();
+    let conversations: Vec<usize> =
+        setting("MEMFOLD_BENCH_CONVERSATIONS", "0,1,2").split(',').map(|n| n.trim().parse().unwrap()).collect();
+    let embedder = setting("MEMFOLD_BENCH_EMBEDDER", "local");
+    let folds = setting("MEMFOLD_BENCH_FOLDS", "on") != "off";
+    println!(
+        "locomo: conversations {conversations:?}, embedder {embedder}, offline folds {}",
+        if folds { "on" } else { "off" }
+    );
+
+    let (mut questions, mut found) = (0usize, 0usize);
+    let bar = Config::default().consolidation.review_below_confidence;
+    let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for &n in &conversations {
+        let sample = &data[n];
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+        config.embedding.provider =
+            if embedder == "minilm" { EmbeddingProvider::Minilm } else { EmbeddingProvider::Local };
+        config.embedding.model_dir = std::env::var("MEMFOLD_TEST_MINILM_DIR").unwrap_or_default();
+        config.consolidation.offline_folds = folds;
+        Memory::init(&config).unwrap();
+        let memory = Memory::open(config).await.unwrap();
+
+        // Sessions in order, each consolidated before the next is told.
+        let conversation = &sample["conversation"];
+        let observations = sample["observation"].as_object().unwrap();
+        let mut sessions: Vec<usize> = observations
+            .keys()
+            .filter_map(|k| k.strip_prefix("session_")?.strip_suffix("_observation")?.parse().ok())
+            .collect();
+        sessions.sort_unstable();
+        let mut fact_text: HashMap<String, String> = HashMap::new();
+        let mut fact_of_dia: HashMap<String, Vec<String>> = HashMap::new();
+        let mut facts_told = 0;
+        let mut applied: Vec<(String, String, Vec<String>, Option<f64>)> = Vec::new();
+        let mut proposed: BTreeMap<String, usize> = BTreeMap::new();
+        for s in sessions {
+            let day = session_day(conversation[format!("session_{s}_date_time")].as_str().unwrap());
+            let mut news = Vec::new();
+            for said in observations[&format!("session_{s}_observation")].as_object().unwrap().values() {
+                for item in said.as_array().unwrap() {
+                    let (text, dia) = (item[0].as_str().unwrap(), item[1].as_str().unwrap_or_default());
+                    news.push(NewFact { text: text.to_string(), date: Some(day), source: Some(dia.to_string()) });
+                }
+            }
+            let added = memory.add(news.clone()).unwrap();
+            facts_told += added.len();
+            for (fact, new) in added.iter().zip(&news) {
+                fact_text.insert(fact.id.clone(), new.text.clone());
+                // One observation may cite several dialogue turns ("D1:3; D1:5").
+                for dia in new.source.as_deref().unwrap_or_default().split([';', ',', ' ']).filter(|d| !d.is_empty()) {
+                    fact_of_dia.entry(dia.to_string()).or_default().push(fact.id.clone());
+                }
+            }
+            let report = memory.consolidate(PassOptions { force: true, dry_run: false }).await.unwrap();
+            for op in &report.ops {
+                if op.confidence.is_some_and(|c| c < bar) {
+                    // A proposal: stored for a person, not applied.
+                    let rule = op.signals.first().map(String::as_str).unwrap_or("?");
+                    *proposed.entry(rule.split(':').next().unwrap_or(rule).to_string()).or_default() += 1;
+                    continue;
+                }
+                *totals.entry(op.op).or_default() += 1;
+                if op.op != "ADD" {
+                    let entry = memory.entry(op.target.as_deref().unwrap_or_default()).await.ok();
+                    let before = entry.map(|e| e.content).unwrap_or_default();
+                    applied.push((op.op.to_string(), before, op.facts.clone(), op.confidence));
+                }
+            }
+        }
+        let status = memory.status().await.unwrap();
+        println!(
+            "\n## conversation {n} ({}): {facts_told} facts, {} entries, {} proposals waiting in {} plans",
+            sample["sample_id"].as_str().unwrap_or_default(),
+            status.entries,
+            status.proposals_waiting,
+            status.plans_waiting
+        );
+        println!("proposals by rule: {proposed:?}; applied merges and replaces:");
+        for (op, entry, facts, confidence) in &applied {
+            let told: Vec<&str> = facts.iter().map(|f| fact_text.get(f).map(String::as_str).unwrap_or("?")).collect();
+            println!("- {op} ({confidence:?}): {:?}\n    now: {entry:?}", told);
+        }
+
+        // Evidence recall@10.
+        let (mut asked, mut hit) = (0usize, 0usize);
+        for qa in sample["qa"].as_array().unwrap() {
+            if qa["category"].as_i64() == Some(5) {
+                continue;
+            }
+            let evidence: HashSet<&String> = qa["evidence"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.as_str())
+                .filter_map(|d| fact_of_dia.get(d.trim()))
+                .flatten()
+                .collect();
+            if evidence.is_empty() {
+                continue;
+            }
+            asked += 1;
+            let request = SearchRequest { k: Some(10), ..SearchRequest::default() };
+            let hits = memory.search(qa["question"].as_str().unwrap(), &request).await.unwrap();
+            if hits.iter().any(|h| evidence.contains(&h.id) || h.sources.iter().any(|s| evidence.contains(s))) {
+                hit += 1;
+            }
+        }
+        println!("evidence recall@10: {:.3} ({hit} of {asked} questions)", hit as f64 / asked.max(1) as f64);
+        questions += asked;
+        found += hit;
+    }
+    println!("\nops applied: {totals:?}");
+    println!("evidence recall@10 over all: {:.3} ({found} of {questions})", found as f64 / questions.max(1) as f64);
+}
