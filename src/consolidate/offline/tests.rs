@@ -656,3 +656,93 @@ fn folds_are_deterministic() {
     shuffled.candidates.reverse();
     assert_eq!(decide(&doc, day(TODAY), Some(&hints)), decide(&shuffled, day(TODAY), Some(&hints)));
 }
+
+mod fold_properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const WORDS: &[&str] = &[
+        "takes", "take", "I", "bus", "55", "to", "work", "no", "longer", "quit", "also", "Olu", "Shopify", "job",
+        "new", "actually", "the", "class", "pottery", "not", "every", "morning", "Monday", "too", "sold", "car",
+    ];
+
+    fn sentence() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(WORDS), 1..9).prop_map(|w| w.join(" "))
+    }
+
+    fn unit(v: Vec<f32>) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+        v.into_iter().map(|x| x / n).collect()
+    }
+
+    prop_compose! {
+        fn cluster()(
+            entries in prop::collection::vec((sentence(), any::<bool>(), 0u32..3), 1..5),
+            facts in prop::collection::vec((sentence(), 0u32..3), 1..5),
+            vectors in prop::collection::vec(prop::collection::vec(-1f32..1.0, 3), 10),
+            keys in prop::collection::vec(0usize..3, 10),
+            semantic in any::<bool>(),
+        ) -> (ClusterDoc, Hints) {
+            let days = ["2026-04-01", "2026-06-01", "2027-02-01"];
+            let neighbors: Vec<Neighbor> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, (text, pin, d))| Neighbor {
+                    pinned: *pin,
+                    updated: day(days[*d as usize]),
+                    ..entry(&format!("m-{i}"), text)
+                })
+                .collect();
+            let candidates: Vec<Candidate> =
+                facts.iter().enumerate().map(|(i, (text, d))| fact(&format!("f-{i}"), text, days[*d as usize])).collect();
+            let mut hints = Hints { semantic, ..Hints::default() };
+            hints.single.insert("employer".into());
+            let attributes = ["employer", "car", "commute"];
+            let ids = neighbors.iter().map(|n| n.id.clone()).chain(candidates.iter().map(|c| c.id.clone()));
+            for (i, id) in ids.enumerate() {
+                hints.vectors.insert(id.clone(), unit(vectors[i].clone()));
+                hints.keys.insert(id, vec![key("user", attributes[keys[i]])]);
+            }
+            (ClusterDoc { neighbors, candidates }, hints)
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Whatever the texts, vectors and keys: every fact once, targets are neighbours, a pinned
+        /// entry is never replaced, a REPLACE the folds make is only ever proposed, one op per
+        /// entry besides duplicates, and the same output in any input order.
+        #[test]
+        fn folds_keep_the_deciders_promises((doc, hints) in cluster()) {
+            let ops = decide(&doc, day(TODAY), Some(&hints));
+            let mut seen: Vec<&str> = ops.iter().flat_map(|o| o.op.facts().iter().map(String::as_str)).collect();
+            seen.sort_unstable();
+            let mut want: Vec<&str> = doc.candidates.iter().map(|c| c.id.as_str()).collect();
+            want.sort_unstable();
+            prop_assert_eq!(seen, want);
+            let mut replaced = BTreeSet::new();
+            for o in &ops {
+                if let Some(t) = o.op.target() {
+                    let n = doc.neighbors.iter().find(|n| n.id == t);
+                    prop_assert!(n.is_some(), "target is a neighbour: {:?}", o);
+                    let n = n.unwrap();
+                    prop_assert!(!n.pinned || o.op.kind() == "DUPLICATE", "pinned target: {:?}", o);
+                    if o.op.kind() != "DUPLICATE" {
+                        prop_assert!(replaced.insert(t.to_string()), "two ops on {}: {:?}", t, ops);
+                    }
+                }
+                prop_assert_ne!(o.op.kind(), "REMOVE");
+                let folded = o.signals.iter().any(|s| s == "negates" || s == "correction" || s.starts_with("new value for"));
+                if folded {
+                    prop_assert!(o.confidence.is_some_and(|c| c < 0.5), "a fold's REPLACE is a proposal: {:?}", o);
+                }
+            }
+            let mut shuffled = doc.clone();
+            shuffled.neighbors.reverse();
+            shuffled.candidates.reverse();
+            prop_assert_eq!(&ops, &decide(&shuffled, day(TODAY), Some(&hints)));
+        }
+    }
+}
