@@ -97,7 +97,6 @@ pub struct Taxonomy {
     aspects: Vec<AspectDef>,
     /// Per aspect: its cues as stems.
     cues: Vec<Vec<Vec<String>>>,
-    id: String,
 }
 
 /// The built-in taxonomy.
@@ -132,19 +131,9 @@ impl Taxonomy {
         let stems = |cues: &[String]| cues.iter().map(|c| words::stems(c)).filter(|c| !c.is_empty()).collect();
         let subjects = all.subject.iter().map(|s| (s.name.to_lowercase(), stems(&s.cues))).collect();
         let cues = all.aspect.iter().map(|a| stems(&a.cues)).collect();
-        let id = crate::files::content_hash(toml::to_string(&all).map_err(|e| e.to_string())?)[..12].to_string();
-        Ok(Taxonomy { subjects, aspects: all.aspect, cues, id })
+        Ok(Taxonomy { subjects, aspects: all.aspect, cues })
     }
 
-    /// Changes when the taxonomy does (for caches of what was computed from it).
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Whether `attribute` holds one value at a time.
-    pub fn single(&self, attribute: &str) -> bool {
-        self.aspects.iter().any(|a| a.name == attribute && a.single)
-    }
 
     /// The attributes that hold one value at a time.
     pub fn single_attributes(&self) -> impl Iterator<Item = &str> {
@@ -539,7 +528,7 @@ mod tests {
         assert_eq!(names.len(), taxonomy.aspects.len());
         assert!(taxonomy.aspects.len() >= 100, "{}", taxonomy.aspects.len());
         assert!(taxonomy.cues.iter().all(|c| !c.is_empty()));
-        assert!(taxonomy.single("employer"));
+        assert!(taxonomy.single_attributes().any(|a| a == "employer"));
     }
 
     #[test]
