@@ -1,0 +1,266 @@
+//! Reading the index: hybrid search, nearest neighbours, the full-text leg, vectors and the
+//! digest `verify` compares with the files.
+
+use super::*;
+
+impl Index {
+    /// Hybrid search; see [`SearchOpts`] for the filters and `index/rank.rs` for the score. An
+    /// empty query or an empty index gives no hits.
+    pub async fn search(&self, query: &str, opts: &SearchOpts) -> Result<Vec<Hit>, IndexError> {
+        let query = query.trim();
+        if query.is_empty() || opts.k == 0 {
+            return Ok(Vec::new());
+        }
+        let table = self.table();
+        let n = (4 * opts.k).max(20);
+        let kinds = rank::search_kinds(opts.kinds.as_deref(), opts.history, opts.as_of.is_some());
+        let filter = rank::search_filter(&kinds, opts.as_of);
+        let vector = self.embed(&[query.to_string()]).await?.remove(0);
+        self.check_dim(&vector)?;
+        // Both legs are CPU work done while their streams are polled; spawned, the vector leg
+        // runs on another worker thread instead of taking turns with the text leg.
+        let by_vector = {
+            let (table, filter) = (table.clone(), filter.clone());
+            tokio::spawn(async move {
+                top_rows(n, false, |limit| {
+                    let query = vector_query(&table, &vector, filter.as_deref(), limit, &[HIT, DISTANCE]);
+                    async move { hit_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
+                })
+                .await
+            })
+        };
+        let by_text = top_rows(n, true, |limit| {
+            let leg = text_leg(&table, query, filter.as_deref(), limit, &[HIT, SCORE]);
+            async move { hit_rows(&leg.await?, SCORE) }
+        })
+        .await;
+        let by_text = match by_text {
+            Ok(rows) => rows,
+            Err(e) => {
+                by_vector.abort();
+                return Err(e);
+            }
+        };
+        let by_vector = by_vector.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+
+        let mut hits: HashMap<String, Hit> = HashMap::new();
+        let mut legs: Vec<Vec<String>> = Vec::new();
+        for rows in [by_vector, by_text] {
+            let mut keys = Vec::with_capacity(rows.len());
+            for (key, _, hit) in rows {
+                keys.push(key.clone());
+                hits.entry(key).or_insert(hit);
+            }
+            legs.push(keys);
+        }
+        let legs: Vec<&[String]> = legs.iter().map(|l| l.as_slice()).collect();
+        let mut scored: Vec<(String, f64)> = rank::fuse(&legs)
+            .into_iter()
+            .map(|(key, fused)| {
+                let from = hits[&key].valid_from;
+                let recency = rank::recency(from, opts.today, opts.recency_weight, opts.recency_half_life_days);
+                (key, fused + recency)
+            })
+            .collect();
+        scored.sort_by(rank::by_score_then_key);
+        scored.truncate(opts.k);
+        Ok(scored
+            .into_iter()
+            .map(|(key, score)| {
+                let mut hit = hits.remove(&key).expect("every fused key has a row");
+                hit.score = score;
+                hit
+            })
+            .collect())
+    }
+
+    fn check_dim(&self, vector: &[f32]) -> Result<(), IndexError> {
+        match vector.len() == self.want.dim {
+            true => Ok(()),
+            false => Err(IndexError::Dimension { expected: self.want.dim, got: vector.len() }),
+        }
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// The `k` rows of the given kinds (all kinds if empty) nearest to `vector`, skipping
+    /// `exclude_keys`, with their cosine similarity, best first (ties by key).
+    pub async fn nearest(
+        &self,
+        vector: &[f32],
+        kinds: &[DocKind],
+        k: usize,
+        exclude_keys: &[String],
+    ) -> Result<Vec<(String, f32)>, IndexError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        self.check_dim(vector)?;
+        let mut parts: Vec<String> = rank::kind_filter(kinds).into_iter().collect();
+        if !exclude_keys.is_empty() {
+            parts.push(rank::key_list(exclude_keys, true));
+        }
+        let filter =
+            (!parts.is_empty()).then(|| parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND "));
+        let table = self.table();
+        let rows = top_rows(k, false, |limit| {
+            let query = vector_query(&table, vector, filter.as_deref(), limit, &[KEY, DISTANCE]);
+            async move { key_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
+        })
+        .await?;
+        Ok(rows.into_iter().map(|(key, d, ())| (key, (1.0 - d) as f32)).collect())
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// The `k` best full-text (BM25) matches of the given kinds (all kinds if empty), with
+    /// their BM25 score, best first (ties by key). An empty query gives none.
+    pub async fn lexical(&self, query: &str, kinds: &[DocKind], k: usize) -> Result<Vec<(String, f32)>, IndexError> {
+        let query = query.trim();
+        if query.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let filter = rank::kind_filter(kinds);
+        let table = self.table();
+        let rows = top_rows(k, true, |limit| {
+            let leg = text_leg(&table, query, filter.as_deref(), limit, &[KEY, SCORE]);
+            async move { key_rows(&leg.await?, SCORE) }
+        })
+        .await?;
+        Ok(rows.into_iter().map(|(key, s, ())| (key, s as f32)).collect())
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// The stored vectors of `keys` (keys not in the index are absent from the map).
+    pub async fn vectors(&self, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
+        let table = self.table();
+        let mut out = HashMap::with_capacity(keys.len());
+        for chunk in keys.chunks(KEYS_PER_FILTER) {
+            let query = table.query().only_if(rank::key_list(chunk, false)).select(Select::columns(&[KEY, VECTOR]));
+            for batch in collect(query.execute().await, "read vectors").await? {
+                let keys = rows::strings(&batch, KEY)?;
+                let vectors = rows::vectors(&batch, VECTOR)?;
+                out.extend(keys.into_iter().zip(vectors));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Key → content hash of every row, to compare with [`Index::content_hash`] of the files'
+    /// docs. A key stored more than once maps to `duplicated:<copies>`, which no doc hashes to.
+    pub async fn digest(&self) -> Result<BTreeMap<String, String>, IndexError> {
+        let table = self.table();
+        let batches =
+            collect(table.query().select(Select::columns(&[KEY, HASH])).execute().await, "read hashes").await?;
+        let mut out = BTreeMap::new();
+        let mut copies: HashMap<String, usize> = HashMap::new();
+        for batch in &batches {
+            let keys = rows::strings(batch, KEY)?;
+            let hashes = rows::strings(batch, HASH)?;
+            for (key, hash) in keys.into_iter().zip(hashes) {
+                let n = copies.entry(key.clone()).or_default();
+                *n += 1;
+                out.insert(key, if *n > 1 { format!("duplicated:{n}") } else { hash });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of rows.
+    pub async fn len(&self) -> Result<usize, IndexError> {
+        self.table().count_rows(None).await.db("count rows")
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// Whether the index has no rows.
+    pub async fn is_empty(&self) -> Result<bool, IndexError> {
+        Ok(self.len().await? == 0)
+    }
+}
+
+/// A search leg's rows as `(key, leg score, hit)`; the score is `_distance` or `_score`.
+fn hit_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, f64, Hit)>, IndexError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for (hit, score) in rows::hits(batch)?.into_iter().zip(rows::floats(batch, score_column)?) {
+            out.push((hit.key.clone(), score, hit));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(any(test, feature = "testkit"))]
+/// A leg's rows as `(key, leg score, ())`.
+fn key_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, f64, ())>, IndexError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let keys = rows::strings(batch, KEY)?;
+        out.extend(keys.into_iter().zip(rows::floats(batch, score_column)?).map(|(k, s)| (k, s, ())));
+    }
+    Ok(out)
+}
+
+/// The best `n` rows of one search leg, ties by key, whatever order lance returns equal scores
+/// in: `fetch(limit)` runs the leg for `limit` rows, first `n` + [`rank::TIE_SLACK`], then twice
+/// as many while rows tied with the n-th reach the limit (see [`rank::cut`]).
+async fn top_rows<T, F, Fut>(n: usize, higher_better: bool, mut fetch: F) -> Result<Vec<(String, f64, T)>, IndexError>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<(String, f64, T)>, IndexError>>,
+{
+    let mut limit = n + rank::TIE_SLACK;
+    loop {
+        if let Some(rows) = rank::cut(fetch(limit).await?, n, limit, higher_better) {
+            return Ok(rows);
+        }
+        limit *= 2;
+    }
+}
+
+/// A flat (or, past the ANN threshold, approximate) cosine search for `vector`. The score
+/// column is asked for by name, so lance adds nothing on its own.
+fn vector_query(
+    table: &Table,
+    vector: &[f32],
+    filter: Option<&str>,
+    limit: usize,
+    columns: &[&str],
+) -> Result<lancedb::query::VectorQuery, IndexError> {
+    let mut query = table
+        .query()
+        .nearest_to(vector)
+        .db("vector search")?
+        .column(VECTOR)
+        .distance_type(DistanceType::Cosine)
+        .limit(limit)
+        .ef(limit * HNSW_EF_PER_NEIGHBOUR)
+        .select(Select::columns(columns));
+    if let Some(filter) = filter {
+        query = query.only_if(filter);
+    }
+    Ok(query)
+}
+
+/// A full-text (BM25) search for `text`; no rows before the table has a full-text index.
+async fn text_leg(
+    table: &Table,
+    text: &str,
+    filter: Option<&str>,
+    limit: usize,
+    columns: &[&str],
+) -> Result<Vec<RecordBatch>, IndexError> {
+    let mut query = table
+        .query()
+        .full_text_search(FullTextSearchQuery::new(text.to_string()))
+        .limit(limit)
+        .select(Select::columns(columns));
+    if let Some(filter) = filter {
+        query = query.only_if(filter);
+    }
+    match collect(query.execute().await, "full-text search").await {
+        Ok(batches) => Ok(batches),
+        // Before the first sync with data there is no full-text index to search.
+        Err(e) => match table.list_indices().await.db("list indices")?.iter().any(|i| i.columns == [TEXT]) {
+            true => Err(e),
+            false => Ok(Vec::new()),
+        },
+    }
+}
