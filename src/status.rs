@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Config;
 use crate::consolidate::gate::{self, GateInput};
+use crate::consolidate::records;
 use crate::files::Root;
 use crate::ledger::{Ledger, LedgerError};
 use crate::lock;
@@ -17,11 +18,8 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
     let ledger = Ledger::load(root)?;
     let pending = ledger.pending().len();
     // The gate counts what an unforced pass would take up, so it agrees with the pass.
-    let waiting: Vec<_> = crate::consolidate::records::stored_plans(root)
-        .into_iter()
-        .filter(|p| p.status == crate::consolidate::records::PlanStatus::Pending)
-        .collect();
-    let under_review = waiting.iter().flat_map(|p| p.facts.iter().map(|f| f.id.clone())).collect();
+    let waiting = records::pending_plans(root);
+    let under_review = records::under_review(&waiting);
     let eligible = crate::consolidate::pass::eligible(&ledger, &under_review, &config.consolidation, false).len();
     let holder = lock::holder(&root.consolidate_lock());
     let gate = gate::evaluate(

@@ -224,43 +224,45 @@ pub struct AspectRun<'a> {
 }
 
 impl Pass<'_> {
-    /// What the offline decider knows about a call besides its texts: vectors and aspect keys by
-    /// id (entries an earlier call of the pass made have none), the single-valued attributes, the
-    /// rejected pairs.
-    fn hints(
-        &self,
-        doc: &ClusterDoc,
-        entries: &[Neighbor],
-        facts: &[Candidate],
-        vectors: &[Vec<f32>],
-        lists: &aspects::Candidates,
-    ) -> super::offline::Hints {
-        let (entry_vectors, fact_vectors) = vectors.split_at(entries.len());
-        let wanted: HashSet<&str> =
-            doc.neighbors.iter().map(|n| n.id.as_str()).chain(doc.candidates.iter().map(|c| c.id.as_str())).collect();
-        let mut hints = super::offline::Hints {
+    /// What the offline decider knows about every call of the pass besides its texts: the
+    /// single-valued attributes, the rejected pairs, whether the vectors read meaning. The
+    /// vectors and keys of a call are added by [`Pass::hints_for`].
+    fn hints(&self) -> super::offline::Hints {
+        super::offline::Hints {
             rejected: self.rejected.clone(),
             semantic: !self.embedder.id().starts_with("local:"),
+            single: match &self.aspects {
+                Some(run) => run.aspects.taxonomy().single_attributes().map(str::to_string).collect(),
+                None => HashSet::new(),
+            },
             ..Default::default()
-        };
-        let mut note = |id: &str, vector: &Vec<f32>, keys: Option<&Vec<Key>>| {
-            if wanted.contains(id) {
-                hints.vectors.insert(id.to_string(), vector.clone());
-                if let Some(keys) = keys {
-                    hints.keys.insert(id.to_string(), keys.clone());
-                }
+        }
+    }
+
+    /// Set `hints` to the vectors and aspect keys of the texts of `doc` (entries an earlier call
+    /// of the pass made have none). `at` places an id in `vectors`: the pass's `entries` entries
+    /// first, then its facts.
+    fn hints_for(
+        hints: &mut super::offline::Hints,
+        doc: &ClusterDoc,
+        at: &HashMap<&str, usize>,
+        entries: usize,
+        vectors: &[Vec<f32>],
+        lists: &aspects::Candidates,
+    ) {
+        hints.vectors.clear();
+        hints.keys.clear();
+        for id in doc.neighbors.iter().map(|n| n.id.as_str()).chain(doc.candidates.iter().map(|c| c.id.as_str())) {
+            let Some(&i) = at.get(id) else { continue };
+            hints.vectors.insert(id.to_string(), vectors[i].clone());
+            let keys = match i.checked_sub(entries) {
+                None => lists.entry_keys.get(i),
+                Some(f) => lists.fact_keys.get(f),
+            };
+            if let Some(keys) = keys {
+                hints.keys.insert(id.to_string(), keys.clone());
             }
-        };
-        for (i, e) in entries.iter().enumerate() {
-            note(&e.id, &entry_vectors[i], lists.entry_keys.get(i));
         }
-        for (i, f) in facts.iter().enumerate() {
-            note(&f.id, &fact_vectors[i], lists.fact_keys.get(i));
-        }
-        if let Some(run) = &self.aspects {
-            hints.single = run.aspects.taxonomy().single_attributes().map(str::to_string).collect();
-        }
-        hints
     }
 }
 
@@ -454,6 +456,13 @@ impl Pass<'_> {
         let mut stopped: Option<(DecideError, Vec<String>)> = None;
         let mut decide_wait = std::time::Duration::ZERO;
         let mut held: Vec<ProposedOp> = Vec::new();
+        // The offline decider's hints: what holds for the whole pass once, each call's vectors
+        // and keys looked up by id.
+        let mut hints = (cfg.offline_folds && matches!(self.decider, Decider::Offline)).then(|| self.hints());
+        let at: HashMap<&str, usize> = match hints {
+            Some(_) => entries.iter().map(|e| e.id.as_str()).chain(facts.iter().map(|f| f.id.as_str())).zip(0..).collect(),
+            None => HashMap::new(),
+        };
         for (number, call) in calls.calls.iter().enumerate() {
             let fact_ids: Vec<String> = call.facts.iter().map(|&f| facts[f].id.clone()).collect();
             let mut entry_ids: Vec<String> = call.entries.iter().map(|&e| entries[e].id.clone()).collect();
@@ -479,9 +488,9 @@ impl Pass<'_> {
                 candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
                 neighbors: doc.neighbors.iter().map(|n| n.id.clone()).collect(),
             });
-            let hints = (cfg.offline_folds && matches!(self.decider, Decider::Offline)).then(|| {
-                self.hints(&doc, &entries, &facts, &vectors, &lists)
-            });
+            if let Some(hints) = &mut hints {
+                Pass::hints_for(hints, &doc, &at, entries.len(), &vectors, &lists);
+            }
             let asked = std::time::Instant::now();
             let decided = self.decider.decide(&doc, today, &mut report.llm, hints.as_ref()).await;
             decide_wait += asked.elapsed();

@@ -292,11 +292,17 @@ pub fn stored_plans(root: &Root) -> Vec<StoredPlan> {
 
 /// Fact ids named by pending plans: passes leave them out until the plan is applied or rejected.
 pub fn facts_under_review(root: &Root) -> HashSet<String> {
-    stored_plans(root)
-        .into_iter()
-        .filter(|p| p.status == PlanStatus::Pending)
-        .flat_map(|p| p.facts.into_iter().map(|f| f.id))
-        .collect()
+    under_review(&pending_plans(root))
+}
+
+/// The stored plans waiting for `apply` or `reject`.
+pub fn pending_plans(root: &Root) -> Vec<StoredPlan> {
+    stored_plans(root).into_iter().filter(|p| p.status == PlanStatus::Pending).collect()
+}
+
+/// The facts of `plans`.
+pub fn under_review(plans: &[StoredPlan]) -> HashSet<String> {
+    plans.iter().flat_map(|p| p.facts.iter().map(|f| f.id.clone())).collect()
 }
 
 /// (fact, entry) pairs of the ops of rejected plans: a proposal a person turned down is not

@@ -135,9 +135,13 @@ impl Memory {
             .aspects()
             .await?
             .map(|aspects| AspectRun { aspects, cache: std::sync::Mutex::new(KeyCache::load(&self.inner.root)) });
-        let rejected = {
-            let root = self.inner.root.clone();
-            blocking(move || records::rejected_pairs(&root)).await
+        // Only the offline decider's folds read the pairs a person rejected.
+        let rejected = match &self.inner.decider {
+            Decider::Offline if cfg.offline_folds => {
+                let root = self.inner.root.clone();
+                blocking(move || records::rejected_pairs(&root)).await
+            }
+            _ => Default::default(),
         };
         let pass = Pass {
             config: cfg,

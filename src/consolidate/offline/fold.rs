@@ -262,7 +262,9 @@ fn best(
             signals: signals.iter().map(|s| s.to_string()).collect(),
         };
         let meaning = |floor: f32| !hints.semantic || cos >= floor;
-        let chief = shares(n, true).is_some();
+        // The single-valued aspect the entry is chiefly about, when the fact is about it too.
+        let chief_aspect = shares(n, true);
+        let chief = chief_aspect.is_some();
         if !vetoed && covered >= 1.0 && back >= BACK_COVERED && words.content.len() >= 2 && meaning(CERTAIN_COSINE) {
             found.push((0, chief, cos, duplicate(CERTAIN, &["covered"])));
             continue;
@@ -310,7 +312,7 @@ fn best(
             found.push((3, chief, cos, replace(NEGATES, "update", vec!["negates".into()])));
         } else if about && words.correction {
             found.push((4, chief, cos, replace(CORRECTS, "correction", vec!["correction".into()])));
-        } else if let Some(attribute) = shares(n, true).filter(|_| related(covered, cos, hints.semantic)) {
+        } else if let Some(attribute) = chief_aspect.filter(|_| related(covered, cos, hints.semantic)) {
             found.push((5, chief, cos, replace(NEW_VALUE, "update", vec![format!("new value for: {attribute}")])));
         }
     }
