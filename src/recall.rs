@@ -21,13 +21,24 @@ pub fn record(root: &Root, query: &str, ids: &[String], window_days: u32) -> Res
     let records: Vec<Recall> =
         ids.iter().map(|id| Recall { id: id.clone(), time: now, query: query.clone() }).collect();
     append_jsonl(&root.recall(), &records)?;
-    let (all, _) = read_jsonl::<Recall>(&root.recall(), ".memfold/recall.jsonl")?;
+    // Only the first record is read to decide: a search must not cost more the longer the
+    // log (a daemon answering an agent appends to it thousands of times a day).
     let cutoff = now - Duration::days(window_days.into());
-    if all.first().is_some_and(|r| r.time < cutoff) {
+    if oldest(&root.recall()).is_some_and(|time| time < cutoff) {
+        let (all, _) = read_jsonl::<Recall>(&root.recall(), ".memfold/recall.jsonl")?;
         let kept: Vec<Recall> = all.into_iter().filter(|r| r.time >= cutoff).collect();
         rewrite_jsonl(&root.recall(), &kept)?;
     }
     Ok(())
+}
+
+/// The time of the first readable record of the log.
+fn oldest(path: &std::path::Path) -> Option<chrono::DateTime<Utc>> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    std::io::BufReader::new(file).lines().map_while(Result::ok).find_map(|line| {
+        serde_json::from_str::<Recall>(&line).ok().map(|r| r.time)
+    })
 }
 
 /// Hits per id within the window.
@@ -59,5 +70,18 @@ mod tests {
         let text = std::fs::read_to_string(root.recall()).unwrap();
         assert!(!text.contains("m-old"), "compacted");
         assert!(!text.contains("where do I live"), "queries are hashed");
+    }
+
+    #[test]
+    fn a_broken_first_line_does_not_keep_old_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        std::fs::write(root.recall(), "not json\n").unwrap();
+        let old = Recall { id: "m-old".into(), time: Utc::now() - Duration::days(40), query: "q".into() };
+        append_jsonl(&root.recall(), &[old]).unwrap();
+        record(&root, "q", &["m-1".into()], 30).unwrap();
+        let text = std::fs::read_to_string(root.recall()).unwrap();
+        assert!(!text.contains("m-old") && text.contains("m-1"), "{text}");
     }
 }
