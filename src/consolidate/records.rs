@@ -290,9 +290,22 @@ pub fn stored_plans(root: &Root) -> Vec<StoredPlan> {
     plans
 }
 
-/// Fact ids named by pending plans: passes leave them out until the plan is applied or rejected.
-pub fn facts_under_review(root: &Root) -> HashSet<String> {
-    under_review(&pending_plans(root))
+/// What the stored plans tell a pass, from one read of `.memfold/plans/`.
+#[derive(Debug, Default)]
+pub struct PlanMarks {
+    /// Fact ids named by pending plans: passes leave them out until the plan is applied or
+    /// rejected.
+    pub under_review: HashSet<String>,
+    /// (fact, entry) pairs of the ops of rejected plans: a proposal a person turned down is
+    /// not made again for the same pair.
+    pub rejected: HashSet<(String, String)>,
+}
+
+/// [`PlanMarks`] of the root.
+pub fn plan_marks(root: &Root) -> PlanMarks {
+    let plans = stored_plans(root);
+    let pending: Vec<StoredPlan> = plans.iter().filter(|p| p.status == PlanStatus::Pending).cloned().collect();
+    PlanMarks { under_review: under_review(&pending), rejected: rejected_pairs_of(plans) }
 }
 
 /// The stored plans waiting for `apply` or `reject`.
@@ -307,8 +320,8 @@ pub fn under_review(plans: &[StoredPlan]) -> HashSet<String> {
 
 /// (fact, entry) pairs of the ops of rejected plans: a proposal a person turned down is not
 /// made again for the same pair.
-pub fn rejected_pairs(root: &Root) -> HashSet<(String, String)> {
-    stored_plans(root)
+fn rejected_pairs_of(plans: Vec<StoredPlan>) -> HashSet<(String, String)> {
+    plans
         .into_iter()
         .filter(|p| p.status == PlanStatus::Rejected)
         .flat_map(|p| p.journal)

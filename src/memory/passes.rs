@@ -28,7 +28,7 @@ impl Memory {
         let clock = Instant::now();
         let started = self.inner.clock.now();
         let me = self.clone();
-        let (lock, holder, ledger, under_review) = blocking(move || -> Result<_, Error> {
+        let (lock, holder, ledger, marks) = blocking(move || -> Result<_, Error> {
             let lock = if opts.dry_run { None } else { Some(me.lock()?) };
             if let Some(lock) = &lock
                 && let Err(e) = me.reconcile_locked(lock)
@@ -37,9 +37,10 @@ impl Memory {
             }
             // A dry run takes no lock, but says so when a pass holds it, as that pass would.
             let holder = opts.dry_run.then(|| crate::lock::holder(&me.inner.root.consolidate_lock())).flatten();
-            Ok((lock, holder, Ledger::load(&me.inner.root)?, records::facts_under_review(&me.inner.root)))
+            Ok((lock, holder, Ledger::load(&me.inner.root)?, records::plan_marks(&me.inner.root)))
         })
         .await?;
+        let (under_review, rejected) = (marks.under_review, marks.rejected);
         let cfg = &self.inner.config.consolidation;
         let pending = eligible(&ledger, &under_review, cfg, opts.force);
         let gate = gate::evaluate(
@@ -60,7 +61,7 @@ impl Memory {
         let run = run_id(started, &pending);
         report.run = Some(run.clone());
         tracing::info!(run = %run, pending = pending.len(), decider = self.decider_name(), "pass started");
-        let planned = PassRun { lock, ledger: &ledger, pending: &pending, run, started, opts, rebuild: None };
+        let planned = PassRun { lock, ledger: &ledger, pending: &pending, run, started, opts, rebuild: None, rejected };
         self.run_pass(planned, report, clock).await
     }
 
@@ -73,7 +74,7 @@ impl Memory {
         let started = self.inner.clock.now();
         let today = self.inner.clock.day_of(started);
         let me = self.clone();
-        let (lock, ledger, under_review) = blocking(move || -> Result<_, Error> {
+        let (lock, ledger, marks) = blocking(move || -> Result<_, Error> {
             let lock = me.lock()?;
             if let Err(e) = me.reconcile_locked(&lock) {
                 tracing::warn!(error = %e, "could not record hand edits of memory.md");
@@ -96,9 +97,10 @@ impl Memory {
                     ..first
                 }));
             }
-            Ok((lock, ledger, records::facts_under_review(&me.inner.root)))
+            Ok((lock, ledger, records::plan_marks(&me.inner.root)))
         })
         .await?;
+        let (under_review, rejected) = (marks.under_review, marks.rejected);
         let all = eligible(&ledger, &under_review, &self.inner.config.consolidation, true);
         let run = run_id(started, &all);
         let (planning, blocks) = rebuild::set_aside(&ledger, &run, today);
@@ -118,6 +120,7 @@ impl Memory {
             started,
             opts: PassOptions { force: true, dry_run: false },
             rebuild: Some((&ledger.memory, blocks)),
+            rejected,
         };
         self.run_pass(planned, report, clock).await
     }
@@ -137,10 +140,7 @@ impl Memory {
             .map(|aspects| AspectRun { aspects, cache: std::sync::Mutex::new(KeyCache::load(&self.inner.root)) });
         // Only the offline decider's folds read the pairs a person rejected.
         let rejected = match &self.inner.decider {
-            Decider::Offline if cfg.offline_folds => {
-                let root = self.inner.root.clone();
-                blocking(move || records::rejected_pairs(&root)).await
-            }
+            Decider::Offline if cfg.offline_folds => run.rejected.clone(),
             _ => Default::default(),
         };
         let pass = Pass {
@@ -242,4 +242,6 @@ struct PassRun<'a> {
     opts: PassOptions,
     /// A rebuild: `memory.md` as it is on disk, and the versions set aside.
     rebuild: Option<(&'a EntryFile, Vec<Entry>)>,
+    /// (fact, entry) pairs of rejected plans, read with the facts under review.
+    rejected: std::collections::HashSet<(String, String)>,
 }
