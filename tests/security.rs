@@ -57,7 +57,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Say why a test that needs root does not run here.
+/// Say why a test that needs root does not run here (not a failure under CI: which account
+/// runs the tests is the machine's choice, not a missing tool).
 fn skip(reason: &str) {
     println!("skipped: {reason}");
 }
@@ -78,7 +79,7 @@ fn other_account() -> Option<u32> {
         let made = Command::new("useradd").args(["--no-create-home", "--shell", "/usr/sbin/nologin", OTHER]).output();
         // Two tests may race to create it.
         if !made.as_ref().is_ok_and(|o| o.status.success()) && id(OTHER).is_none() {
-            skip(&format!("useradd {OTHER} failed: {made:?}"));
+            memfold::testkit::skip(&format!("useradd {OTHER} failed: {made:?}"));
             return None;
         }
     }

