@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "common/run.rs"]
+mod run;
+use run::memfold;
+
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
 }
@@ -27,17 +31,6 @@ fn knobs(name: &str, default: &[usize]) -> Vec<usize> {
         Ok(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
         Err(_) => default.to_vec(),
     }
-}
-
-fn memfold(root: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memfold"));
-    command.env("MEMFOLD_EMBEDDING__PROVIDER", "local");
-    command.arg("--root").arg(root).env_remove("MEMFOLD_ROOT").env_remove("MEMFOLD_CONFIG");
-    // The knobs are for this program; memfold would read MEMFOLD_* as configuration keys.
-    for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("MEMFOLD_BENCH_")) {
-        command.env_remove(name);
-    }
-    command
 }
 
 struct Daemon(Child);
@@ -153,6 +146,7 @@ fn main() {
         println!("ingest bench: skipped (run with `cargo bench --bench ingest`)");
         return;
     }
+    println!("ingest bench, commit {}", run::commit());
     let total = knob("MEMFOLD_BENCH_FACTS", 20_000);
     let connections = knob("MEMFOLD_BENCH_CONNECTIONS", 8).max(1);
     let bound = Duration::from_secs(knob("MEMFOLD_BENCH_SECONDS", 30) as u64);

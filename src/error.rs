@@ -189,6 +189,8 @@ impl From<crate::corpus::RefreshError> for Error {
         match e {
             crate::corpus::RefreshError::Ledger(e) => e.into(),
             crate::corpus::RefreshError::Index(e) => e.into(),
+            crate::corpus::RefreshError::Archive(e) => e.into(),
+            crate::corpus::RefreshError::Look { path, source } => Error::Read { path, source },
         }
     }
 }

@@ -166,22 +166,18 @@ impl Ledger {
     /// otherwise, including facts whose versions were all set aside (an undo, a rebuild) or
     /// lost (`verify` reports those), so the next pass takes them up again.
     pub fn fates(&self) -> HashMap<&str, FactFate> {
-        let tombstoned = self.tombstoned_ids();
-        let hashes = self.tombstoned_hashes();
-        let sourced = self.sourced_ids();
-        self.facts
-            .iter()
-            .map(|f| {
-                let fate = if tombstoned.contains(f.id.as_str()) || hashes.contains(fact_text_hash(&f.text).as_str()) {
-                    FactFate::Tombstoned
-                } else if sourced.contains(f.id.as_str()) {
-                    FactFate::Consolidated
-                } else {
-                    FactFate::Pending
-                };
-                (f.id.as_str(), fate)
-            })
-            .collect()
+        let settled = self.settled();
+        self.facts.iter().map(|f| (f.id.as_str(), settled.fate(f))).collect()
+    }
+
+    /// What decides every fact's fate apart from the fact itself (see [`Ledger::fates`]).
+    pub fn settled(&self) -> Settled {
+        let owned = |ids: HashSet<&str>| ids.into_iter().map(str::to_string).collect();
+        Settled {
+            tombstoned_ids: owned(self.tombstoned_ids()),
+            tombstoned_hashes: owned(self.tombstoned_hashes()),
+            sourced: owned(self.sourced_ids()),
+        }
     }
 
     /// Facts still waiting for consolidation, in archive order.
@@ -197,6 +193,30 @@ impl Ledger {
         let first_open = self.facts.iter().filter(|f| pending.contains(f.id.as_str())).map(|f| f.date).min();
         let limit = first_open.unwrap_or(today).min(today);
         self.facts.iter().map(|f| f.date).filter(|d| *d < limit).max()
+    }
+}
+
+/// The fact ids and text hashes `memory.md`, `history.md` and the tombstones settle: what a
+/// fact's fate depends on besides the fact. Kept between index refreshes, it lets a day file
+/// that changed alone be indexed without reading the rest of the root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    tombstoned_ids: HashSet<String>,
+    tombstoned_hashes: HashSet<String>,
+    sourced: HashSet<String>,
+}
+
+impl Settled {
+    /// Tombstoned if a tombstone names the fact or its text; consolidated if it lives on in
+    /// current memory; pending otherwise.
+    pub fn fate(&self, f: &Fact) -> FactFate {
+        if self.tombstoned_ids.contains(f.id.as_str()) || self.tombstoned_hashes.contains(&fact_text_hash(&f.text)) {
+            FactFate::Tombstoned
+        } else if self.sourced.contains(f.id.as_str()) {
+            FactFate::Consolidated
+        } else {
+            FactFate::Pending
+        }
     }
 }
 

@@ -380,7 +380,6 @@ pub fn read_all(root: &Root) -> Result<Archive, ArchiveError> {
 }
 
 /// Read one day file; a missing file has no facts.
-#[cfg(test)]
 pub fn read_day(root: &Root, date: NaiveDate) -> Result<(Vec<Fact>, Vec<Problem>), ArchiveError> {
     let path = root.archive_file(date);
     let rel = root.relative(&path);

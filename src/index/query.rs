@@ -7,6 +7,18 @@ impl Index {
     /// Hybrid search; see [`SearchOpts`] for the filters and `index/rank.rs` for the score. An
     /// empty query or an empty index gives no hits.
     pub async fn search(&self, query: &str, opts: &SearchOpts) -> Result<Vec<Hit>, IndexError> {
+        match self.search_once(query, opts).await {
+            // A writer may have removed the version this search was reading (see `prune`);
+            // the second attempt starts from the latest one.
+            Err(IndexError::Db { op, source }) => {
+                debug!(op, error = %source, "search failed; running it again on the latest version");
+                self.search_once(query, opts).await
+            }
+            result => result,
+        }
+    }
+
+    async fn search_once(&self, query: &str, opts: &SearchOpts) -> Result<Vec<Hit>, IndexError> {
         let query = query.trim();
         if query.is_empty() || opts.k == 0 {
             return Ok(Vec::new());

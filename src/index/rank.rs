@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use chrono::NaiveDate;
 
 use super::DocKind;
-use super::rows::{KEY, KIND, VALID_FROM, VALID_UNTIL};
+use super::rows::{KEY, KIND, PATH, VALID_FROM, VALID_UNTIL};
 
 /// The constant of reciprocal rank fusion.
 pub(super) const RRF_K: f64 = 60.0;
@@ -50,6 +50,15 @@ pub(super) fn kind_filter(kinds: &[DocKind]) -> Option<String> {
 pub(super) fn key_list(keys: &[String], negate: bool) -> String {
     let list: Vec<String> = keys.iter().map(|k| sql_str(k)).collect();
     format!("{KEY} {}IN ({})", if negate { "NOT " } else { "" }, list.join(", "))
+}
+
+/// `path IN (...)`; false for no paths.
+pub(super) fn path_list(paths: &[String]) -> String {
+    if paths.is_empty() {
+        return "false".into();
+    }
+    let list: Vec<String> = paths.iter().map(|p| sql_str(p)).collect();
+    format!("{PATH} IN ({})", list.join(", "))
 }
 
 /// What was current on `day`: valid from then or earlier and not yet ended. Facts carry no

@@ -727,3 +727,117 @@ async fn full_text_scores_do_not_depend_on_deleted_or_unindexed_rows() {
     let meta = meta::read(&index_dir(a.path())).await.unwrap().unwrap();
     assert!(!meta.text_stale, "the full-text index was rebuilt after the deletes");
 }
+
+/// Files under the table's directory `sub` (`_versions`, `data`) with extension `ext`.
+fn files_in(root: &Path, sub: &str, ext: &str) -> usize {
+    let dir = index_dir(root).join("docs.lance").join(sub);
+    std::fs::read_dir(dir).map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == ext)).count())
+}
+
+/// Every write leaves only the latest table version on disk: the versions it made old and the
+/// data files only they used are removed at once, not after a week.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_leave_only_the_latest_version_on_disk() {
+    let root = tempfile::tempdir().unwrap();
+    let tuning = IndexTuning { index_lag_rows: 3, max_fragments: 4, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), BagOfWords::new("bow:v1:64", 64), tuning).await.unwrap();
+    let mut docs = corpus();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    for i in 0..20 {
+        docs.push(fact(&format!("f-x{i}"), &format!("Walked the dog number {i} along the harbour."), "2026-11-21"));
+        if i % 3 == 0 {
+            docs[0].text = format!("Works at Acme as engineer number {i}.");
+        }
+        if i % 5 == 4 {
+            docs.remove(1);
+        }
+        index.sync(&docs, Scope::All, None).await.unwrap();
+        assert_eq!(files_in(root.path(), "_versions", "manifest"), 1, "one version after write {i}");
+        let fragments = index.table().stats().await.unwrap().fragment_stats.num_fragments;
+        assert_eq!(files_in(root.path(), "data", "lance"), fragments, "no data file of an old version is left");
+    }
+    assert_eq!(index.digest().await.unwrap(), expected_digest(&docs));
+    let hits = index.search("dog number 19", &opts(3)).await.unwrap();
+    assert_eq!(hits[0].key, "f-x19");
+}
+
+/// The compaction threshold grows with the table, so the rows a compaction rewrites per small
+/// write stay about the same, and stays within its bounds.
+#[test]
+fn compaction_waits_longer_on_larger_tables() {
+    let t = IndexTuning::default();
+    assert_eq!(t.compact_after(0), t.max_fragments);
+    assert_eq!(t.compact_after(10_000), 10);
+    assert_eq!(t.compact_after(50_000), 50);
+    assert_eq!(t.compact_after(10_000_000), t.max_fragments_cap);
+}
+
+/// A recording sync leaves its record; a path-scoped one merges its paths into it when the
+/// settling files are the ones recorded and drops it otherwise; any other write drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_recording_syncs_leave_a_record_of_the_sources() {
+    use sources::{Seen, Sources};
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let seen = |hash: &str| Seen { size: 1, mtime_ns: 0, inode: 1, hash: hash.into(), seen_ns: 0 };
+    let record = |pairs: &[(&str, &str)]| Sources {
+        files: pairs.iter().map(|(p, h)| (p.to_string(), seen(h))).collect(),
+    };
+    let docs = corpus();
+    let all = record(&[("consolidated/memory.md", "m1"), ("archive/2026-11-20.md", "a1")]);
+    index.sync_from(&docs, Scope::All, None, &all).await.unwrap();
+    assert_eq!(index.sources().await, Some(all.clone()));
+
+    // A day file changed alone: its entry is merged in.
+    let newer = record(&[("consolidated/memory.md", "m1"), ("archive/2026-11-20.md", "a2")]);
+    let day = vec!["archive/2026-11-20.md".to_string()];
+    index.sync_from(&docs, Scope::Paths(day.clone()), None, &newer).await.unwrap();
+    assert_eq!(index.sources().await, Some(newer.clone()));
+
+    // memory.md is not what the record says: the record cannot be merged, and is dropped.
+    let other = record(&[("consolidated/memory.md", "m2"), ("archive/2026-11-20.md", "a3")]);
+    index.sync_from(&docs, Scope::Paths(day), None, &other).await.unwrap();
+    assert_eq!(index.sources().await, None);
+
+    index.sync_from(&docs, Scope::All, None, &all).await.unwrap();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!(index.sources().await, None, "a sync that records nothing drops the record");
+    index.sync_from(&docs, Scope::All, None, &all).await.unwrap();
+    index.clear().await.unwrap();
+    assert_eq!(index.sources().await, None, "clear drops it");
+}
+
+/// Many single-row writes, as a daemon answering an agent makes them: every index keeps a
+/// bounded number of segments, so what a search reads does not grow with the writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_segments_stay_bounded_under_single_row_writes() {
+    let root = tempfile::tempdir().unwrap();
+    // As with the defaults, compaction comes due (every few writes) long before a fold does.
+    let tuning = IndexTuning { ann_min_rows: 300, index_lag_rows: 20, max_fragments: 4, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), BagOfWords::new("bow:v1:32", 32), tuning).await.unwrap();
+    let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
+    let mut docs: Vec<Doc> = (0..400usize)
+        .map(|i| entry(&format!("m-{i}"), &format!("note {i} about {} {}", words[i % 10], words[(i / 10) % 10]), "2026-02-01"))
+        .collect();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let mut most: BTreeMap<String, usize> = BTreeMap::new();
+    let mut most_fragments = 0;
+    for i in 0..60 {
+        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", words[i % 10]), "2026-03-01"));
+        index.sync(&docs, Scope::All, None).await.unwrap();
+        let table = index.table();
+        most_fragments = most_fragments.max(table.stats().await.unwrap().fragment_stats.num_fragments);
+        for ix in table.list_indices().await.unwrap() {
+            let segments = table.index_stats(&ix.name).await.unwrap().and_then(|s| s.num_indices).unwrap_or(1) as usize;
+            let seen = most.entry(ix.name.clone()).or_default();
+            *seen = (*seen).max(segments);
+        }
+    }
+    assert!(most_fragments <= 8, "fragments reached {most_fragments}");
+    let bound = IndexTuning::default().max_index_deltas + 2;
+    for (name, n) in &most {
+        assert!(*n <= bound, "{name} reached {n} segments: {most:?}");
+    }
+    let hits = index.search("walked past the river at 51", &opts(3)).await.unwrap();
+    assert_eq!(hits[0].key, "f-51");
+}

@@ -147,8 +147,9 @@ struct Freshness {
     wanted: AtomicU64,
     /// The `wanted` value the last successful refresh started from.
     done: AtomicU64,
-    /// One refresh at a time.
-    refreshing: tokio::sync::Mutex<()>,
+    /// One refresh at a time; holds what the last one learnt about the settling files, so
+    /// the next reads only the day files that changed.
+    refreshing: tokio::sync::Mutex<Option<corpus::Known>>,
     /// Wakes whoever waits for changes (the daemon's indexer).
     notify: Notify,
 }
@@ -222,7 +223,7 @@ impl Memory {
                 fresh: Freshness {
                     wanted: AtomicU64::new(1),
                     done: AtomicU64::new(0),
-                    refreshing: tokio::sync::Mutex::new(()),
+                    refreshing: tokio::sync::Mutex::new(None),
                     notify: Notify::new(),
                 },
                 rewritten: broadcast::channel(16).0,

@@ -7,8 +7,7 @@ use super::views::Reindexed;
 use super::{MAX_K, Memory, SearchRequest, blocking};
 use crate::corpus;
 use crate::error::Error;
-use crate::index::{Hit, Scope, SearchOpts};
-use crate::ledger::Ledger;
+use crate::index::{Hit, SearchOpts};
 
 impl Memory {
     /// Say the files may have changed: the next search refreshes the index first.
@@ -30,14 +29,15 @@ impl Memory {
             return Ok(());
         }
         let index = self.index().await?;
-        let _one = fresh.refreshing.lock().await;
+        let mut known = fresh.refreshing.lock().await;
         if fresh.done.load(Ordering::SeqCst) >= target {
             return Ok(()); // someone refreshed while we waited
         }
         let generation = fresh.wanted.load(Ordering::SeqCst);
-        let (_, stats) = corpus::refresh(&self.inner.root, index).await?;
+        let (read, stats) = corpus::catch_up(&self.inner.root, index, &mut known).await?;
         fresh.done.fetch_max(generation, Ordering::SeqCst);
         tracing::debug!(
+            ?read,
             upserted = stats.upserted,
             deleted = stats.deleted,
             unchanged = stats.unchanged,
@@ -79,17 +79,16 @@ impl Memory {
         let started = Instant::now();
         let index = self.index().await?;
         let fresh = &self.inner.fresh;
-        let _one = fresh.refreshing.lock().await;
+        let mut known = fresh.refreshing.lock().await;
         let generation = fresh.wanted.load(Ordering::SeqCst);
         if clear {
             index.clear().await?;
         }
-        let root = self.inner.root.clone();
-        let ledger = blocking(move || Ledger::load(&root)).await?;
-        let docs = corpus::docs(&ledger);
-        let stats = index.sync(&docs, Scope::All, progress).await?;
+        let (_, stats, learnt) = corpus::refresh_all(&self.inner.root, index, progress).await?;
+        *known = Some(learnt);
         fresh.done.fetch_max(generation, Ordering::SeqCst);
-        tracing::info!(clear, docs = docs.len(), upserted = stats.upserted, deleted = stats.deleted, "reindexed");
-        Ok(Reindexed { docs: docs.len(), stats, seconds: started.elapsed().as_secs_f64() })
+        let docs = stats.upserted + stats.unchanged;
+        tracing::info!(clear, docs, upserted = stats.upserted, deleted = stats.deleted, "reindexed");
+        Ok(Reindexed { docs, stats, seconds: started.elapsed().as_secs_f64() })
     }
 }

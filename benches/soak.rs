@@ -1,0 +1,281 @@
+//! Soak benchmark: a running `memfold serve` under an agent's steady use, timed from outside.
+//!
+//! Per size N (entries in `memory.md`, written directly; varied sentences about people, places
+//! and things) it spawns the `memfold` binary built with the bench on a fresh root and a free
+//! loopback port, then sends R requests one after another, as an agent does: every request is
+//! a `GET /search`, and every 10th is preceded by a `POST /facts` of one new fact (so R = 6,000
+//! means 600 writes). It prints
+//! - seconds per 1,000 requests, first and last, and the daemon's RSS after the first 20
+//!   searches and at the end;
+//! - the index's bytes on disk and table versions before and after;
+//! - search p50 over 200 queries on a freshly started daemon, before the soak and after it;
+//! - the commit it ran on.
+//!
+//! Run: `cargo bench --bench soak` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (default 10000;
+//! a comma list runs each), `MEMFOLD_BENCH_REQUESTS` (default 0.6 × entries, at least 6000),
+//! `MEMFOLD_BENCH_KEEP` (set: keep the root and print where it is).
+//! Targets (issue "A daemon that runs for months"): last 1,000 requests ≤ 1.5 × the first;
+//! RSS at the end ≤ 1.5 × after 20 searches; index ≤ 2 × its size before; p50 after a restart
+//! ≤ 1.5 × before.
+
+#[path = "../tests/common/life.rs"]
+#[allow(dead_code)]
+mod life;
+#[path = "common/run.rs"]
+mod run;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+use memfold::files::Root;
+use memfold::files::entries::{Entry, EntryFile, EntryMeta};
+use run::memfold;
+use serde_json::{Value, json};
+
+const QUERIES: usize = 200;
+
+fn knobs(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
+/// A running daemon, stopped with SIGTERM on drop.
+struct Daemon {
+    child: Child,
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    async fn start(root: &Path) -> Daemon {
+        let token =
+            std::fs::read_to_string(root.join(".memfold/token")).expect("init made the token").trim().to_string();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = memfold(root)
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            // No pass during the soak: it measures the index under ingest and search.
+            .env("MEMFOLD_CONSOLIDATION__MIN_HOURS", "100000")
+            .env("MEMFOLD_CONSOLIDATION__MIN_FACTS", "1000000000")
+            .env("MEMFOLD_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("memfold serve starts");
+        let daemon = Daemon { child, base: format!("http://127.0.0.1:{port}"), token, client: reqwest::Client::new() };
+        let started = Instant::now();
+        while daemon.client.get(format!("{}/healthz", daemon.base)).send().await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(120), "memfold serve did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        daemon
+    }
+
+    async fn search(&self, q: &str) -> Duration {
+        let sent = Instant::now();
+        let response = self
+            .client
+            .get(format!("{}/search", self.base))
+            .query(&[("q", q), ("k", "10")])
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+        let _: Value = response.json().await.unwrap();
+        sent.elapsed()
+    }
+
+    async fn add(&self, text: &str) {
+        let response = self
+            .client
+            .post(format!("{}/facts", self.base))
+            .bearer_auth(&self.token)
+            .json(&json!({ "facts": [{ "text": text }] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+    }
+
+    fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0.0);
+        kb / 1024.0
+    }
+
+    /// Search p50 over the queries, after one warm-up pass over the first 20.
+    async fn p50(&self, queries: &[String]) -> Duration {
+        for q in queries.iter().take(20) {
+            self.search(q).await;
+        }
+        let mut times = Vec::with_capacity(queries.len());
+        for q in queries {
+            times.push(self.search(q).await);
+        }
+        times.sort();
+        times[times.len() / 2]
+    }
+}
+
+/// Bytes under `dir` and the number of table versions (manifests) of the index.
+fn disk(root: &Path) -> (u64, usize) {
+    fn bytes(dir: &Path) -> u64 {
+        std::fs::read_dir(dir).map_or(0, |entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => bytes(&e.path()),
+                    _ => e.metadata().map_or(0, |m| m.len()),
+                })
+                .sum()
+        })
+    }
+    let index = root.join(".memfold/index");
+    let versions = std::fs::read_dir(index.join("docs.lance/_versions")).map_or(0, |d| {
+        d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "manifest")).count()
+    });
+    (bytes(&index), versions)
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn soak(entries: usize, requests: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    if std::env::var_os("MEMFOLD_BENCH_KEEP").is_some() {
+        println!("root kept at {}", root_dir.display());
+    }
+    assert!(memfold(&root_dir).arg("init").stdout(Stdio::null()).status().unwrap().success());
+    let root = Root::new(&root_dir);
+    // Distinct sentences: N entries of memory, then the facts and the queries of the soak.
+    let texts = life::distractors(entries + requests / 10 + QUERIES);
+    let (memory, rest) = texts.split_at(entries);
+    let (facts, queries) = rest.split_at(requests / 10);
+    let day = NaiveDate::from_ymd_opt(2026, 1, 10).unwrap();
+    let mut file = EntryFile::default();
+    for (i, text) in memory.iter().enumerate() {
+        let meta = EntryMeta {
+            first_seen: Some(day),
+            updated: Some(day),
+            sources: vec![format!("f-seed{i:06}")],
+            ..EntryMeta::new(format!("m-{i:06}"))
+        };
+        file.push(Entry::new(meta, text));
+    }
+    std::fs::write(root.memory(), file.render()).unwrap();
+    // Queries are reworded fragments of other sentences, so both legs have work.
+    let queries: Vec<String> =
+        queries.iter().map(|q| q.split_whitespace().take(5).collect::<Vec<_>>().join(" ")).collect();
+
+    let started = Instant::now();
+    let (before_p50, before_rss) = {
+        let daemon = Daemon::start(&root_dir).await;
+        let p50 = daemon.p50(&queries).await;
+        (p50, daemon.rss_mib())
+    };
+    let indexed = started.elapsed();
+    let (before_bytes, before_versions) = disk(&root_dir);
+
+    let daemon = Daemon::start(&root_dir).await;
+    let mut rss_start = 0.0;
+    let mut per_thousand: Vec<Duration> = Vec::new();
+    let mut block = Instant::now();
+    for i in 0..requests {
+        if i % 10 == 0 {
+            daemon.add(&facts[i / 10]).await;
+        }
+        daemon.search(&queries[i % queries.len()]).await;
+        if i + 1 == 20 {
+            rss_start = daemon.rss_mib();
+        }
+        if (i + 1) % 1000 == 0 {
+            per_thousand.push(block.elapsed());
+            println!(
+                "  {:>6} requests: {:>7.1} s per 1,000, RSS {:>6.0} MiB",
+                i + 1,
+                block.elapsed().as_secs_f64(),
+                daemon.rss_mib()
+            );
+            block = Instant::now();
+        }
+    }
+    let rss_end = daemon.rss_mib();
+    drop(daemon);
+    let (after_bytes, after_versions) = disk(&root_dir);
+    let restarted = Daemon::start(&root_dir).await;
+    let after_p50 = restarted.p50(&queries).await;
+    let after_rss = restarted.rss_mib();
+    drop(restarted);
+    if std::env::var_os("MEMFOLD_BENCH_KEEP").is_some() {
+        std::mem::forget(dir);
+    }
+
+    let first = per_thousand.first().copied().unwrap_or_default();
+    let last = per_thousand.last().copied().unwrap_or_default();
+    println!("soak {entries} entries, {requests} requests ({} writes), commit {}:", requests / 10, run::commit());
+    println!("  first index build and 220 searches: {:.1} s", indexed.as_secs_f64());
+    println!(
+        "  seconds per 1,000 requests: first {:.2}, last {:.2} (×{:.2}; target ≤ 1.5)",
+        first.as_secs_f64(),
+        last.as_secs_f64(),
+        last.as_secs_f64() / first.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "  daemon RSS: after 20 searches {rss_start:.0} MiB, at the end {rss_end:.0} MiB (×{:.2}; target ≤ 1.5)",
+        rss_end / rss_start.max(1e-9)
+    );
+    println!(
+        "  index on disk: before {:.1} MB in {before_versions} versions, after {:.1} MB in {after_versions} versions (×{:.2}; target ≤ 2)",
+        mb(before_bytes),
+        mb(after_bytes),
+        after_bytes as f64 / before_bytes.max(1) as f64
+    );
+    println!(
+        "  search p50 on a fresh daemon: before {:.2} ms ({before_rss:.0} MiB), after {:.2} ms ({after_rss:.0} MiB) (×{:.2}; target ≤ 1.5)",
+        ms(before_p50),
+        ms(after_p50),
+        after_p50.as_secs_f64() / before_p50.as_secs_f64().max(1e-9)
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing and should not load the machine.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("soak bench: skipped (run with `cargo bench --bench soak`)");
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    for entries in knobs("MEMFOLD_BENCH_ENTRIES", &[10_000]) {
+        let requests = knobs("MEMFOLD_BENCH_REQUESTS", &[(entries * 6 / 10).max(6_000)])[0];
+        runtime.block_on(soak(entries, requests));
+    }
+}

@@ -1,0 +1,241 @@
+//! What the index was built from: for each file of the root its rows derive from, the size,
+//! modification time (ns), inode and content hash seen just before the file was read, kept in
+//! `sources.json` beside the table.
+//!
+//! A refresh stats the files ([`Sources::look`]) and compares them with the record: files whose
+//! stat is unchanged are not read at all, so an index that is up to date costs a `stat` per
+//! file to confirm. Timestamps are coarse (a write can land in the same tick as the look that
+//! saw the file before it), so a file modified within [`RACY`] of being seen is hashed again
+//! whatever its stat says, as git treats "racily clean" entries. The record is written only
+//! under the index writer lock, together with the sync of rows derived from files read after
+//! the look: if a file changes in between, the record holds the older state and the next look
+//! sees the change, so the record can be behind the index but never ahead of it.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::files::{Root, content_hash};
+
+/// How long after a file's modification time a stat may still miss a change to it.
+pub const RACY: i128 = 2_000_000_000;
+
+/// The files outside `archive/` whose content decides the rows (which facts are pending, and
+/// the entries and history versions).
+pub const SETTLING: [&str; 3] = ["consolidated/memory.md", "consolidated/history.md", ".memfold/tombstones.jsonl"];
+
+/// What one file looked like.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub inode: u64,
+    /// Hex sha256 of the content.
+    pub hash: String,
+    /// When the file was stat'ed (ns since the epoch), before it was read.
+    pub seen_ns: i128,
+}
+
+impl Seen {
+    fn same_stat(&self, other: &Seen) -> bool {
+        self.size == other.size && self.mtime_ns == other.mtime_ns && self.inode == other.inode
+    }
+
+    /// Modified so shortly before it was seen that a later write may have kept its stat.
+    fn racy(&self) -> bool {
+        self.mtime_ns > self.seen_ns - RACY
+    }
+}
+
+/// The source files of a root as seen at one moment, by path relative to the root.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sources {
+    pub files: BTreeMap<String, Seen>,
+}
+
+impl Sources {
+    /// Stat every source file of `root` (the archive's day files and [`SETTLING`]). A file
+    /// whose stat equals its entry in `before` and was not racy then keeps that entry's hash
+    /// without being read; any other file is read and hashed.
+    pub fn look(root: &Root, before: Option<&Sources>) -> std::io::Result<Sources> {
+        let mut paths: Vec<(String, PathBuf)> =
+            SETTLING.iter().map(|rel| (rel.to_string(), root.dir().join(rel))).collect();
+        match std::fs::read_dir(root.archive_dir()) {
+            Ok(entries) => {
+                for entry in entries {
+                    let path = entry?.path();
+                    if crate::files::archive::day_of(&path).is_some() {
+                        paths.push((root.relative(&path), path));
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut files = BTreeMap::new();
+        for (rel, path) in paths {
+            if let Some(seen) = see(&path, before.and_then(|b| b.files.get(&rel)))? {
+                files.insert(rel, seen);
+            }
+        }
+        Ok(Sources { files })
+    }
+
+    /// Paths whose content differs between the two (by hash), or that exist in only one.
+    pub fn changed(&self, other: &Sources) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .files
+            .iter()
+            .filter(|(path, seen)| other.files.get(*path).is_none_or(|o| o.hash != seen.hash))
+            .map(|(path, _)| path.clone())
+            .collect();
+        out.extend(other.files.keys().filter(|p| !self.files.contains_key(*p)).cloned());
+        out.sort();
+        out
+    }
+
+    /// Whether the files that decide which facts are pending ([`SETTLING`]) are the same.
+    pub fn same_settling(&self, other: &Sources) -> bool {
+        SETTLING.iter().all(|p| self.files.get(*p).map(|s| &s.hash) == other.files.get(*p).map(|s| &s.hash))
+    }
+
+    /// This record with the entries of `paths` taken from `newer` (absent there: removed).
+    pub fn merged(mut self, newer: &Sources, paths: &[String]) -> Sources {
+        for path in paths {
+            match newer.files.get(path) {
+                Some(seen) => self.files.insert(path.clone(), seen.clone()),
+                None => self.files.remove(path),
+            };
+        }
+        self
+    }
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// Stat `path` and take its hash from `before` when the stat matches and was not racy, else
+/// read it. `None` when the file does not exist.
+fn see(path: &Path, before: Option<&Seen>) -> std::io::Result<Option<Seen>> {
+    let seen_ns = now_ns();
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+    let mut seen = Seen { size: meta.len(), mtime_ns, inode: meta.ino(), hash: String::new(), seen_ns };
+    match before {
+        Some(b) if b.same_stat(&seen) && !b.racy() => {
+            seen.hash = b.hash.clone();
+            seen.seen_ns = b.seen_ns;
+        }
+        _ => match std::fs::read(path) {
+            Ok(bytes) => seen.hash = content_hash(&bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        },
+    }
+    Ok(Some(seen))
+}
+
+/// Where the record lives in the index folder.
+pub(super) fn path(dir: &Path) -> PathBuf {
+    dir.join("sources.json")
+}
+
+/// Read the record; a missing or unreadable one is `None` (the next refresh reads every file).
+pub(super) async fn read(dir: &Path) -> Option<Sources> {
+    let bytes = tokio::fs::read(path(dir)).await.ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Write the record atomically. Call only under the writer lock.
+pub(super) async fn write(dir: &Path, sources: &Sources) -> Result<(), super::IndexError> {
+    let path = path(dir);
+    let bytes = serde_json::to_vec(sources).expect("sources serialise");
+    let target = path.clone();
+    tokio::task::spawn_blocking(move || crate::files::atomic::write_atomic(&target, &bytes, None))
+        .await
+        .map_err(|e| super::IndexError::Io { path: path.clone(), source: std::io::Error::other(e) })?
+        .map_err(|e| super::IndexError::Meta { path, message: e.to_string() })
+}
+
+/// Remove the record (rows are about to change in a way it does not describe). Call only
+/// under the writer lock.
+pub(super) async fn forget(dir: &Path) -> Result<(), super::IndexError> {
+    let path = path(dir);
+    match tokio::fs::remove_file(&path).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(super::IndexError::Io { path, source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> (tempfile::TempDir, Root) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        (dir, root)
+    }
+
+    #[test]
+    fn an_unchanged_file_is_not_read_and_a_changed_one_is_found() {
+        let (_dir, root) = root();
+        let day = root.archive_dir().join("2026-11-25.md");
+        std::fs::write(&day, "- one\n").unwrap();
+        let first = Sources::look(&root, None).unwrap();
+        assert!(first.files.contains_key("archive/2026-11-25.md"));
+        assert!(Sources::look(&root, Some(&first)).unwrap().changed(&first).is_empty());
+
+        // Same size, same second: only the content (and, on most file systems, the ns) differ.
+        std::fs::write(&day, "- two\n").unwrap();
+        let second = Sources::look(&root, Some(&first)).unwrap();
+        assert_eq!(second.changed(&first), vec!["archive/2026-11-25.md".to_string()]);
+    }
+
+    #[test]
+    fn a_racy_entry_is_hashed_again_even_when_its_stat_matches() {
+        let (_dir, root) = root();
+        let day = root.archive_dir().join("2026-11-25.md");
+        std::fs::write(&day, "- one\n").unwrap();
+        let mut record = Sources::look(&root, None).unwrap();
+        // A record whose stat matches the file but whose hash is of other content: were the
+        // stat trusted, the change would be missed.
+        let seen = record.files.get_mut("archive/2026-11-25.md").unwrap();
+        seen.hash = "other".into();
+        assert!(seen.racy(), "written just now");
+        assert_eq!(Sources::look(&root, Some(&record)).unwrap().changed(&record), vec!["archive/2026-11-25.md"]);
+
+        // Seen long after the write, the stat is trusted and the file is not read.
+        let seen = record.files.get_mut("archive/2026-11-25.md").unwrap();
+        seen.seen_ns += 10 * RACY;
+        assert!(Sources::look(&root, Some(&record)).unwrap().changed(&record).is_empty());
+    }
+
+    #[test]
+    fn new_and_removed_files_count_as_changed_and_merge_takes_only_the_given_paths() {
+        let (_dir, root) = root();
+        std::fs::write(root.archive_dir().join("2026-11-24.md"), "- a\n").unwrap();
+        let before = Sources::look(&root, None).unwrap();
+        std::fs::write(root.archive_dir().join("2026-11-25.md"), "- b\n").unwrap();
+        std::fs::remove_file(root.archive_dir().join("2026-11-24.md")).unwrap();
+        std::fs::write(root.memory(), "changed\n").unwrap();
+        let after = Sources::look(&root, Some(&before)).unwrap();
+        let changed = after.changed(&before);
+        assert_eq!(changed, vec!["archive/2026-11-24.md", "archive/2026-11-25.md", "consolidated/memory.md"]);
+        assert!(!after.same_settling(&before));
+
+        let merged = before.clone().merged(&after, &changed[..2]);
+        assert!(!merged.files.contains_key("archive/2026-11-24.md"));
+        assert!(merged.files.contains_key("archive/2026-11-25.md"));
+        assert!(merged.same_settling(&before), "memory.md was not among the paths");
+    }
+}
