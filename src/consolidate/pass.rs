@@ -364,18 +364,29 @@ pub fn eligible<'a>(
     cfg: &crate::config::ConsolidationConfig,
     force: bool,
 ) -> Vec<&'a Fact> {
-    ledger
-        .pending()
+    candidates(ledger)
         .into_iter()
-        .filter(|f| !under_review.contains(&f.id) && !f.edited && !ledger.memory.unreadable_facts.contains(&f.id))
-        .filter(|f| {
-            ledger
-                .state
-                .facts
-                .get(&f.id)
-                .is_none_or(|p| force || (p.attempts < cfg.max_attempts && p.reverted_run.is_none()))
-        })
+        .filter(|f| admitted(&f.id, &ledger.state, under_review, cfg, force))
         .collect()
+}
+
+/// Pending facts a pass could ever take up as they are written: not edited since they were
+/// archived, not named by a block of `memory.md` that cannot be read.
+pub fn candidates(ledger: &Ledger) -> Vec<&Fact> {
+    ledger.pending().into_iter().filter(|f| !f.edited && !ledger.memory.unreadable_facts.contains(&f.id)).collect()
+}
+
+/// Whether a candidate goes into the next pass: not in a pending plan, and (unless forced)
+/// neither out of attempts nor taken back by an undo.
+pub fn admitted(
+    id: &str,
+    state: &crate::state::State,
+    under_review: &std::collections::HashSet<String>,
+    cfg: &crate::config::ConsolidationConfig,
+    force: bool,
+) -> bool {
+    !under_review.contains(id)
+        && state.facts.get(id).is_none_or(|p| force || (p.attempts < cfg.max_attempts && p.reverted_run.is_none()))
 }
 
 /// The id of a run that starts at `now` with these facts.

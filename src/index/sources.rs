@@ -56,7 +56,7 @@ pub struct Sources {
 }
 
 impl Sources {
-    /// Stat every source file of `root` (the archive's day files and [`SETTLING`]). A file
+    /// Stat every source file of `root` (the archive's `.md` files and [`SETTLING`]). A file
     /// whose stat equals its entry in `before` and was not racy then keeps that entry's hash
     /// without being read; any other file is read and hashed.
     pub fn look(root: &Root, before: Option<&Sources>) -> std::io::Result<Sources> {
@@ -66,7 +66,8 @@ impl Sources {
             Ok(entries) => {
                 for entry in entries {
                     let path = entry?.path();
-                    if crate::files::archive::day_of(&path).is_some() {
+                    // Day files, and misnamed markdown files, whose presence is a problem.
+                    if path.extension().is_some_and(|e| e == "md") {
                         paths.push((root.relative(&path), path));
                     }
                 }
