@@ -5,7 +5,14 @@
 //! - a daily pass: the 60 update facts of `fixtures/updates.tsv` against their 60 entries among
 //!   1,940 generated distractors (2,000 entries);
 //! - a large pass: MEMFOLD_BENCH_FACTS (default 10000) generated facts against
-//!   MEMFOLD_BENCH_ENTRIES (default 50000) generated entries.
+//!   MEMFOLD_BENCH_ENTRIES (default 50000) generated entries, all distinct sentences of ten
+//!   shapes about people, places and things (`tests/common/life.rs`).
+//!
+//! The fake LLM answers every decision call with a mix of ops, as a real one would on a day
+//! of updates ([`mixed_reply`]): of the candidates shown with neighbours, one in six replaces
+//! a neighbour and one in six is a duplicate of one, the rest are added, and a leftover
+//! neighbour is merged into another, so about a third of the ops change or fold an entry and
+//! the pass writes history, as real passes do.
 //!
 //! Each prints the pass timings, the coverage (share of (fact, ranked entry) pairs that met in the
 //! fact's call), decision calls per fact, prompt tokens per fact (whole prompt, system prompt
@@ -20,35 +27,6 @@ use memfold::files::archive::{self, NewFact};
 use memfold::files::entries::{Entry, EntryFile, EntryMeta};
 use memfold::memory::Memory;
 use memfold::testkit::{FakeOpenAi, FakeReply};
-
-const NAMES: &[&str] =
-    &["Alice", "Bob", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kofi", "Lena"];
-const VERBS: &[&str] =
-    &["likes", "visits", "cooks", "studies", "repairs", "paints", "collects", "teaches", "reads", "plays"];
-const THINGS: &[&str] = &[
-    "jazz records",
-    "green tea",
-    "old bicycles",
-    "mountain trails",
-    "chess openings",
-    "sourdough bread",
-    "watercolours",
-    "vintage cameras",
-    "board games",
-    "Portuguese poetry",
-    "kite surfing",
-    "bonsai trees",
-    "ramen",
-    "astronomy",
-];
-const PLACES: &[&str] = &["Lisbon", "Berlin", "Osaka", "Lagos", "Quito", "Oslo", "Hanoi", "Perth", "Tunis", "Lima"];
-
-/// A deterministic sentence for number `i`.
-fn sentence(i: usize, salt: usize) -> String {
-    let pick =
-        |list: &[&'static str], k: usize| list[(i.wrapping_mul(2654435761).wrapping_add(k * 97 + salt)) % list.len()];
-    format!("{} {} {} in {} (note {})", pick(NAMES, 1), pick(VERBS, 2), pick(THINGS, 3), pick(PLACES, 4), i % 997)
-}
 
 fn peak_rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -84,11 +62,44 @@ fn daily() -> (Vec<String>, Vec<String>) {
     (entries, updates.into_iter().map(|u| u.new).collect())
 }
 
-/// Entries and facts of the large pass.
+/// Entries and facts of the large pass: distinct sentences, entries first.
 fn large(n_entries: usize, n_facts: usize) -> (Vec<String>, Vec<String>) {
-    let entries = (0..n_entries).map(|i| sentence(i, 0)).collect();
-    let facts = (0..n_facts).map(|i| sentence(i * 5 % n_entries.max(1), 1)).collect();
-    (entries, facts)
+    let mut texts = life::distractors(n_entries + n_facts);
+    let facts = texts.split_off(n_entries);
+    (texts, facts)
+}
+
+/// A decision answered with a mix of ops: candidate j replaces a neighbour (j % 6 == 0), is a
+/// duplicate of one (j % 6 == 3) or is added; one more neighbour, if any is left, is merged
+/// into another. Each neighbour is the target of one op at most. Anything else (a promotion)
+/// gets an empty answer, which the offline ranking replaces.
+fn mixed_reply(request: &serde_json::Value) -> FakeReply {
+    use serde_json::json;
+    let user = request["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
+    let doc: serde_json::Value = user
+        .and_then(|u| serde_json::Deserializer::from_str(u).into_iter::<serde_json::Value>().next())
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let (Some(candidates), Some(neighbours)) = (doc["candidates"].as_array(), doc["neighbors"].as_array()) else {
+        return FakeReply::Content(json!({"lines": []}).to_string());
+    };
+    let mut free = neighbours.iter();
+    let mut ops = Vec::new();
+    for (j, c) in candidates.iter().enumerate() {
+        let op = match j % 6 {
+            0 => free.next().map(|n| {
+                let content = format!("{} {}", n["content"].as_str().unwrap_or(""), c["text"].as_str().unwrap_or(""));
+                json!({"op": "REPLACE", "target": n["id"], "facts": [c["id"]], "content": content, "why": "update"})
+            }),
+            3 => free.next().map(|n| json!({"op": "DUPLICATE", "target": n["id"], "facts": [c["id"]]})),
+            _ => None,
+        };
+        ops.push(op.unwrap_or_else(|| json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]})));
+    }
+    if let (Some(gone), Some(kept)) = (free.next(), free.next()) {
+        ops.push(json!({"op": "REMOVE", "target": gone["id"], "into": kept["id"], "why": "same"}));
+    }
+    FakeReply::Content(json!({ "ops": ops }).to_string())
 }
 
 #[tokio::main]
@@ -126,7 +137,7 @@ async fn run(name: &str, entries: &[String], facts: &[String]) {
     }
 
     let llm = FakeOpenAi::start().await;
-    llm.set_chat_handler(|_| FakeReply::Content(r#"{"ops":[],"lines":[]}"#.into()));
+    llm.set_chat_handler(mixed_reply);
     let mut config = Config { root: dir.path().to_path_buf(), ..Config::default() };
     config.embedding.provider = memfold::config::EmbeddingProvider::Local;
     config.llm = llm.llm_config();
@@ -157,6 +168,11 @@ async fn run(name: &str, entries: &[String], facts: &[String]) {
         t.promote_ms as f64 / 1e3,
         t.reindex_ms as f64 / 1e3
     );
+    let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for op in &report.ops {
+        *kinds.entry(op.op).or_default() += 1;
+    }
+    println!("  ops applied: {kinds:?}; {} dropped by validation", report.dropped.len());
     let packing = &report.packing;
     let decisions = packing.calls;
     // Every request but the last (promotion) is a decision call.
