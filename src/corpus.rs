@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use chrono::NaiveDate;
 
+use crate::blocking;
 use crate::files::Root;
 use crate::files::archive::{ArchiveError, Fact};
 use crate::files::entries::HistoryStatus;
@@ -136,7 +137,7 @@ pub async fn refresh_all(
     Ok((ledger, stats, known))
 }
 
-/// [`refresh_all`] without the ledger (kept for callers that need one).
+/// [`refresh_all`] without progress, returning the ledger and what the sync did.
 pub async fn refresh(root: &Root, index: &Index) -> Result<(Ledger, SyncStats), RefreshError> {
     let (ledger, stats, _) = refresh_all(root, index, None).await?;
     Ok((ledger, stats))
@@ -164,7 +165,8 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
     }
     let days: Option<Vec<NaiveDate>> =
         changed.iter().map(|p| crate::files::archive::day_of(std::path::Path::new(p))).collect();
-    let usable = known.as_ref().filter(|k| k.seen.same_settling(&seen) && before.same_settling(&seen));
+    // A changed settling file is not a day file, so `days` is None then.
+    let usable = known.as_ref().filter(|k| k.seen.same_settling(&seen));
     let (Some(days), Some(usable)) = (days, usable) else {
         let (_, stats, fresh) = refresh_all(root, index, None).await?;
         *known = Some(fresh);
@@ -185,10 +187,6 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
         facts.iter().filter(|f| usable.settled.fate(f) == FactFate::Pending).map(fact_doc).collect();
     let stats = index.sync_from(&docs, Scope::Paths(changed), None, &seen).await?;
     Ok((Read::DayFiles(days.len()), stats))
-}
-
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 /// Open the index of a root with the configured embedder.

@@ -69,4 +69,9 @@ internal!(
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
+/// Run blocking work (file IO, a commit) on tokio's blocking pool, passing panics on.
+pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
 pub use memory::Memory;

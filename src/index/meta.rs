@@ -56,11 +56,13 @@ pub(super) async fn read(dir: &Path) -> Result<Option<Meta>, IndexError> {
 
 /// Write `meta.json` atomically. Call only under the writer lock.
 pub(super) async fn write(dir: &Path, meta: &Meta) -> Result<(), IndexError> {
-    let path = path(dir);
-    let bytes = serde_json::to_vec_pretty(meta).expect("meta serialises");
+    write_file(path(dir), serde_json::to_vec_pretty(meta).expect("meta serialises")).await
+}
+
+/// Write one of the index's own files (`meta.json`, `sources.json`) atomically, off the runtime.
+pub(super) async fn write_file(path: PathBuf, bytes: Vec<u8>) -> Result<(), IndexError> {
     let target = path.clone();
-    tokio::task::spawn_blocking(move || crate::files::atomic::write_atomic(&target, &bytes, None))
+    crate::blocking(move || crate::files::atomic::write_atomic(&target, &bytes, None))
         .await
-        .map_err(|e| IndexError::Io { path: path.clone(), source: std::io::Error::other(e) })?
         .map_err(|e| IndexError::Meta { path, message: e.to_string() })
 }

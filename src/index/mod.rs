@@ -36,8 +36,9 @@
 //! has doubled since it was trained, and filters stay prefilters with it. More fragments than
 //! [`IndexTuning::compact_after`] allows for the table's size (8 up to 8k rows, one per 1,000
 //! rows beyond, at most 64), or more than a fifth of rows deleted, compacts the table: every
-//! fragment costs each search another file to read, and a compaction rewrites every row, so
-//! larger tables compact less often and the rows rewritten per small write stay about constant.
+//! fragment costs each search another file to read. A compaction merges only fragments the same
+//! index segments cover, so in practice it rewrites the rows not yet indexed (one fragment per
+//! small write) and fragments with many deletions, not the indexed bulk of the table.
 //!
 //! **Old versions go at once.** Every write makes a table version, and each keeps its data
 //! files, index segments and manifest on disk until pruned. After every sync that wrote
@@ -245,10 +246,9 @@ pub struct IndexTuning {
     pub ann_min_rows: usize,
     /// Rows left outside the full-text and vector indices before a sync folds them in.
     pub index_lag_rows: usize,
-    /// Table fragments before a sync compacts the table, at least: a compaction rewrites every
-    /// row, so larger tables wait for one fragment per [`IndexTuning::rows_per_fragment_allowed`]
-    /// rows (and at most [`IndexTuning::max_fragments_cap`]), which keeps the rows rewritten
-    /// per small write about constant.
+    /// Table fragments before a sync compacts the table, at least; larger tables wait for one
+    /// fragment per [`IndexTuning::rows_per_fragment_allowed`] rows (and at most
+    /// [`IndexTuning::max_fragments_cap`]).
     pub max_fragments: usize,
     /// See [`IndexTuning::max_fragments`].
     pub rows_per_fragment_allowed: usize,

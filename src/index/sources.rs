@@ -156,13 +156,7 @@ pub(super) async fn read(dir: &Path) -> Option<Sources> {
 
 /// Write the record atomically. Call only under the writer lock.
 pub(super) async fn write(dir: &Path, sources: &Sources) -> Result<(), super::IndexError> {
-    let path = path(dir);
-    let bytes = serde_json::to_vec(sources).expect("sources serialise");
-    let target = path.clone();
-    tokio::task::spawn_blocking(move || crate::files::atomic::write_atomic(&target, &bytes, None))
-        .await
-        .map_err(|e| super::IndexError::Io { path: path.clone(), source: std::io::Error::other(e) })?
-        .map_err(|e| super::IndexError::Meta { path, message: e.to_string() })
+    super::meta::write_file(path(dir), serde_json::to_vec(sources).expect("sources serialise")).await
 }
 
 /// Remove the record (rows are about to change in a way it does not describe). Call only

@@ -761,8 +761,7 @@ async fn writes_leave_only_the_latest_version_on_disk() {
     assert_eq!(hits[0].key, "f-x19");
 }
 
-/// The compaction threshold grows with the table, so the rows a compaction rewrites per small
-/// write stay about the same, and stays within its bounds.
+/// The compaction threshold grows with the table and stays within its bounds.
 #[test]
 fn compaction_waits_longer_on_larger_tables() {
     let t = IndexTuning::default();

@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex};
 use chrono::NaiveDate;
 use tokio::sync::{Notify, OnceCell, broadcast};
 
+use crate::blocking;
 use crate::clock::Clock;
 use crate::commit::{self, Change};
 use crate::config::Config;
@@ -167,11 +168,6 @@ fn check_owner(root: &Root) -> Result<(), Error> {
          or, if you trust every account that can write there, set security.allow_other_owner = true",
         path.display()
     )))
-}
-
-/// Run blocking work off the runtime, passing panics on.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 impl Memory {
