@@ -13,15 +13,16 @@
 #[allow(dead_code)]
 mod life;
 #[path = "common/run.rs"]
+#[allow(dead_code)]
 mod run;
+#[path = "common/seed.rs"]
+mod seed;
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use chrono::NaiveDate;
 use memfold::files::Root;
-use memfold::files::entries::{Entry, EntryFile, EntryMeta};
 use run::memfold;
 
 const RUNS: usize = 20;
@@ -39,13 +40,7 @@ fn bench(entries: usize) {
     assert!(memfold(&root_dir).arg("init").stdout(Stdio::null()).status().unwrap().success());
     let root = Root::new(&root_dir);
     let texts = life::distractors(entries + RUNS);
-    let day = NaiveDate::from_ymd_opt(2026, 1, 10).unwrap();
-    let mut file = EntryFile::default();
-    for (i, text) in texts[..entries].iter().enumerate() {
-        let meta = EntryMeta { first_seen: Some(day), updated: Some(day), ..EntryMeta::new(format!("m-{i:06}")) };
-        file.push(Entry::new(meta, text));
-    }
-    std::fs::write(root.memory(), file.render()).unwrap();
+    seed::write_entries(&root, &texts[..entries]);
 
     let reindex = timed(&root_dir, &["reindex"]);
     let queries: Vec<String> =

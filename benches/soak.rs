@@ -23,14 +23,14 @@
 mod life;
 #[path = "common/run.rs"]
 mod run;
+#[path = "common/seed.rs"]
+mod seed;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::NaiveDate;
 use memfold::files::Root;
-use memfold::files::entries::{Entry, EntryFile, EntryMeta};
 use run::memfold;
 use serde_json::{Value, json};
 
@@ -53,16 +53,7 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        run::stop(&mut self.child, Duration::from_secs(30));
     }
 }
 
@@ -180,18 +171,7 @@ async fn soak(entries: usize, requests: usize) {
     let texts = life::distractors(entries + requests / 10 + QUERIES);
     let (memory, rest) = texts.split_at(entries);
     let (facts, queries) = rest.split_at(requests / 10);
-    let day = NaiveDate::from_ymd_opt(2026, 1, 10).unwrap();
-    let mut file = EntryFile::default();
-    for (i, text) in memory.iter().enumerate() {
-        let meta = EntryMeta {
-            first_seen: Some(day),
-            updated: Some(day),
-            sources: vec![format!("f-seed{i:06}")],
-            ..EntryMeta::new(format!("m-{i:06}"))
-        };
-        file.push(Entry::new(meta, text));
-    }
-    std::fs::write(root.memory(), file.render()).unwrap();
+    seed::write_entries(&root, memory);
     // Queries are reworded fragments of other sentences, so both legs have work.
     let queries: Vec<String> =
         queries.iter().map(|q| q.split_whitespace().take(5).collect::<Vec<_>>().join(" ")).collect();

@@ -1,7 +1,8 @@
 //! What the benches that run the `memfold` binary share: the command and the commit.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 /// `memfold --root ROOT` with the local embedder, and without the bench's own knobs
 /// (`MEMFOLD_BENCH_*`), which memfold would read as configuration keys.
@@ -26,4 +27,19 @@ pub fn commit() -> String {
         .is_ok_and(|o| !o.stdout.is_empty());
     let hash = hash.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     if dirty { format!("{hash} (with uncommitted changes)") } else { hash }
+}
+
+/// Stop a spawned `memfold serve` as its service manager would: SIGTERM, then SIGKILL if it
+/// has not exited within `patience`.
+pub fn stop(child: &mut Child, patience: Duration) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let deadline = Instant::now() + patience;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
