@@ -8,7 +8,8 @@
 //! - seconds per 1,000 requests, first and last, and the daemon's RSS after the first 20
 //!   searches and at the end;
 //! - the index's bytes on disk and table versions before and after;
-//! - search p50 over 200 queries on a freshly started daemon, before the soak and after it;
+//! - search p50 over 200 queries on a freshly started daemon, before the soak and after it
+//!   (after: once the restarted daemon has settled its index, and how long that took);
 //! - the commit it ran on.
 //!
 //! Run: `cargo bench --bench soak` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (default 10000;
@@ -80,6 +81,32 @@ impl Daemon {
         daemon
     }
 
+    /// Wait until the daemon has settled its index once (it does at start), and say how long
+    /// that took.
+    async fn settled(&self) -> Duration {
+        let started = Instant::now();
+        loop {
+            let metrics = self
+                .client
+                .get(format!("{}/metrics", self.base))
+                .bearer_auth(&self.token)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let done = metrics.lines().any(|l| {
+                l.strip_prefix(r#"memfold_index_settles_total{result="ok"} "#).is_some_and(|n| n.trim() != "0")
+            });
+            if done {
+                return started.elapsed();
+            }
+            assert!(started.elapsed() < Duration::from_secs(600), "memfold serve did not settle its index");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     async fn search(&self, q: &str) -> Duration {
         let sent = Instant::now();
         let response = self
@@ -108,13 +135,22 @@ impl Daemon {
     }
 
     fn rss_mib(&self) -> f64 {
+        self.rss().0
+    }
+
+    /// The daemon's resident memory in MiB: all of it, and its anonymous part (heap and stacks:
+    /// what the process allocated, without the pages of its own executable it has run).
+    fn rss(&self) -> (f64, f64) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0.0);
-        kb / 1024.0
+        let field = |name: &str| -> f64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0.0)
+                / 1024.0
+        };
+        (field("VmRSS:"), field("RssAnon:"))
     }
 
     /// Search p50 over the queries, after one warm-up pass over the first 20.
@@ -179,6 +215,7 @@ async fn soak(entries: usize, requests: usize) {
     let started = Instant::now();
     let (before_p50, before_rss) = {
         let daemon = Daemon::start(&root_dir).await;
+        daemon.settled().await;
         let p50 = daemon.p50(&queries).await;
         (p50, daemon.rss_mib())
     };
@@ -186,7 +223,7 @@ async fn soak(entries: usize, requests: usize) {
     let (before_bytes, before_versions) = disk(&root_dir);
 
     let daemon = Daemon::start(&root_dir).await;
-    let mut rss_start = 0.0;
+    let mut rss_start = (0.0, 0.0);
     let mut per_thousand: Vec<Duration> = Vec::new();
     let mut block = Instant::now();
     for i in 0..requests {
@@ -195,23 +232,24 @@ async fn soak(entries: usize, requests: usize) {
         }
         daemon.search(&queries[i % queries.len()]).await;
         if i + 1 == 20 {
-            rss_start = daemon.rss_mib();
+            rss_start = daemon.rss();
         }
         if (i + 1) % 1000 == 0 {
             per_thousand.push(block.elapsed());
+            let (rss, anon) = daemon.rss();
             println!(
-                "  {:>6} requests: {:>7.1} s per 1,000, RSS {:>6.0} MiB",
+                "  {:>6} requests: {:>7.1} s per 1,000, RSS {rss:>6.0} MiB ({anon:.0} MiB anonymous)",
                 i + 1,
                 block.elapsed().as_secs_f64(),
-                daemon.rss_mib()
             );
             block = Instant::now();
         }
     }
-    let rss_end = daemon.rss_mib();
+    let rss_end = daemon.rss();
     drop(daemon);
     let (after_bytes, after_versions) = disk(&root_dir);
     let restarted = Daemon::start(&root_dir).await;
+    let settling = restarted.settled().await;
     let after_p50 = restarted.p50(&queries).await;
     let after_rss = restarted.rss_mib();
     drop(restarted);
@@ -230,8 +268,13 @@ async fn soak(entries: usize, requests: usize) {
         last.as_secs_f64() / first.as_secs_f64().max(1e-9)
     );
     println!(
-        "  daemon RSS: after 20 searches {rss_start:.0} MiB, at the end {rss_end:.0} MiB (×{:.2}; target ≤ 1.5)",
-        rss_end / rss_start.max(1e-9)
+        "  daemon RSS: after 20 searches {:.0} MiB, at the end {:.0} MiB (×{:.2}; target ≤ 1.5); anonymous {:.0} → {:.0} MiB (×{:.2})",
+        rss_start.0,
+        rss_end.0,
+        rss_end.0 / rss_start.0.max(1e-9),
+        rss_start.1,
+        rss_end.1,
+        rss_end.1 / rss_start.1.max(1e-9)
     );
     println!(
         "  index on disk: before {:.1} MB in {before_versions} versions, after {:.1} MB in {after_versions} versions (×{:.2}; target ≤ 2)",
@@ -239,6 +282,7 @@ async fn soak(entries: usize, requests: usize) {
         mb(after_bytes),
         after_bytes as f64 / before_bytes.max(1) as f64
     );
+    println!("  a restarted daemon settled its index in {:.1} s", settling.as_secs_f64());
     println!(
         "  search p50 on a fresh daemon: before {:.2} ms ({before_rss:.0} MiB), after {:.2} ms ({after_rss:.0} MiB) (×{:.2}; target ≤ 1.5)",
         ms(before_p50),

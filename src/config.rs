@@ -306,6 +306,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// MCP sessions open at once on `/mcp`; a new one past it is refused (503).
     pub max_mcp_sessions: usize,
+    /// Seconds without a write after which the daemon folds small writes back into the index's
+    /// indices (it also does at start).
+    pub settle_idle_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -321,6 +324,7 @@ impl Default for ServerConfig {
             body_timeout_secs: 30,
             max_connections: 256,
             max_mcp_sessions: 32,
+            settle_idle_secs: 60,
         }
     }
 }
@@ -437,6 +441,7 @@ impl Config {
             ("server.body_timeout_secs", self.server.body_timeout_secs as usize),
             ("server.max_connections", self.server.max_connections),
             ("server.max_mcp_sessions", self.server.max_mcp_sessions),
+            ("server.settle_idle_secs", self.server.settle_idle_secs as usize),
         ] {
             if value == 0 {
                 return bad(key, "must be at least 1");

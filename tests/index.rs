@@ -277,3 +277,41 @@ async fn a_root_built_pass_by_pass_and_by_reindex_clear_ranks_every_question_ali
         panic!("ranked differently after reindex --clear: {d}");
     }
 }
+
+/// How many times the daemon has settled its index without an error (`/metrics`).
+async fn settles(daemon: &crate::common::daemon::Daemon) -> u64 {
+    let text = daemon.metrics().await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(r#"memfold_index_settles_total{result="ok"} "#))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no settle counter in\n{text}"))
+}
+
+/// The daemon settles its index once at start and again once the files have been quiet for
+/// `server.settle_idle_secs` after a write; between the two a new fact is searchable at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_settles_its_index_at_start_and_after_writes_go_quiet() {
+    let fixture = crate::common::daemon::Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_SERVER__SETTLE_IDLE_SECS", "1")]).await;
+    let daemon = &daemon;
+    let wait_for = |n: u64| async move {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let seen = settles(daemon).await;
+            if seen >= n {
+                return seen;
+            }
+            assert!(Instant::now() < deadline, "{seen} settles, waited for {n}:\n{}", daemon.logs());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    assert_eq!(wait_for(1).await, 1, "one settle at start");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(settles(daemon).await, 1, "no settle without a write");
+
+    daemon.add(&["Keeps bees on the roof of the garage."]).await;
+    let (status, body) = daemon.get("/search?q=bees%20on%20the%20roof").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["hits"][0]["text"].as_str().unwrap().contains("bees"), "{body}");
+    assert_eq!(wait_for(2).await, 2, "one settle once the writes went quiet");
+}

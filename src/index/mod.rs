@@ -45,8 +45,10 @@
 //! anything, every version but the latest is removed with the files only it used (`prune`,
 //! under the writer lock, so no writer has a commit in flight); a search that was reading a
 //! removed version fails and runs again on the latest. lance's caches are bounded
-//! ([`IndexTuning::index_cache_bytes`]): its defaults (6 GiB of index, 1 GiB of metadata) let
-//! a long-running daemon keep every index delta and version it ever opened.
+//! ([`IndexTuning::index_cache_per_byte`]): its defaults (6 GiB of index, 1 GiB of metadata)
+//! let a long-running daemon keep every index delta and version it ever opened. The index
+//! cache is sized to the index files on disk when the index is opened, and resized by
+//! [`Index::settle`] when the index has grown or shrunk past a factor of two.
 //!
 //! **What the rows were built from** ([`sources`]): a recording sync ([`Index::sync_from`])
 //! leaves `sources.json` with the stat and hash of every file the docs were derived from, so
@@ -68,6 +70,7 @@ pub mod sources;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -235,6 +238,19 @@ pub struct SyncStats {
     pub unchanged: usize,
 }
 
+/// What [`Index::settle`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Settled {
+    /// Rows that were outside an index and were folded in.
+    pub folded_rows: usize,
+    /// Segments of the vector index merged into one (0: none).
+    pub merged_segments: usize,
+    /// Whether the full-text index was rebuilt (rows it held had been deleted or rewritten).
+    pub text_rebuilt: bool,
+    /// Whether compaction merged fragments.
+    pub compacted: bool,
+}
+
 /// Operational limits of the index; the defaults suit a personal memory of up to ~1M rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexTuning {
@@ -256,8 +272,14 @@ pub struct IndexTuning {
     pub max_fragments_cap: usize,
     /// Delta segments an index may gather, one per fold, before a fold merges them into one.
     pub max_index_deltas: usize,
-    /// Bytes of opened index files (vector partitions, full-text postings) kept in memory.
-    pub index_cache_bytes: usize,
+    /// Bytes of opened index files (vector partitions, full-text postings) kept in memory per
+    /// byte the index files take on disk; within [`IndexTuning::index_cache_min`] and
+    /// [`IndexTuning::index_cache_max`].
+    pub index_cache_per_byte: usize,
+    /// See [`IndexTuning::index_cache_per_byte`].
+    pub index_cache_min: usize,
+    /// See [`IndexTuning::index_cache_per_byte`].
+    pub index_cache_max: usize,
     /// Bytes of table metadata (manifests, file footers, deletion files) kept in memory.
     pub metadata_cache_bytes: usize,
 }
@@ -274,14 +296,24 @@ impl Default for IndexTuning {
             max_fragments_cap: 64,
             max_index_deltas: 3,
             // lance's defaults (6 GiB and 1 GiB) let a long-running daemon grow by every index
-            // delta and table version it has ever opened. The indices of 1M rows fit in 256 MiB.
-            index_cache_bytes: 256 << 20,
-            metadata_cache_bytes: 64 << 20,
+            // delta and table version it has ever opened: entries of files a write made old
+            // stay until the cache is full. Sized to what the index holds, that is at most a
+            // few times the index itself.
+            index_cache_per_byte: 4,
+            index_cache_min: 32 << 20,
+            index_cache_max: 512 << 20,
+            metadata_cache_bytes: 16 << 20,
         }
     }
 }
 
 impl IndexTuning {
+    /// Bytes of index cache for index files taking `on_disk` bytes.
+    pub fn index_cache_for(&self, on_disk: u64) -> usize {
+        let wanted = usize::try_from(on_disk).unwrap_or(usize::MAX).saturating_mul(self.index_cache_per_byte);
+        wanted.clamp(self.index_cache_min, self.index_cache_max.max(self.index_cache_min))
+    }
+
     /// Fragments a table of `rows` rows may have before a sync compacts it.
     pub fn compact_after(&self, rows: usize) -> usize {
         (rows / self.rows_per_fragment_allowed.max(1)).clamp(self.max_fragments, self.max_fragments_cap.max(self.max_fragments))
@@ -331,7 +363,9 @@ impl<T> DbContext<T> for lancedb::Result<T> {
 pub struct Index {
     dir: PathBuf,
     lock_path: PathBuf,
-    db: Connection,
+    db: Mutex<Connection>,
+    /// Bytes of index cache `db` was opened with.
+    cache: AtomicUsize,
     table: Mutex<Table>,
     embedder: Arc<dyn Embedder>,
     /// The meta this process's embedder requires.
@@ -369,17 +403,8 @@ impl Index {
             path: dir.to_path_buf(),
             source: std::io::Error::other("the index path is not valid UTF-8"),
         })?;
-        let session = Arc::new(lance::session::Session::new(
-            tuning.index_cache_bytes,
-            tuning.metadata_cache_bytes,
-            Arc::new(lance::io::ObjectStoreRegistry::default()),
-        ));
-        let db = lancedb::connect(uri)
-            .read_consistency_interval(Duration::ZERO)
-            .session(session)
-            .execute()
-            .await
-            .db("connect")?;
+        let cache = tuning.index_cache_for(index_files_bytes(dir));
+        let db = connect(uri, &tuning, cache).await?;
         let want = Meta {
             schema_version: rows::SCHEMA_VERSION,
             embedder: embedder.id(),
@@ -402,7 +427,16 @@ impl Index {
             let _lock = lock::acquire(&lock_path).await?;
             prepare_locked(&db, dir, &want).await?.0
         };
-        Ok(Index { dir: dir.to_path_buf(), lock_path, db, table: Mutex::new(table), embedder, want, tuning })
+        Ok(Index {
+            dir: dir.to_path_buf(),
+            lock_path,
+            db: Mutex::new(db),
+            cache: AtomicUsize::new(cache),
+            table: Mutex::new(table),
+            embedder,
+            want,
+            tuning,
+        })
     }
 
     /// The content hash of `doc`, as [`Index::digest`] reports it for the doc's row.
@@ -418,10 +452,14 @@ impl Index {
         *self.table.lock().unwrap_or_else(|e| e.into_inner()) = table;
     }
 
+    fn db(&self) -> Connection {
+        self.db.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Under the writer lock: make sure the table still belongs to this embedder (another
     /// process may have recreated it for a different one) and return it with the current meta.
     async fn table_locked(&self) -> Result<(Table, Meta), IndexError> {
-        let (table, meta, recreated) = prepare_locked(&self.db, &self.dir, &self.want).await?;
+        let (table, meta, recreated) = prepare_locked(&self.db(), &self.dir, &self.want).await?;
         if recreated {
             self.set_table(table.clone());
             Ok((table, meta))
@@ -784,16 +822,7 @@ impl Index {
         // Larger tables fold new rows in (below) and rebuild the index when they compact.
         // Rows outside each index, and the ANN index's segments (read once, for this and the
         // fold below).
-        let mut outside: HashMap<String, usize> = HashMap::new();
-        let mut segments = 1;
-        for index in &indices {
-            if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
-                outside.insert(index.name.clone(), s.num_unindexed_rows);
-                if index.name == VECTOR_INDEX {
-                    segments = s.num_indices.unwrap_or(1) as usize;
-                }
-            }
-        }
+        let (mut outside, segments) = coverage(table, &indices).await?;
         let text_index = on(TEXT).map(|i| i.name.clone());
         let rebuild_text = match &text_index {
             None => true,
@@ -848,6 +877,96 @@ impl Index {
         Ok(built || rebuild_text || compact || folded)
     }
 
+    /// Fold what a day of small writes leaves behind back into the indices, for the daemon to
+    /// call at start and when it goes idle: rows outside the indices are folded in (each query
+    /// scans and tokenises them), the vector index's delta segments are merged into its base
+    /// (each is searched apart), the full-text index is rebuilt if rows it holds were deleted
+    /// or rewritten, fragments of unindexed rows are compacted into one, and old versions are
+    /// removed. Writes nothing when there is nothing to fold. Runs under the index writer lock.
+    ///
+    /// Below [`IndexTuning::ann_min_rows`] every sync already keeps the indices exact, so only
+    /// the compaction applies.
+    pub async fn settle(&self) -> Result<Settled, IndexError> {
+        let started = Instant::now();
+        let _lock = lock::acquire(&self.lock_path).await?;
+        let (table, mut meta) = self.table_locked().await?;
+        let mut done = Settled::default();
+        let version = table.version().await.db("table version")?;
+        let rows = table.count_rows(None).await.db("count rows")?;
+        if rows == 0 {
+            return Ok(done);
+        }
+        let indices = table.list_indices().await.db("list indices")?;
+        let (outside, segments) = coverage(&table, &indices).await?;
+        let lag = outside.values().copied().max().unwrap_or(0);
+        if rows >= self.tuning.ann_min_rows {
+            let text_index = indices.iter().find(|i| i.columns.len() == 1 && i.columns[0] == TEXT).map(|i| i.name.clone());
+            if meta.text_stale || text_index.is_none() {
+                let name = text_index.unwrap_or_else(|| FTS_INDEX.to_string());
+                table
+                    .create_index(&[TEXT], LanceIndex::FTS(FtsIndexBuilder::default()))
+                    .name(name)
+                    .replace(true)
+                    .execute()
+                    .await
+                    .db("build the full-text index")?;
+                meta.text_stale = false;
+                meta::write(&self.dir, &meta).await?;
+                done.text_rebuilt = true;
+            }
+            if lag > 0 || segments > 1 {
+                // Merging every segment folds the deltas into the base: the partitions keep
+                // their trained centroids, only their contents are rewritten.
+                let merge = OptimizeOptions::merge(segments.max(1));
+                table.optimize(OptimizeAction::Index(merge)).await.db("fold rows into the indices")?;
+                done.folded_rows = lag;
+                done.merged_segments = segments;
+            }
+        }
+        // Fragments covered by the same index segments can merge; after the fold above that is
+        // every fragment but those with deletions too few to be worth a rewrite.
+        let fragments = table.stats().await.db("table statistics")?.fragment_stats.num_fragments;
+        if fragments > 1 {
+            let options = CompactionOptions::default();
+            table.optimize(OptimizeAction::Compact { options, remap_options: None }).await.db("compact the table")?;
+            let after = table.stats().await.db("table statistics")?.fragment_stats.num_fragments;
+            done.compacted = after < fragments;
+        }
+        if table.version().await.db("table version")? != version {
+            self.prune(&table).await?;
+            info!(
+                rows,
+                folded = done.folded_rows,
+                segments = done.merged_segments,
+                text_rebuilt = done.text_rebuilt,
+                compacted = done.compacted,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "settled the index"
+            );
+        }
+        self.resize_cache().await?;
+        Ok(done)
+    }
+
+    /// Under the writer lock: reopen the database with an index cache sized to the index as it
+    /// is now, when that size is more than twice or less than half the cache's. Searches that
+    /// hold the old table finish on it.
+    async fn resize_cache(&self) -> Result<(), IndexError> {
+        let wanted = self.tuning.index_cache_for(index_files_bytes(&self.dir));
+        let current = self.cache.load(Ordering::Relaxed);
+        if wanted <= current * 2 && wanted >= current / 2 {
+            return Ok(());
+        }
+        let uri = self.dir.to_string_lossy();
+        let db = connect(&uri, &self.tuning, wanted).await?;
+        let table = db.open_table(TABLE).execute().await.db("open table")?;
+        *self.db.lock().unwrap_or_else(|e| e.into_inner()) = db;
+        self.set_table(table);
+        self.cache.store(wanted, Ordering::Relaxed);
+        debug!(from = current, to = wanted, "resized the index cache");
+        Ok(())
+    }
+
     /// Remove every table version but the latest, and the files only they use, as soon as a
     /// write made them old: each keeps data files, index segments and a manifest on disk (an
     /// index of 27 MB of markdown once took 881 MB), and nothing reads them. Runs under the
@@ -877,12 +996,56 @@ impl Index {
     /// files. Runs under the index writer lock.
     pub async fn clear(&self) -> Result<(), IndexError> {
         let _lock = lock::acquire(&self.lock_path).await?;
-        let table = create_empty(&self.db, &self.dir, self.want.dim).await?;
+        let table = create_empty(&self.db(), &self.dir, self.want.dim).await?;
         meta::write(&self.dir, &self.want).await?;
         self.set_table(table);
         info!(dir = %self.dir.display(), "index cleared");
         Ok(())
     }
+}
+
+/// A connection whose reads see other processes' writes at once, with lance's caches bounded:
+/// `index_cache` bytes of opened index files, [`IndexTuning::metadata_cache_bytes`] of
+/// metadata.
+async fn connect(uri: &str, tuning: &IndexTuning, index_cache: usize) -> Result<Connection, IndexError> {
+    let session = Arc::new(lance::session::Session::new(
+        index_cache,
+        tuning.metadata_cache_bytes,
+        Arc::new(lance::io::ObjectStoreRegistry::default()),
+    ));
+    lancedb::connect(uri).read_consistency_interval(Duration::ZERO).session(session).execute().await.db("connect")
+}
+
+/// Bytes the table's index files take on disk (0 when there are none yet).
+fn index_files_bytes(dir: &Path) -> u64 {
+    fn bytes(dir: &Path) -> u64 {
+        std::fs::read_dir(dir).map_or(0, |entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => bytes(&e.path()),
+                    _ => e.metadata().map_or(0, |m| m.len()),
+                })
+                .sum()
+        })
+    }
+    bytes(&dir.join(format!("{TABLE}.lance")).join("_indices"))
+}
+
+/// Rows outside each index (by name), and the number of segments of the vector index (1 when
+/// it has none).
+async fn coverage(table: &Table, indices: &[lancedb::index::IndexConfig]) -> Result<(HashMap<String, usize>, usize), IndexError> {
+    let mut outside = HashMap::new();
+    let mut segments = 1;
+    for index in indices {
+        if let Some(s) = table.index_stats(&index.name).await.db("index statistics")? {
+            outside.insert(index.name.clone(), s.num_unindexed_rows);
+            if index.name == VECTOR_INDEX {
+                segments = s.num_indices.unwrap_or(1) as usize;
+            }
+        }
+    }
+    Ok((outside, segments))
 }
 
 async fn collect(

@@ -153,6 +153,8 @@ struct Freshness {
     refreshing: tokio::sync::Mutex<Option<corpus::Known>>,
     /// Wakes whoever waits for changes (the daemon's indexer).
     notify: Notify,
+    /// Refreshes that wrote rows, by whichever caller.
+    writes: AtomicU64,
 }
 
 /// A process running as root refuses a root another account owns, in whole or in part (as git
@@ -221,6 +223,7 @@ impl Memory {
                     done: AtomicU64::new(0),
                     refreshing: tokio::sync::Mutex::new(None),
                     notify: Notify::new(),
+                    writes: AtomicU64::new(0),
                 },
                 rewritten: broadcast::channel(16).0,
             }),

@@ -7,7 +7,7 @@ use super::views::Reindexed;
 use super::{MAX_K, Memory, SearchRequest, blocking};
 use crate::corpus;
 use crate::error::Error;
-use crate::index::{Hit, SearchOpts};
+use crate::index::{Hit, SearchOpts, Settled};
 
 impl Memory {
     /// Say the files may have changed: the next search refreshes the index first.
@@ -19,6 +19,12 @@ impl Memory {
     /// Wait until the files may have changed.
     pub async fn changed(&self) {
         self.inner.fresh.notify.notified().await
+    }
+
+    /// How many refreshes have written rows to the index since this memory was opened, by
+    /// whichever caller (the daemon settles the index once they stop coming).
+    pub fn index_writes(&self) -> u64 {
+        self.inner.fresh.writes.load(Ordering::SeqCst)
     }
 
     /// Bring the index up to date with the files, unless nothing changed since the last time.
@@ -35,6 +41,9 @@ impl Memory {
         }
         let generation = fresh.wanted.load(Ordering::SeqCst);
         let (read, stats) = corpus::catch_up(&self.inner.root, index, &mut known).await?;
+        if stats.upserted + stats.deleted > 0 {
+            fresh.writes.fetch_add(1, Ordering::SeqCst);
+        }
         fresh.done.fetch_max(generation, Ordering::SeqCst);
         tracing::debug!(
             ?read,
@@ -44,6 +53,13 @@ impl Memory {
             "index refreshed"
         );
         Ok(())
+    }
+
+    /// Bring the index up to date, then fold into its indices what small writes left outside
+    /// them ([`crate::index::Index::settle`]).
+    pub async fn settle(&self) -> Result<Settled, Error> {
+        self.refresh().await?;
+        Ok(self.index().await?.settle().await?)
     }
 
     /// Hybrid search over entries and pending facts (and history on request); the hits are

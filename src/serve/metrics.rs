@@ -105,6 +105,8 @@ pub struct Metrics {
     pass_seconds_micros: AtomicU64,
     refreshes: AtomicU64,
     refresh_errors: AtomicU64,
+    settles: AtomicU64,
+    settle_errors: AtomicU64,
     /// Responses by status code (a handful of distinct codes; the lock is held for an insert).
     responses: Mutex<BTreeMap<u16, u64>>,
 }
@@ -162,6 +164,11 @@ impl Metrics {
 
     pub fn refreshed(&self, ok: bool) {
         let counter = if ok { &self.refreshes } else { &self.refresh_errors };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn settled(&self, ok: bool) {
+        let counter = if ok { &self.settles } else { &self.settle_errors };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -268,6 +275,15 @@ impl Metrics {
             &[
                 (r#"{result="ok"}"#.into(), get(&self.refreshes).to_string()),
                 (r#"{result="error"}"#.into(), get(&self.refresh_errors).to_string()),
+            ],
+        );
+        family(
+            "memfold_index_settles_total",
+            "counter",
+            "Times the indexer folded small writes back into the indices (at start and when idle).",
+            &[
+                (r#"{result="ok"}"#.into(), get(&self.settles).to_string()),
+                (r#"{result="error"}"#.into(), get(&self.settle_errors).to_string()),
             ],
         );
         let responses: Vec<_> = self

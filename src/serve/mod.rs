@@ -10,7 +10,9 @@
 //! - `scheduler`: the only place a consolidation pass runs, one at a time ([`scheduler`]).
 //! - `indexer`: brings the index up to date with the files ([`Service::refresh`], by content
 //!   hash) whenever ingest or the watcher marks it dirty; a search refreshes first if it is
-//!   still dirty, so facts are searchable as soon as `POST /facts` has answered.
+//!   still dirty, so facts are searchable as soon as `POST /facts` has answered. At start and
+//!   after `server.settle_idle_secs` without a change it settles the index
+//!   ([`Service::settle`]): rows small writes left outside the indices are folded in.
 //! - `watcher`: [`Watcher`] events → tombstone entries deleted from `memory.md` by hand
 //!   (`Memory::reconcile`) → mark the index dirty and tell subscribers of `memory.md` and
 //!   `MEMORY.md` (`Memory::files_changed`; the MCP server's `resources/updated`).
@@ -253,11 +255,33 @@ async fn indexer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) ->
     // A refresh re-reads every file, so under sustained ingest the indexer rests
     // INDEX_REST_FACTOR times as long as its last refresh took: background indexing then
     // uses a bounded share of the CPU, and a search still refreshes first when it must.
+    // At start, and once the files have been quiet for `server.settle_idle_secs` after a
+    // change, it folds the rows small writes left outside the indices back in (`settle`), so
+    // search cost does not carry a day's writes into the next.
+    let idle = Duration::from_secs(state.memory().config().server.settle_idle_secs);
     let mut rest = INDEX_DEBOUNCE;
+    // When rows were last written, while the index is not settled since; None: settle now
+    // (at start) or nothing to settle.
+    let mut unsettled: Option<Instant> = None;
+    let mut settled = false;
+    let mut writes = state.memory().index_writes();
     loop {
+        let due = unsettled.map_or(!settled, |quiet_since| quiet_since.elapsed() >= idle);
+        if due {
+            tokio::select! {
+                _ = stopped(&mut stop) => break,
+                result = state.settle() => match result {
+                    Ok(done) => debug!(?done, "index settled"),
+                    Err(e) => warn!(error = %e, "could not settle the index; trying again after the next change"),
+                },
+            }
+            (unsettled, settled, writes) = (None, true, state.memory().index_writes());
+        }
+        let wait = unsettled.map_or(Duration::MAX, |quiet_since| idle.saturating_sub(quiet_since.elapsed()));
         tokio::select! {
             _ = stopped(&mut stop) => break,
             _ = state.memory().changed() => {}
+            _ = tokio::time::sleep(wait) => continue,
         }
         tokio::select! {
             _ = stopped(&mut stop) => break,
@@ -271,6 +295,11 @@ async fn indexer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) ->
             }
         }
         rest = (started.elapsed() * INDEX_REST_FACTOR).max(INDEX_DEBOUNCE);
+        // Rows written by this refresh or by a search's, which may have come first.
+        let now = state.memory().index_writes();
+        if now != writes {
+            (writes, unsettled) = (now, Some(Instant::now()));
+        }
     }
     Ok(())
 }

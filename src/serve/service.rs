@@ -29,7 +29,7 @@ use super::metrics::{Gauges, Metrics};
 use super::scheduler::{PassQueue, PassRecord, SchedulerWorker};
 use crate::error::{Error, Kind};
 use crate::files::archive::{Fact, NewFact};
-use crate::index::Hit;
+use crate::index::{Hit, Settled};
 use crate::memory::views::{
     Added, AppliedPlan, Chain, Entry, Forgotten, PassOptions, PassReport, PlanView, Reindexed, RejectedPlan, RunView,
     Status, Undone,
@@ -303,6 +303,13 @@ impl Service {
     pub async fn refresh(&self) -> Result<(), Error> {
         let result = self.memory.refresh().await;
         self.metrics.refreshed(result.is_ok());
+        result
+    }
+
+    /// Fold small writes back into the index's indices, counting it.
+    pub async fn settle(&self) -> Result<Settled, Error> {
+        let result = self.memory.settle().await;
+        self.metrics.settled(result.is_ok());
         result
     }
 
