@@ -137,8 +137,18 @@ pub enum ReviewVerb {
         #[arg(long)]
         json: bool,
     },
-    /// Apply a stored plan.
+    /// Apply a stored plan, or only some of its op groups (the rest is rejected).
     Apply {
+        plan: String,
+        /// Apply only these op groups (as `memfold plan <id>` numbers them, e.g. 1,3); the
+        /// rest of the plan is rejected.
+        #[arg(long, value_delimiter = ',')]
+        groups: Option<Vec<usize>>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a stored plan: its ops in groups, each entry before and after, the facts.
+    Plan {
         plan: String,
         #[arg(long)]
         json: bool,
@@ -360,7 +370,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 async fn search(memory: &Memory, args: SearchArgs) -> Result<i32> {
-    let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.history };
+    let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.history, skip_recall: false };
     let hits = memory.search(&args.query, &request).await?;
     if args.json {
         print_json(&json!({ "hits": hits }))?;
@@ -538,8 +548,8 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
                 println!();
             }
         }
-        ReviewVerb::Apply { plan, json } => {
-            let applied = memory.apply_plan(&plan).await?;
+        ReviewVerb::Apply { plan, groups, json } => {
+            let applied = memory.apply_plan_groups(&plan, groups).await?;
             if json {
                 print_json(&applied)?;
             } else {
@@ -551,6 +561,48 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
                     applied.ops,
                     applied.facts.len()
                 );
+                if !applied.groups.is_empty() && !applied.rejected.is_empty() {
+                    println!(
+                        "the other groups were rejected: {} facts stay pending (`consolidate --force` decides them anew)",
+                        applied.rejected.len()
+                    );
+                }
+            }
+        }
+        ReviewVerb::Plan { plan, json } => {
+            let detail = memory.plan_detail(&plan).await?;
+            if json {
+                print_json(&detail)?;
+                return Ok(0);
+            }
+            println!("{}", detail.plan.headline());
+            let texts: std::collections::HashMap<&str, &str> =
+                detail.fact_texts.iter().map(|f| (f.id.as_str(), f.text.as_str())).collect();
+            for group in &detail.groups {
+                println!("\ngroup {} ({} ops)", group.group, group.ops.len());
+                for fact in &group.facts {
+                    println!("  fact {fact}: {}", texts.get(fact.as_str()).copied().unwrap_or("?"));
+                }
+                for op in &group.ops {
+                    let notes: Vec<String> = op
+                        .op
+                        .why
+                        .iter()
+                        .cloned()
+                        .chain(op.op.confidence.map(|c| format!("confidence {c:.2}")))
+                        .collect();
+                    println!(
+                        "  {} {}{}",
+                        op.op.op,
+                        op.op.target.as_deref().unwrap_or("(new)"),
+                        if notes.is_empty() { String::new() } else { format!("  [{}]", notes.join("; ")) }
+                    );
+                    for change in &op.changes {
+                        let before = change.before.as_deref().unwrap_or("");
+                        let after = change.after.as_deref().unwrap_or("");
+                        print!("{}", crate::diff::unified(before, after, &change.entry, 1));
+                    }
+                }
             }
         }
         ReviewVerb::Reject { plan, json } => {

@@ -57,7 +57,9 @@ use crate::files::entries::{Entry, EntryFile, EntryMeta, HistoryStatus, Item};
 use crate::files::{Root, content_hash};
 use crate::ledger::{FactFate, Ledger};
 use crate::llm::Usage;
-use crate::memory::views::{AppliedPlan, Chain, PlanView, RejectedPlan, RunView, Undone, Version};
+use crate::memory::views::{
+    AppliedPlan, Chain, FactView, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan, RunView, Undone, Version,
+};
 
 const MEMORY: &str = "consolidated/memory.md";
 
@@ -106,6 +108,43 @@ pub fn plans(root: &Root) -> Result<Vec<PlanView>, Error> {
 /// for plans stored without one.
 pub fn plan_apply(ledger: &Ledger, stored: &StoredPlan, today: NaiveDate) -> Result<(Plan, AppliedPlan), Error> {
     let id = stored.id.as_str();
+    check_applicable(ledger, stored)?;
+    let current = ledger.memory.render();
+    let (plan, rebased) = if ledger.memory.hash == stored.memory_hash_before {
+        (exact_plan(stored, current.clone())?, false)
+    } else if stored.reason == records::REBUILD {
+        return Err(Error::Stale {
+            message: format!(
+                "consolidated/memory.md changed since rebuild {id} was planned, and a rebuild replaces every \
+                 entry; reject the plan and rebuild again"
+            ),
+            ids: Vec::new(),
+        });
+    } else {
+        (rebase(stored, &ledger.memory, today)?, true)
+    };
+    let applied = applied_view(stored, &plan, &current, rebased);
+    Ok((plan, applied))
+}
+
+fn applied_view(stored: &StoredPlan, plan: &Plan, current: &str, rebased: bool) -> AppliedPlan {
+    AppliedPlan {
+        plan: stored.id.clone(),
+        run: plan.run.clone(),
+        rebased,
+        ops: plan.journal.len(),
+        facts: plan.facts_done.iter().cloned().collect(),
+        entries: plan.touched.iter().cloned().collect(),
+        diff: diff::unified(current, &plan.memory_after, MEMORY, crate::consolidate::divert::DIFF_CONTEXT),
+        llm: Usage::default(),
+        groups: Vec::new(),
+        rejected: Vec::new(),
+    }
+}
+
+/// A plan can be applied unless it was rejected or uses facts forgotten since.
+fn check_applicable(ledger: &Ledger, stored: &StoredPlan) -> Result<(), Error> {
+    let id = stored.id.as_str();
     if stored.status == PlanStatus::Rejected {
         return Err(Error::Conflict {
             message: format!("plan {id} was rejected; its facts are pending again"),
@@ -125,31 +164,169 @@ pub fn plan_apply(ledger: &Ledger, stored: &StoredPlan, today: NaiveDate) -> Res
             ids: forgotten,
         });
     }
+    Ok(())
+}
+
+/// The op groups of a plan's journal: ops connected by a shared fact or entry (the target, the
+/// entry a REMOVE folds `into`, or any entry their changes touch), each a list of journal
+/// indices in order, groups ordered by their first op. A group is what a person decides: its
+/// ops depend on each other (a REPLACE of an entry an ADD of the same plan made; a REMOVE that
+/// folds into an entry another op rewrites), while ops of different groups touch nothing in
+/// common, so any subset of groups replays to exactly the changes the plan stored for them.
+pub fn op_groups(journal: &[JournalRecord]) -> Vec<Vec<usize>> {
+    fn find(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut parent: Vec<usize> = (0..journal.len()).collect();
+    let mut owner: HashMap<(bool, &str), usize> = HashMap::new();
+    for (i, record) in journal.iter().enumerate() {
+        let op = &record.op.op;
+        let into = match op {
+            crate::consolidate::ops::Op::Remove { into, .. } => Some(into.as_str()),
+            _ => None,
+        };
+        let facts = op.facts().iter().map(|f| (true, f.as_str()));
+        let entries = op.target().into_iter().chain(into).chain(record.changes.iter().map(|c| c.entry.as_str()));
+        for key in facts.chain(entries.map(|e| (false, e))) {
+            match owner.get(&key) {
+                Some(&other) => {
+                    let (a, b) = (find(&mut parent, i), find(&mut parent, other));
+                    parent[a.max(b)] = a.min(b);
+                }
+                None => {
+                    owner.insert(key, i);
+                }
+            }
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..journal.len() {
+        let root = find(&mut parent, i);
+        groups.entry(root).or_default().push(i);
+    }
+    groups.into_values().collect()
+}
+
+/// A stored plan with its ops in groups and its facts as archived.
+pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
+    let stored = records::load_plan(root, id)?;
+    let hash = memory_hash(root)?;
+    let groups = op_groups(&stored.journal)
+        .into_iter()
+        .enumerate()
+        .map(|(n, ops)| {
+            let ops: Vec<OpDetail> = ops
+                .iter()
+                .map(|&i| {
+                    let record = &stored.journal[i];
+                    OpDetail { seq: record.seq, op: OpReport::from(&record.op), changes: record.changes.clone() }
+                })
+                .collect();
+            let mut facts: Vec<String> = Vec::new();
+            let mut entries: Vec<String> = Vec::new();
+            for op in &ops {
+                for f in &op.op.facts {
+                    if !facts.contains(f) {
+                        facts.push(f.clone());
+                    }
+                }
+                for c in &op.changes {
+                    if !entries.contains(&c.entry) {
+                        entries.push(c.entry.clone());
+                    }
+                }
+            }
+            GroupView { group: n + 1, ops, facts, entries }
+        })
+        .collect();
+    Ok(PlanDetail { plan: PlanView::new(&stored, &hash), groups, fact_texts: stored.facts.clone() })
+}
+
+/// Apply only the op groups numbered `chosen` (1-based, as [`plan_detail`] numbers them) of a
+/// stored plan and reject the rest. The chosen ops are replayed on the current `memory.md`;
+/// every entry they change must be as the plan saw it and the replay must make exactly the
+/// stored changes, or nothing is applied and the entries in the way are named. Returns the
+/// plan to commit, its view, and the plan record that replaces the stored one: the ops left
+/// out, rejected (their facts pending again, as [`plan_reject`] leaves them). Choosing every
+/// group is [`plan_apply`].
+pub fn plan_apply_groups(
+    ledger: &Ledger,
+    stored: &StoredPlan,
+    chosen: &[usize],
+    today: NaiveDate,
+    now: DateTime<Utc>,
+) -> Result<(Plan, AppliedPlan, Option<StoredPlan>), Error> {
+    let id = stored.id.as_str();
+    let groups = op_groups(&stored.journal);
+    let mut chosen: Vec<usize> = chosen.to_vec();
+    chosen.sort_unstable();
+    chosen.dedup();
+    if chosen.is_empty() {
+        return Err(Error::BadInput(format!("choose at least one group of plan {id}, or reject it")));
+    }
+    if let Some(bad) = chosen.iter().find(|&&g| g == 0 || g > groups.len()) {
+        return Err(Error::BadInput(format!("plan {id} has groups 1 to {}; there is no group {bad}", groups.len())));
+    }
+    if chosen.len() == groups.len() {
+        let (plan, mut applied) = plan_apply(ledger, stored, today)?;
+        applied.groups = chosen;
+        return Ok((plan, applied, None));
+    }
+    check_applicable(ledger, stored)?;
+    if stored.reason == records::REBUILD {
+        return Err(Error::BadInput(format!("rebuild {id} replaces every entry; apply it whole or reject it")));
+    }
+    let keep: BTreeSet<usize> = chosen.iter().flat_map(|g| groups[g - 1].iter().copied()).collect();
+    let (mut kept, mut left) = (Vec::new(), Vec::new());
+    for (i, record) in stored.journal.iter().enumerate() {
+        if keep.contains(&i) { kept.push(record.clone()) } else { left.push(record.clone()) }
+    }
+    let mut part = stored.clone();
+    part.journal = kept;
+    part.touched = part.journal.iter().flat_map(|r| r.changes.iter().map(|c| c.entry.clone())).collect();
     let current = ledger.memory.render();
-    let (plan, rebased) = if ledger.memory.hash == stored.memory_hash_before {
-        (exact_plan(stored, current.clone())?, false)
-    } else if stored.reason == records::REBUILD {
-        return Err(Error::Stale {
-            message: format!(
-                "consolidated/memory.md changed since rebuild {id} was planned, and a rebuild replaces every \
-                 entry; reject the plan and rebuild again"
-            ),
-            ids: Vec::new(),
-        });
-    } else {
-        (rebase(stored, &ledger.memory, today)?, true)
-    };
-    let applied = AppliedPlan {
-        plan: id.to_string(),
-        run: plan.run.clone(),
-        rebased,
-        ops: plan.journal.len(),
-        facts: plan.facts_done.iter().cloned().collect(),
-        entries: plan.touched.iter().cloned().collect(),
-        diff: diff::unified(&current, &plan.memory_after, MEMORY, crate::consolidate::divert::DIFF_CONTEXT),
-        llm: Usage::default(),
-    };
-    Ok((plan, applied))
+    let mut plan = rebase(&part, &ledger.memory, stored.day.unwrap_or(today))?;
+    plan.run = stored.id.clone();
+    let mut applied = applied_view(stored, &plan, &current, ledger.memory.hash != stored.memory_hash_before);
+    applied.groups = chosen;
+
+    let mut rest = stored.clone();
+    rest.journal = left;
+    let named: BTreeSet<&str> = rest.journal.iter().flat_map(|r| r.op.op.facts().iter().map(String::as_str)).collect();
+    rest.facts.retain(|f| named.contains(f.id.as_str()) && !plan.facts_done.contains(&f.id));
+    rest.facts_done = rest.facts.iter().map(|f| f.id.clone()).collect();
+    rest.touched = rest.journal.iter().flat_map(|r| r.changes.iter().map(|c| c.entry.clone())).collect();
+    // What applying the rest would write is no longer known: the rest is rejected.
+    rest.memory_after = String::new();
+    rest.history = Vec::new();
+    rest.diff = String::new();
+    let (_, rejected) = plan_reject(ledger, &rest, now);
+    applied.rejected = rejected.facts;
+    rest.status = PlanStatus::Rejected;
+    rest.rejected = Some(now);
+    Ok((plan, applied, Some(rest)))
+}
+
+/// Make the change that applies part of a plan ([`plan_apply_groups`]) reject the rest too:
+/// the stored plan is replaced by `rest` (instead of removed), and the facts of `rest` that are
+/// pending are flagged as a rejection flags them.
+pub fn reject_rest(change: &mut Change, ledger: &Ledger, rest: &StoredPlan, now: DateTime<Utc>) {
+    let (rejection, _) = plan_reject(ledger, &StoredPlan { status: PlanStatus::Pending, ..rest.clone() }, now);
+    let path = rest.file().0;
+    change.records.retain(|(p, _)| *p != path);
+    change.records.extend(rejection.records);
+    if let Some(flagged) = rejection.state {
+        let state = change.state.get_or_insert_with(|| ledger.state.clone());
+        for fact in &rest.facts {
+            if let Some(run) = flagged.facts.get(&fact.id).and_then(|p| p.reverted_run.clone()) {
+                state.facts.entry(fact.id.clone()).or_default().reverted_run = Some(run);
+            }
+        }
+    }
 }
 
 /// The stored plan as written, against the `memory.md` it was made for.
@@ -246,6 +423,27 @@ pub fn plan_reject(ledger: &Ledger, stored: &StoredPlan, now: DateTime<Utc>) -> 
     stored.rejected = Some(now);
     change.records.push(stored.file());
     (change, rejected)
+}
+
+/// One archived fact by id: its text, place, fate and the current entries that name it.
+pub fn fact_view(ledger: &Ledger, id: &str) -> Result<FactView, Error> {
+    let fact = ledger
+        .facts
+        .iter()
+        .find(|f| f.id == id)
+        .ok_or_else(|| Error::NotFound { message: format!("no archived fact has id {id}") })?;
+    Ok(FactView {
+        fact: fact.clone(),
+        file: format!("archive/{}.md", fact.date),
+        line: fact.line,
+        fate: ledger.settled().fate(fact),
+        entries: ledger
+            .memory
+            .entries()
+            .filter(|e| e.meta.sources.iter().any(|s| s == id))
+            .map(|e| e.id().to_string())
+            .collect(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -527,5 +725,43 @@ mod tests {
         reinsert(&mut now, block("m-b", "B."), Some(&before));
         let ids: Vec<&str> = now.entries().map(Entry::id).collect();
         assert_eq!(ids, ["m-b", "m-c"], "before its old successor when no predecessor is left");
+    }
+
+    /// Ops are grouped by a shared fact, target, `into` or changed entry, transitively, and
+    /// only by those.
+    #[test]
+    fn op_groups_join_ops_that_share_a_fact_or_an_entry() {
+        use crate::consolidate::ops::Op;
+        use crate::consolidate::plan::Change as EntryChange;
+        let facts = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let record = |seq: usize, op: Op, changed: &[&str]| JournalRecord {
+            run: "r-1".into(),
+            seq,
+            time: DateTime::<Utc>::UNIX_EPOCH,
+            op: ProposedOp::new(op),
+            changes: changed
+                .iter()
+                .map(|e| EntryChange { entry: e.to_string(), before: None, after: Some("x".into()) })
+                .collect(),
+        };
+        let journal = vec![
+            record(0, Op::Add { facts: facts(&["f-1"]), content: "A".into() }, &["m-a"]),
+            record(1, Op::Add { facts: facts(&["f-2"]), content: "B".into() }, &["m-b"]),
+            // Replaces the entry op 0 added: same group as op 0.
+            record(
+                2,
+                Op::Replace { target: "m-a".into(), facts: facts(&["f-3"]), content: "A2".into(), why: None },
+                &["m-a"],
+            ),
+            // Folds m-c into m-d, which op 4 rewrites with a fact op 1 used: ops 1, 3, 4 join.
+            record(3, Op::Remove { target: "m-c".into(), into: "m-d".into(), why: None }, &["m-c"]),
+            record(4, Op::Duplicate { target: "m-d".into(), facts: facts(&["f-2"]) }, &["m-d"]),
+            // Shares nothing.
+            record(5, Op::Add { facts: facts(&["f-9"]), content: "Z".into() }, &["m-z"]),
+            // A fact id equal to an entry id is not a shared entry.
+            record(6, Op::Add { facts: facts(&["m-z"]), content: "Q".into() }, &["m-q"]),
+        ];
+        assert_eq!(op_groups(&journal), vec![vec![0, 2], vec![1, 3, 4], vec![5], vec![6]]);
+        assert!(op_groups(&[]).is_empty());
     }
 }

@@ -1044,3 +1044,82 @@ async fn mcp_on_stdio_works_next_to_a_daemon_on_the_same_root() {
     assert_eq!(verify(&root)["ok"], true);
     daemon.stop().await;
 }
+
+/// What a review page needs, over JSON: a plan's ops in groups with its facts' texts, applying
+/// some groups (the rest rejected), a fact by id, pin and unpin, and a search that leaves the
+/// recall log alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_in_groups_partial_apply_facts_pins_and_search_without_recall() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_CONSOLIDATION__MODE", "review")]).await; // offline decider
+    let ids = daemon.add(&["Keeps bees on the roof of the garage", "Plays the cello on Sunday mornings"]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let plan = report["plans"][0].as_str().unwrap_or_else(|| panic!("a stored plan: {report}")).to_string();
+    let memory_before = std::fs::read_to_string(fixture.root().join("consolidated/memory.md")).unwrap();
+
+    let (code, detail) = daemon.get(&format!("/plans/{plan}")).await;
+    assert_eq!(code, 200, "{detail}");
+    let groups = detail["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "two unrelated ADDs are two groups: {detail}");
+    let texts: Vec<&str> =
+        detail["fact_texts"].as_array().unwrap().iter().map(|f| f["text"].as_str().unwrap()).collect();
+    assert!(texts.contains(&"Keeps bees on the roof of the garage"), "{detail}");
+    let group_of =
+        |fact: &str| groups.iter().find(|g| g["facts"].as_array().unwrap().iter().any(|f| f == fact)).unwrap();
+    let (bees, cello) = (group_of(&ids[0]), group_of(&ids[1]));
+    let bees_entry = bees["ops"][0]["changes"][0]["entry"].as_str().unwrap().to_string();
+    assert!(bees["ops"][0]["changes"][0]["after"].as_str().unwrap().contains("bees"), "{detail}");
+
+    let (code, body) = daemon.post(&format!("/plans/{plan}/apply"), json!({"groups": [3]})).await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = daemon.post(&format!("/plans/{plan}/apply"), json!({"groups": [], "extra": 1})).await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(std::fs::read_to_string(fixture.root().join("consolidated/memory.md")).unwrap(), memory_before);
+
+    let (code, applied) = daemon.post(&format!("/plans/{plan}/apply"), json!({"groups": [bees["group"]]})).await;
+    assert_eq!(code, 200, "{applied}");
+    assert_eq!(applied["groups"], json!([bees["group"]]), "{applied}");
+    assert_eq!(applied["rejected"], json!([ids[1]]), "{applied}");
+    let memory = std::fs::read_to_string(fixture.root().join("consolidated/memory.md")).unwrap();
+    assert!(memory.contains("Keeps bees on the roof"), "{memory}");
+    assert!(!memory.contains("cello"), "only the chosen group is written: {memory}");
+    let (_, plans) = daemon.get("/plans").await;
+    assert_eq!(plans["plans"].as_array().unwrap().len(), 1, "{plans}");
+    assert_eq!(plans["plans"][0]["status"], "rejected", "the rest is rejected: {plans}");
+    assert_eq!(plans["plans"][0]["facts"], json!([ids[1]]), "{plans}");
+    assert_eq!(cello["facts"], json!([ids[1]]));
+    let (code, again) = daemon.post(&format!("/plans/{plan}/apply"), json!({})).await;
+    assert_eq!(code, 409, "{again}");
+    let (_, status) = daemon.get("/status").await;
+    assert_eq!(status["pending_facts"], 1, "{status}");
+
+    let (code, fact) = daemon.get(&format!("/facts/{}", ids[0])).await;
+    assert_eq!(code, 200, "{fact}");
+    assert_eq!(fact["fate"], "consolidated", "{fact}");
+    assert_eq!(fact["entries"], json!([bees_entry]), "{fact}");
+    assert!(fact["file"].as_str().unwrap().starts_with("archive/") && fact["line"].as_u64().unwrap() > 0, "{fact}");
+    let (_, fact) = daemon.get(&format!("/facts/{}", ids[1])).await;
+    assert_eq!((fact["fate"].as_str(), fact["entries"].clone()), (Some("pending"), json!([])), "{fact}");
+    let (code, _) = daemon.get("/facts/f-nothere").await;
+    assert_eq!(code, 404);
+
+    let (code, pinned) = daemon.post(&format!("/entries/{bees_entry}/pin"), json!({})).await;
+    assert_eq!((code, pinned["pinned"].clone()), (200, json!(true)), "{pinned}");
+    let (_, entry) = daemon.get(&format!("/entries/{bees_entry}")).await;
+    assert_eq!(entry["pinned"], true, "{entry}");
+    let (code, unpinned) = daemon.post(&format!("/entries/{bees_entry}/unpin"), json!({})).await;
+    assert_eq!((code, unpinned["pinned"].clone()), (200, json!(false)), "{unpinned}");
+
+    let recall = fixture.root().join(".memfold/recall.jsonl");
+    let recall_bytes = || std::fs::read(&recall).unwrap_or_default();
+    let before = recall_bytes();
+    let (code, found) = daemon.get("/search?q=bees%20on%20the%20roof&recall=false").await;
+    assert_eq!(code, 200, "{found}");
+    assert!(found["hits"][0]["text"].as_str().unwrap().contains("bees"), "{found}");
+    assert_eq!(recall_bytes(), before, "a search with recall=false leaves the recall log alone");
+    daemon.get("/search?q=bees%20on%20the%20roof").await;
+    assert!(recall_bytes().len() > before.len(), "an agent's search is recorded");
+    assert_eq!(verify(&fixture.root())["ok"], true);
+    daemon.stop().await;
+}

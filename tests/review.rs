@@ -13,6 +13,7 @@ use memfold::consolidate::records::PlanStatus;
 use memfold::error::Error;
 use memfold::files::entries::{EntryFile, HistoryStatus};
 use memfold::ledger::{FactFate, Ledger};
+use memfold::memory::views::GroupView;
 use memfold::state::State;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
@@ -604,5 +605,68 @@ async fn undo_of_a_run_whose_copy_of_memory_was_dropped_goes_entry_by_entry() {
         entries(&EntryFile::parse(&before, "memory.md")),
         "the entry the run added is gone, the rest is untouched"
     );
+    assert_verified(&env);
+}
+
+/// A root with a Google and a chess entry, and a stored plan of two groups: a job change
+/// (REPLACE of the Google entry) and a hobby change (REPLACE of the chess entry). Returns the
+/// plan id, the two new facts, and the job change's group.
+async fn two_group_plan() -> (Env, String, Vec<String>, GroupView) {
+    let mut env = env().await;
+    script(&env, |doc| {
+        let job = replace(doc, "Microsoft", "Google", "Works at Microsoft since May.", None);
+        let chess = replace(doc, "go now", "chess", "Plays go on weekends; gave up chess.", None);
+        job.into_iter().chain(chess).collect()
+    });
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    add(&env, "2026-05-27", &["Plays chess on weekends"]);
+    force(&env).await;
+    env.config.consolidation.mode = Mode::Review;
+    let facts = add(&env, "2026-05-30", &["Started at Microsoft, works there now", "Plays go now instead of chess"]);
+    let plan = force(&env).await.plans.remove(0);
+    let detail = mem(&env).await.plan_detail(&plan).await.unwrap();
+    assert_eq!(detail.groups.len(), 2, "{detail:?}");
+    let job = detail.groups.iter().find(|g| g.facts == [facts[0].clone()]).expect("a group for the job change").clone();
+    (env, plan, facts, job)
+}
+
+/// Applying some op groups of a plan writes exactly the changes the plan stored for them and
+/// nothing of the others, whose facts wait, flagged; when an entry a chosen group changes was
+/// edited since, nothing is written and the entry is named.
+#[tokio::test]
+async fn applying_some_groups_writes_exactly_their_stored_changes() {
+    let (env, plan, facts, job) = two_group_plan().await;
+    let (google, chess) = (entry_with(&env, "Google"), entry_with(&env, "chess"));
+
+    // An edit of the other group's entry does not stand in the way of this one.
+    let edited = memory_text(&env).replace("Plays chess on weekends", "Plays chess on Saturdays");
+    std::fs::write(env.root.memory(), &edited).unwrap();
+    let applied = mem(&env).await.apply_plan_groups(&plan, Some(vec![job.group])).await.unwrap();
+    assert_eq!((applied.groups.clone(), applied.rejected.clone()), (vec![job.group], vec![facts[1].clone()]));
+    let memory = memory(&env);
+    let stored_after = job.ops[0].changes.iter().find(|c| c.entry == google).unwrap().after.clone().unwrap();
+    assert_eq!(memory.get(&google).unwrap().render(), stored_after, "the stored after-block, byte for byte");
+    assert!(memory.get(&chess).unwrap().content.contains("Saturdays"), "the other group changed nothing");
+    assert_eq!(fate(&env, &facts[1]), FactFate::Pending);
+    let state = State::load(&env.root.state_json()).unwrap();
+    assert_eq!(state.facts[&facts[1]].reverted_run.as_deref(), Some(plan.as_str()), "flagged like a rejection");
+    let plans = mem(&env).await.plans().await.unwrap();
+    assert_eq!((plans.len(), plans[0].status, plans[0].ops.len()), (1, PlanStatus::Rejected, 1));
+    let err = mem(&env).await.apply_plan(&plan).await.unwrap_err();
+    assert_eq!(status(&err), 409, "what is left was rejected: {err}");
+    assert_verified(&env);
+
+    // The same plan again; this time the chosen group's entry was edited: refused.
+    let (env, plan, _, job) = two_group_plan().await;
+    let google = entry_with(&env, "Google");
+    let edited = memory_text(&env).replace("Works at Google as an engineer", "Works at Google as a lead");
+    std::fs::write(env.root.memory(), &edited).unwrap();
+    let err = mem(&env).await.apply_plan_groups(&plan, Some(vec![job.group])).await.unwrap_err();
+    assert!(matches!(err, Error::Stale { .. }), "{err}");
+    assert_eq!(err.ids(), std::slice::from_ref(&google));
+    assert_eq!(memory_text(&env), edited, "nothing written");
+    assert_eq!(mem(&env).await.plans().await.unwrap()[0].status, PlanStatus::Pending);
+    let err = mem(&env).await.apply_plan_groups(&plan, Some(vec![0])).await.unwrap_err();
+    assert_eq!(status(&err), 400, "{err}");
     assert_verified(&env);
 }

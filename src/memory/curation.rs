@@ -32,7 +32,7 @@ impl Memory {
             self.tell(Rewritten::Promoted);
             self.tell(Rewritten::Memory);
         }
-        self.settle_index().await;
+        self.refresh_after_change().await;
         Ok(done)
     }
 
@@ -43,7 +43,7 @@ impl Memory {
         drop(lock);
         if rewrote {
             self.tell(Rewritten::Memory);
-            self.settle_index().await;
+            self.refresh_after_change().await;
         }
         Ok(())
     }
@@ -86,12 +86,20 @@ impl Memory {
         let (lock, usage) = self.after_commit(lock, None).await;
         drop(lock);
         undone.llm = usage;
-        self.settle_index().await;
+        self.refresh_after_change().await;
         Ok(undone)
     }
 
     /// Apply a stored plan, rebased onto the current `memory.md` when only other entries changed.
     pub async fn apply_plan(&self, id: &str) -> Result<AppliedPlan, Error> {
+        self.apply_plan_groups(id, None).await
+    }
+
+    /// Apply the op groups numbered `groups` of a stored plan (1-based, as
+    /// [`Memory::plan_detail`] numbers them) and reject the rest, in one commit; `None`: the
+    /// whole plan. Refused with nothing written when an entry the chosen ops change is not as
+    /// the plan saw it.
+    pub async fn apply_plan_groups(&self, id: &str, groups: Option<Vec<usize>>) -> Result<AppliedPlan, Error> {
         records::check_id("plan", id)?;
         let id = id.to_string();
         let started = self.inner.clock.now();
@@ -99,6 +107,13 @@ impl Memory {
             .write(move |me, ledger| {
                 let root = &me.inner.root;
                 let stored = records::load_plan(root, &id)?;
+                if stored.status == records::PlanStatus::Rejected {
+                    // Also what is left of a plan applied in part.
+                    return Err(Error::Conflict {
+                        message: format!("plan {id} was rejected; its facts are pending again"),
+                        ids: vec![id.clone()],
+                    });
+                }
                 if records::run_path(root, &stored.id).exists() {
                     // Applied already (its run record exists): only the file is left to remove.
                     let mut change = Change::new(format!("remove applied plan {id}"));
@@ -112,11 +127,21 @@ impl Memory {
                     ));
                 }
                 let day = stored.day.unwrap_or_else(|| me.inner.clock.day_of(stored.created));
-                let (plan, applied) = review::plan_apply(ledger, &stored, day)?;
+                let now = me.inner.clock.now();
+                let (plan, applied, rest) = match &groups {
+                    None => {
+                        let (plan, applied) = review::plan_apply(ledger, &stored, day)?;
+                        (plan, applied, None)
+                    }
+                    Some(groups) => review::plan_apply_groups(ledger, &stored, groups, day, now)?,
+                };
                 // A rebuild sets every entry aside: each one it does not keep is a change.
                 let rebuild = stored.reason == records::REBUILD;
                 let outcome = Outcome { rewrite_from: rebuild.then_some(&ledger.memory), ..Outcome::default() };
-                let change = apply::change(root, ledger, &plan, outcome, started, me.inner.clock.now(), day);
+                let mut change = apply::change(root, ledger, &plan, outcome, started, now, day);
+                if let Some(rest) = &rest {
+                    review::reject_rest(&mut change, ledger, rest, now);
+                }
                 Ok((change, Ok(applied)))
             })
             .await?;
@@ -125,7 +150,7 @@ impl Memory {
         let (lock, usage) = self.after_commit(lock, Some(&applied.run)).await;
         drop(lock);
         applied.llm = usage;
-        self.settle_index().await;
+        self.refresh_after_change().await;
         Ok(applied)
     }
 

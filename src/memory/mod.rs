@@ -79,6 +79,9 @@ pub struct SearchRequest {
     pub as_of: Option<NaiveDate>,
     /// Include superseded versions.
     pub history: bool,
+    /// Leave the recall log alone: a person browsing memory is not the agent recalling it, and
+    /// must not change what `MEMORY.md` promotes.
+    pub skip_recall: bool,
 }
 
 /// A conversation turn to extract facts from.
@@ -423,7 +426,7 @@ impl Memory {
 
     /// After a change: mark the index dirty and bring it up to date, if there is one (a root
     /// nobody searched yet gets its index on the first search, not on a forget).
-    async fn settle_index(&self) {
+    async fn refresh_after_change(&self) {
         self.mark_dirty();
         if (self.inner.index.initialized() || self.inner.root.index_dir().exists())
             && let Err(e) = self.refresh().await

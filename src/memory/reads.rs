@@ -1,8 +1,9 @@
 //! Reads: status, verify, entries, history, runs and plans. None of them writes memory.
 
-use super::views::{Chain, PlanView, RunView, Status};
+use super::views::{Chain, FactView, PlanDetail, PlanView, RunView, Status};
 use super::{Memory, blocking};
 use crate::commit;
+use crate::consolidate::records;
 use crate::corpus;
 use crate::error::Error;
 use crate::files::Problem;
@@ -115,6 +116,12 @@ impl Memory {
             .ok_or_else(|| Error::NotFound { message: format!("no current entry has id {id}") })
     }
 
+    /// One archived fact, where it is and where it went.
+    pub async fn fact(&self, id: &str) -> Result<FactView, Error> {
+        let (root, id) = (self.inner.root.clone(), id.to_string());
+        blocking(move || review::fact_view(&Ledger::load(&root)?, &id)).await
+    }
+
     /// An entry's versions and those linked to it.
     pub async fn history(&self, id: &str) -> Result<Chain, Error> {
         let (root, id) = (self.inner.root.clone(), id.to_string());
@@ -131,5 +138,12 @@ impl Memory {
     pub async fn plans(&self) -> Result<Vec<PlanView>, Error> {
         let root = self.inner.root.clone();
         blocking(move || review::plans(&root)).await
+    }
+
+    /// A stored plan with its ops in groups and its facts as archived.
+    pub async fn plan_detail(&self, id: &str) -> Result<PlanDetail, Error> {
+        records::check_id("plan", id)?;
+        let (root, id) = (self.inner.root.clone(), id.to_string());
+        blocking(move || review::plan_detail(&root, &id)).await
     }
 }

@@ -63,7 +63,7 @@ impl Memory {
     }
 
     /// Hybrid search over entries and pending facts (and history on request); the hits are
-    /// recorded in the recall log.
+    /// recorded in the recall log unless the request says `skip_recall`.
     pub async fn search(&self, query: &str, request: &SearchRequest) -> Result<Vec<Hit>, Error> {
         if query.trim().is_empty() {
             return Err(Error::BadInput("q (the query) is required".into()));
@@ -77,6 +77,9 @@ impl Memory {
         opts.history = request.history;
         self.refresh().await?;
         let hits = self.index().await?.search(query, &opts).await?;
+        if request.skip_recall {
+            return Ok(hits);
+        }
         let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
         let (root, query, window) = (self.inner.root.clone(), query.to_string(), self.inner.config.recall.window_days);
         if let Err(e) = blocking(move || crate::recall::record(&root, &query, &ids, window)).await {

@@ -14,6 +14,7 @@ pub use crate::llm::Usage;
 
 pub use crate::consolidate::gate::Gate;
 pub use crate::consolidate::pass::{ClusterReport, DroppedReport, OpReport, PassOptions, PassReport, Timings};
+pub use crate::consolidate::plan::Change as EntryChange;
 pub use crate::consolidate::records::PlanStatus;
 pub use crate::diff::DiffStat;
 pub use crate::files::Problem;
@@ -108,6 +109,58 @@ pub struct AppliedPlan {
     pub diff: String,
     /// What rewriting `MEMORY.md` afterwards cost (also in the run's record).
     pub llm: Usage,
+    /// The groups applied, when only some were (`POST /plans/{id}/apply {"groups": [...]}`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<usize>,
+    /// Facts of the groups left out: pending again, as after a rejection.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
+}
+
+/// A stored plan with everything a person needs to decide it: its ops in groups, each op with
+/// the entries it changes before and after, and the facts as archived (`memfold plan <id>`,
+/// `GET /plans/{id}`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanDetail {
+    #[serde(flatten)]
+    pub plan: PlanView,
+    /// The op groups, in journal order; a person applies or rejects whole groups.
+    pub groups: Vec<GroupView>,
+    /// The facts the ops name, as archived (text, date, time, source).
+    pub fact_texts: Vec<Fact>,
+}
+
+/// One op group of a plan: ops connected by a shared fact or entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupView {
+    /// 1-based, as `POST /plans/{id}/apply {"groups": [...]}` names it.
+    pub group: usize,
+    pub ops: Vec<OpDetail>,
+    pub facts: Vec<String>,
+    pub entries: Vec<String>,
+}
+
+/// One op of a plan and what it changes.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpDetail {
+    pub seq: usize,
+    #[serde(flatten)]
+    pub op: OpReport,
+    /// Each entry the op changes, as rendered blocks before and after (None: absent).
+    pub changes: Vec<EntryChange>,
+}
+
+/// One archived fact, where it is and where it went (`GET /facts/{id}`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FactView {
+    #[serde(flatten)]
+    pub fact: Fact,
+    /// The day file holding it, relative to the root, and its 1-based line there.
+    pub file: String,
+    pub line: usize,
+    pub fate: crate::ledger::FactFate,
+    /// Current entries that name it as a source.
+    pub entries: Vec<String>,
 }
 
 /// What rejecting a plan did.

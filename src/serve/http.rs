@@ -129,10 +129,14 @@ fn router(
         .route("/entries", get(entries))
         .route("/entries/{id}", get(entry).delete(delete_entry))
         .route("/entries/{id}/history", get(entry_history))
+        .route("/entries/{id}/pin", post(pin_entry))
+        .route("/entries/{id}/unpin", post(unpin_entry))
+        .route("/facts/{id}", get(fact))
         .route("/reindex", post(reindex))
         .route("/runs", get(runs))
         .route("/runs/{id}/undo", post(undo_run))
         .route("/plans", get(plans))
+        .route("/plans/{id}", get(plan))
         .route("/plans/{id}/apply", post(apply_plan))
         .route("/plans/{id}/reject", post(reject_plan))
         .route("/metrics", get(metrics))
@@ -408,11 +412,18 @@ struct SearchParams {
     k: Option<usize>,
     as_of: Option<NaiveDate>,
     history: Option<bool>,
+    /// `false`: do not record the hits in the recall log (a person browsing).
+    recall: Option<bool>,
 }
 
 async fn search(State(state): Shared, params: Result<Query<SearchParams>, QueryRejection>) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let request = SearchRequest { k: params.k, as_of: params.as_of, history: params.history.unwrap_or(false) };
+    let request = SearchRequest {
+        k: params.k,
+        as_of: params.as_of,
+        history: params.history.unwrap_or(false),
+        skip_recall: params.recall == Some(false),
+    };
     let hits = state.service.search(DOOR, &params.q.unwrap_or_default(), &request).await?;
     ok(json!({ "hits": hits }))
 }
@@ -475,6 +486,18 @@ async fn delete_entry(
     ok(json!(state.service.forget(DOOR, &id, params.reason.as_deref()).await?))
 }
 
+async fn pin_entry(State(state): Shared, Path(id): Path<String>) -> ApiResult {
+    ok(json!(state.service.pin(DOOR, &id, true).await?))
+}
+
+async fn unpin_entry(State(state): Shared, Path(id): Path<String>) -> ApiResult {
+    ok(json!(state.service.pin(DOOR, &id, false).await?))
+}
+
+async fn fact(State(state): Shared, Path(id): Path<String>) -> ApiResult {
+    ok(json!(state.service.fact(DOOR, &id).await?))
+}
+
 async fn entry_history(State(state): Shared, Path(id): Path<String>) -> ApiResult {
     ok(json!(state.service.history(DOOR, &id).await?))
 }
@@ -493,8 +516,21 @@ async fn plans(State(state): Shared) -> ApiResult {
     ok(json!({ "plans": state.service.plans(DOOR).await? }))
 }
 
-async fn apply_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.apply_plan(DOOR, &id).await?))
+async fn plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
+    ok(json!(state.service.plan(DOOR, &id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApplyBody {
+    /// Op groups to apply (1-based, as `GET /plans/{id}` numbers them); the rest is rejected.
+    /// Absent: the whole plan.
+    #[serde(default)]
+    groups: Option<Vec<usize>>,
+}
+
+async fn apply_plan(State(state): Shared, Path(id): Path<String>, JsonBody(body): JsonBody<ApplyBody>) -> ApiResult {
+    ok(json!(state.service.apply_plan(DOOR, &id, body.groups).await?))
 }
 
 async fn reject_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {

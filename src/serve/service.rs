@@ -31,8 +31,8 @@ use crate::error::{Error, Kind};
 use crate::files::archive::{Fact, NewFact};
 use crate::index::{Hit, Settled};
 use crate::memory::views::{
-    Added, AppliedPlan, Chain, Entry, Forgotten, PassOptions, PassReport, PlanView, Reindexed, RejectedPlan, RunView,
-    Status, Undone,
+    Added, AppliedPlan, Chain, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail, PlanView, Reindexed,
+    RejectedPlan, RunView, Status, Undone,
 };
 use crate::memory::{Memory, SearchRequest, Turn};
 
@@ -76,6 +76,8 @@ pub enum Verb {
     Plans,
     Apply,
     Reject,
+    Plan,
+    Fact,
 }
 
 impl Verb {
@@ -97,6 +99,8 @@ impl Verb {
             Verb::Plans => "plans",
             Verb::Apply => "apply",
             Verb::Reject => "reject",
+            Verb::Plan => "plan",
+            Verb::Fact => "fact",
         }
     }
 }
@@ -380,6 +384,18 @@ impl Service {
         self.memory.plans().await
     }
 
+    /// A stored plan with its ops in groups and its facts as archived.
+    pub async fn plan(&self, door: Door, id: &str) -> Result<PlanDetail, Error> {
+        self.count(Verb::Plan, door);
+        self.memory.plan_detail(id).await
+    }
+
+    /// One archived fact, where it is and where it went.
+    pub async fn fact(&self, door: Door, id: &str) -> Result<FactView, Error> {
+        self.count(Verb::Fact, door);
+        self.memory.fact(id).await
+    }
+
     // ---- curation ------------------------------------------------------------------------------
 
     pub async fn forget(&self, door: Door, id: &str, reason: Option<&str>) -> Result<Forgotten, Error> {
@@ -400,9 +416,10 @@ impl Service {
         Ok(undone)
     }
 
-    pub async fn apply_plan(&self, door: Door, id: &str) -> Result<AppliedPlan, Error> {
+    /// Apply a stored plan, or only the op groups named (rejecting the rest).
+    pub async fn apply_plan(&self, door: Door, id: &str, groups: Option<Vec<usize>>) -> Result<AppliedPlan, Error> {
         self.count(Verb::Apply, door);
-        let applied = self.one_at_a_time(self.memory.apply_plan(id)).await?;
+        let applied = self.one_at_a_time(self.memory.apply_plan_groups(id, groups)).await?;
         self.metrics.promote_llm(applied.llm);
         Ok(applied)
     }
@@ -485,6 +502,8 @@ mod tests {
             Verb::Plans,
             Verb::Apply,
             Verb::Reject,
+            Verb::Plan,
+            Verb::Fact,
         ];
         let names: std::collections::BTreeSet<&str> = verbs.iter().map(|v| v.as_str()).collect();
         assert_eq!(names.len(), verbs.len());

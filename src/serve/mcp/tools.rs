@@ -236,7 +236,7 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, McpError> {
-        let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.include_history };
+        let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.include_history, skip_recall: false };
         reply(self.service.search(DOOR, &args.query, &request), |hits| (text::hits(hits), json!({ "hits": hits })))
             .await
     }
@@ -318,7 +318,7 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     async fn memory_apply_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.apply_plan(DOOR, &args.plan), |applied| (text::applied(applied), json!(applied))).await
+        reply(self.service.apply_plan(DOOR, &args.plan, None), |applied| (text::applied(applied), json!(applied))).await
     }
 
     #[tool(
