@@ -58,6 +58,13 @@ pub enum Command {
     Mcp,
     /// Print the bearer token `memfold serve` requires (made on first use; where it is kept goes to stderr).
     Token,
+    /// Print a one-time address that signs a browser in to the review page of `memfold serve`
+    /// (good for 2 minutes, once).
+    Ui {
+        /// The address `memfold serve` listens on [default: server.bind].
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+    },
     /// Append facts to today's archive (or --date's).
     Add(AddArgs),
     /// Show the gate, pending facts, entries and the last run.
@@ -207,13 +214,14 @@ pub fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Init { json } => return init(&config, json),
         Command::Token => return token(&config),
+        Command::Ui { bind } => return ui(&config, bind),
         _ => {}
     }
     let runtime = runtime()?;
     let code = runtime.block_on(async {
         let memory = Memory::open(config).await?;
         match cli.command {
-            Command::Init { .. } | Command::Token => unreachable!("handled above"),
+            Command::Init { .. } | Command::Token | Command::Ui { .. } => unreachable!("handled above"),
             Command::Add(args) => add(&memory, args),
             Command::Status { json } => status(&memory, json).await,
             Command::Verify { json } => verify(&memory, json).await,
@@ -249,6 +257,26 @@ fn init(config: &Config, json: bool) -> Result<i32> {
     } else {
         println!("memory root ready at {}", dir.display());
     }
+    Ok(0)
+}
+
+fn ui(config: &Config, bind: Option<String>) -> Result<i32> {
+    let root = Root::new(&config.root);
+    if !root.is_initialized() {
+        bail!(
+            "{} is not a memfold root; run `memfold init --root {}` first",
+            root.dir().display(),
+            root.dir().display()
+        );
+    }
+    let code = crate::serve::ui::session::mint_code(&root).context("storing a sign-in code")?;
+    let bind = bind.unwrap_or_else(|| config.server.bind.clone());
+    let host = match bind.rsplit_once(':') {
+        Some(("0.0.0.0" | "[::]" | "", port)) => format!("127.0.0.1:{port}"),
+        _ => bind,
+    };
+    println!("http://{host}/ui/login?code={code}");
+    eprintln!("open it within 2 minutes to sign in to the review page of `memfold serve` (it works once)");
     Ok(0)
 }
 

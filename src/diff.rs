@@ -29,6 +29,33 @@ pub fn unified(old: &str, new: &str, path: &str, context: usize) -> String {
     diff.unified_diff().context_radius(context).header(&format!("a/{path}"), &format!("b/{path}")).to_string()
 }
 
+/// One run of a word diff: text both sides share, or text only the old or only the new has.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WordRun {
+    /// `same`, `removed` or `added`.
+    pub kind: &'static str,
+    pub text: String,
+}
+
+/// The word diff of `old` → `new` (whitespace kept as its own runs), with neighbouring words
+/// of the same kind joined into one run.
+pub fn words(old: &str, new: &str) -> Vec<WordRun> {
+    let diff = TextDiff::configure().algorithm(Algorithm::Myers).timeout(DEADLINE).diff_words(old, new);
+    let mut runs: Vec<WordRun> = Vec::new();
+    for change in diff.iter_all_changes() {
+        let kind = match change.tag() {
+            similar::ChangeTag::Equal => "same",
+            similar::ChangeTag::Delete => "removed",
+            similar::ChangeTag::Insert => "added",
+        };
+        match runs.last_mut() {
+            Some(last) if last.kind == kind => last.text.push_str(change.value()),
+            _ => runs.push(WordRun { kind, text: change.value().to_string() }),
+        }
+    }
+    runs
+}
+
 /// Lines added and removed in a unified diff made by [`unified`].
 pub fn stat(diff: &str) -> DiffStat {
     let mut stat = DiffStat::default();
@@ -47,6 +74,19 @@ pub fn stat(diff: &str) -> DiffStat {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_word_diff_marks_changed_words_and_rebuilds_both_sides() {
+        let runs = words("Works at Google as an engineer.", "Works at Microsoft as an engineer.");
+        let kinds: Vec<(&str, &str)> = runs.iter().map(|r| (r.kind, r.text.as_str())).collect();
+        assert_eq!(
+            kinds,
+            [("same", "Works at "), ("removed", "Google"), ("added", "Microsoft"), ("same", " as an engineer.")]
+        );
+        let side = |skip: &str| runs.iter().filter(|r| r.kind != skip).map(|r| r.text.as_str()).collect::<String>();
+        assert_eq!(side("added"), "Works at Google as an engineer.");
+        assert_eq!(side("removed"), "Works at Microsoft as an engineer.");
+    }
 
     /// Apply a unified diff made by [`unified`] to `old` (strict: context must match).
     fn patch(old: &str, diff: &str) -> String {

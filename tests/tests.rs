@@ -18,3 +18,4 @@ mod offline;
 mod review;
 mod scheduler;
 mod security;
+mod ui;

@@ -141,6 +141,7 @@ fn router(
         .route("/plans/{id}/reject", post(reject_plan))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", mcp)
+        .nest_service("/ui", super::ui::router(state.service.clone(), bound.port(), state.token.clone()))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
@@ -330,8 +331,11 @@ async fn guard_requests(State(guard): State<Arc<Guard>>, request: Request, next:
 /// Every request but `GET /healthz` (unknown routes too) needs the bearer token, checked once
 /// the head is read and before any body.
 async fn require_token(State(state): Shared, request: Request, next: Next) -> Response {
-    let health = request.uri().path() == "/healthz";
-    if let Some(token) = state.token.as_ref().filter(|_| !health) {
+    // The review page signs browsers in with a session of its own (serve/ui); its cookie
+    // never authenticates the API, and the token never reaches a page.
+    let path = request.uri().path();
+    let own = path == "/healthz" || path == "/ui" || path.starts_with("/ui/");
+    if let Some(token) = state.token.as_ref().filter(|_| !own) {
         let given = request
             .headers()
             .get(header::AUTHORIZATION)

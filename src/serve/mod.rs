@@ -39,6 +39,7 @@ mod metrics;
 mod scheduler;
 mod service;
 pub mod token;
+pub mod ui;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,0 +1,219 @@
+//! The review page under `/ui`, through the real daemon: signing in with a one-time code, what
+//! the pages show (hostile text as text), that forms are refused without the session's CSRF
+//! field or from another origin, that a form apply writes what `memfold apply` writes, that an
+//! undo from the page restores `memory.md`, and that browsing search leaves the recall log alone.
+
+use std::path::Path;
+
+use reqwest::header::{COOKIE, HeaderMap, LOCATION, SET_COOKIE};
+use reqwest::redirect::Policy;
+use serde_json::json;
+
+use crate::common::daemon::{Daemon, Fixture, run, verify};
+
+/// A client that shows redirects instead of following them.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(Policy::none()).build().unwrap()
+}
+
+struct Page {
+    status: u16,
+    headers: HeaderMap,
+    body: String,
+}
+
+async fn get(daemon: &Daemon, path: &str, cookie: Option<&str>) -> Page {
+    let mut request = client().get(daemon.url(path));
+    if let Some(cookie) = cookie {
+        request = request.header(COOKIE, cookie);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    Page { status, headers, body: response.text().await.unwrap() }
+}
+
+async fn post(
+    daemon: &Daemon,
+    path: &str,
+    cookie: Option<&str>,
+    form: &[(&str, &str)],
+    extra: &[(&str, &str)],
+) -> Page {
+    let mut request = client().post(daemon.url(path)).form(form);
+    if let Some(cookie) = cookie {
+        request = request.header(COOKIE, cookie);
+    }
+    for (k, v) in extra {
+        request = request.header(*k, *v);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    Page { status, headers, body: response.text().await.unwrap() }
+}
+
+/// The value of `name="csrf"` in a page.
+fn csrf(page: &str) -> String {
+    let at = page.find(r#"name="csrf" value=""#).unwrap_or_else(|| panic!("no csrf field in\n{page}"));
+    page[at + r#"name="csrf" value=""#.len()..].split('"').next().unwrap().to_string()
+}
+
+fn memory_md(root: &Path) -> Vec<u8> {
+    std::fs::read(root.join("consolidated/memory.md")).unwrap()
+}
+
+/// Sign in with `memfold ui`'s address; returns the session cookie (`name=value`).
+async fn sign_in(fixture: &Fixture, daemon: &Daemon) -> String {
+    let out = run(&fixture.root(), &["ui", "--bind", &daemon.host()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let path = url.strip_prefix(&daemon.base).unwrap_or_else(|| panic!("{url} is not on {}", daemon.base)).to_string();
+    let code = path.split("code=").nth(1).unwrap().to_string();
+
+    // Opening the address shows a button and does not use the code up.
+    let page = get(daemon, &path, None).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(r#"<button type="submit">Sign in</button>"#), "{}", page.body);
+    let signed = post(daemon, "/ui/login", None, &[("code", &code)], &[]).await;
+    assert_eq!((signed.status, signed.headers[LOCATION].to_str().unwrap()), (303, "/ui"));
+    let cookie = signed.headers[SET_COOKIE].to_str().unwrap().to_string();
+    assert!(cookie.starts_with(&format!("memfold-{}=", daemon.port)), "{cookie}");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let again = post(daemon, "/ui/login", None, &[("code", &code)], &[]).await;
+    assert_eq!(again.status, 403, "a code signs in once");
+    assert!(!again.headers.contains_key(SET_COOKIE));
+    cookie.split(';').next().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_review_page_signs_in_applies_a_group_like_the_cli_and_undoes_it() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_CONSOLIDATION__MODE", "review")]).await; // offline decider
+    let hostile = "Keeps bees <img src=x onerror=window.__pwned=1> on the roof </textarea><!--m {{x}}";
+    let ids = daemon.add(&[hostile, "Plays the cello on Sunday mornings"]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let plan = report["plans"][0].as_str().unwrap().to_string();
+
+    let anonymous = get(&daemon, "/ui", None).await;
+    assert_eq!((anonymous.status, anonymous.headers[LOCATION].to_str().unwrap()), (303, "/ui/login"));
+    let cookie = sign_in(&fixture, &daemon).await;
+
+    let inbox = get(&daemon, "/ui", Some(&cookie)).await;
+    assert_eq!(inbox.status, 200, "{}", inbox.body);
+    let csp = inbox.headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(inbox.headers["cache-control"], "no-store");
+    assert!(inbox.body.contains(&format!("/ui/plans/{plan}")), "{}", inbox.body);
+    assert!(inbox.body.len() < 30_000);
+
+    let page = get(&daemon, &format!("/ui/plans/{plan}"), Some(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(!page.body.contains("<img src=x") && !page.body.contains("</textarea><!--m"), "{}", page.body);
+    assert!(page.body.contains("Keeps bees &#60;img src=x onerror=window.__pwned=1&#62;"), "{}", page.body);
+    let token = csrf(&page.body);
+    // The group holding the cello fact.
+    let cello = page.body.find(&ids[1]).unwrap();
+    let group: String =
+        page.body[..cello].rsplit(r#"name="group" value=""#).next().unwrap().split('"').next().unwrap().into();
+    let before = memory_md(&fixture.root());
+
+    // Refused: no CSRF field, a foreign origin, a foreign host; nothing written.
+    let form = [("action", "checked"), ("group", group.as_str())];
+    let refused = post(&daemon, &format!("/ui/plans/{plan}/decide"), Some(&cookie), &form, &[]).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let with = [("csrf", token.as_str()), ("action", "checked"), ("group", group.as_str())];
+    let origin =
+        post(&daemon, &format!("/ui/plans/{plan}/decide"), Some(&cookie), &with, &[("origin", "http://127.0.0.1:9")])
+            .await;
+    assert_eq!(origin.status, 403);
+    let site =
+        post(&daemon, &format!("/ui/plans/{plan}/decide"), Some(&cookie), &with, &[("sec-fetch-site", "same-site")])
+            .await;
+    assert_eq!(site.status, 403);
+    let host = post(&daemon, &format!("/ui/plans/{plan}/decide"), Some(&cookie), &with, &[("host", "evil.test")]).await;
+    assert_eq!(host.status, 421);
+    let stranger = post(&daemon, &format!("/ui/plans/{plan}/decide"), None, &with, &[]).await;
+    assert_eq!(stranger.status, 303, "not signed in: to the sign-in page");
+    assert_eq!(memory_md(&fixture.root()), before, "nothing was written");
+    // The cookie does not open the JSON API.
+    let api = client().get(daemon.url("/entries")).header(COOKIE, &cookie).send().await.unwrap();
+    assert_eq!(api.status(), 401);
+
+    // What `memfold apply --groups` writes on a copy of the root, the form writes here.
+    let copy = fixture.dir.path().join("copy");
+    assert!(std::process::Command::new("cp").arg("-a").arg(fixture.root()).arg(&copy).status().unwrap().success());
+    let cli = run(&copy, &["apply", &plan, "--groups", &group]);
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let applied =
+        post(&daemon, &format!("/ui/plans/{plan}/decide"), Some(&cookie), &with, &[("origin", &daemon.base)]).await;
+    assert_eq!(applied.status, 303, "{}", applied.body);
+    let to = applied.headers[LOCATION].to_str().unwrap().to_string();
+    assert!(to.starts_with("/ui/runs?done=applied"), "{to}");
+    let after = memory_md(&fixture.root());
+    assert_eq!(after, memory_md(&copy), "the form and the CLI write the same memory.md");
+    assert!(String::from_utf8_lossy(&after).contains("cello") && !String::from_utf8_lossy(&after).contains("bees"));
+    let runs = get(&daemon, &to, Some(&cookie)).await;
+    assert!(
+        runs.body.contains(r#"role="status""#) && runs.body.contains(&format!("Applied as run {plan}")),
+        "{}",
+        runs.body
+    );
+
+    // Undo from the page: memory.md as it was before the apply, byte for byte.
+    let token = csrf(&runs.body);
+    let undone = post(&daemon, &format!("/ui/runs/{plan}/undo"), Some(&cookie), &[("csrf", &token)], &[]).await;
+    assert_eq!(undone.status, 303, "{}", undone.body);
+    assert_eq!(memory_md(&fixture.root()), before);
+    let again = post(&daemon, &format!("/ui/runs/{plan}/undo"), Some(&cookie), &[("csrf", &token)], &[]).await;
+    assert_eq!(again.status, 409, "undoing twice shows the conflict");
+    assert!(again.body.contains(r#"role="alert""#), "{}", again.body);
+
+    // Browsing search finds the fact and leaves the recall log alone.
+    let recall = fixture.root().join(".memfold/recall.jsonl");
+    let recall_before = std::fs::read(&recall).unwrap_or_default();
+    let found = get(&daemon, "/ui/search?q=bees%20on%20the%20roof", Some(&cookie)).await;
+    assert_eq!(found.status, 200);
+    assert!(found.body.contains(&ids[0]), "{}", found.body);
+    assert_eq!(std::fs::read(&recall).unwrap_or_default(), recall_before, "the recall log is untouched");
+    let fact = get(&daemon, &format!("/ui/facts/{}", ids[0]), Some(&cookie)).await;
+    assert!(fact.status == 200 && fact.body.contains("Pending"), "{}", fact.body);
+    assert_eq!(verify(&fixture.root())["ok"], true);
+}
+
+/// Pin, unpin and forget from an entry's page; forget asks first, on a page of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_can_be_pinned_and_forgotten_from_its_page() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[]).await; // auto mode, offline decider
+    daemon.add(&["Keeps bees on the roof of the garage"]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let (_, entries) = daemon.get("/entries").await;
+    let id = entries["entries"][0]["id"].as_str().unwrap().to_string();
+    let cookie = sign_in(&fixture, &daemon).await;
+
+    let page = get(&daemon, &format!("/ui/entries/{id}"), Some(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Keeps bees on the roof"), "{}", page.body);
+    let token = csrf(&page.body);
+    let pinned = post(&daemon, &format!("/ui/entries/{id}/pin"), Some(&cookie), &[("csrf", &token)], &[]).await;
+    assert_eq!(pinned.status, 303);
+    let (_, entry) = daemon.get(&format!("/entries/{id}")).await;
+    assert_eq!(entry["pinned"], true, "{entry}");
+    let unpinned = post(&daemon, &format!("/ui/entries/{id}/unpin"), Some(&cookie), &[("csrf", &token)], &[]).await;
+    assert_eq!(unpinned.status, 303);
+
+    let confirm = get(&daemon, &format!("/ui/entries/{id}/forget"), Some(&cookie)).await;
+    assert!(confirm.body.contains("Forget it"), "{}", confirm.body);
+    let memory_before = memory_md(&fixture.root());
+    let forgot = post(&daemon, &format!("/ui/entries/{id}/forget"), Some(&cookie), &[("reason", "test")], &[]).await;
+    assert_eq!(forgot.status, 403, "no CSRF field, no forgetting");
+    assert_eq!(memory_md(&fixture.root()), memory_before);
+    let forgot =
+        post(&daemon, &format!("/ui/entries/{id}/forget"), Some(&cookie), &[("csrf", &token), ("reason", "test")], &[])
+            .await;
+    assert_eq!(forgot.status, 303);
+    let (_, entries) = daemon.get("/entries").await;
+    assert_eq!(entries["entries"], json!([]), "{entries}");
+    assert_eq!(verify(&fixture.root())["ok"], true);
+}
