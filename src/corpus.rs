@@ -172,21 +172,46 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
         *known = Some(fresh);
         return Ok((Read::All, stats));
     };
-    let facts = {
-        let (root, days) = (root.clone(), days.clone());
+    let (facts, appended) = {
+        let (root, days, before) = (root.clone(), days.clone(), before.clone());
         blocking(move || {
             let mut facts = Vec::new();
+            let mut appended = true;
             for day in days {
-                facts.extend(crate::files::archive::read_day(&root, day)?.0);
+                let (text, rel) = crate::files::archive::read_day_text(&root, day)?;
+                let (mut day_facts, _) = crate::files::archive::parse_day(day, &text, &rel);
+                match before.files.get(&rel).and_then(|old| lines_before_append(&text, old)) {
+                    // Lines after the old end of the file; the ids come from the whole file.
+                    Some(old_lines) if appended => day_facts.retain(|f| f.line > old_lines),
+                    _ => appended = false,
+                }
+                facts.push(day_facts);
             }
-            Ok::<_, ArchiveError>(facts)
+            Ok::<_, ArchiveError>((facts, appended))
         })
         .await?
     };
-    let docs: Vec<Doc> =
-        facts.iter().filter(|f| usable.settled.fate(f) == FactFate::Pending).map(fact_doc).collect();
-    let stats = index.sync_from(&docs, Scope::Paths(changed), None, &seen).await?;
+    let docs: Vec<Doc> = facts
+        .iter()
+        .flatten()
+        .filter(|f| usable.settled.fate(f) == FactFate::Pending)
+        .map(fact_doc)
+        .collect();
+    let scope = if appended { Scope::Appended(changed) } else { Scope::Paths(changed) };
+    let stats = index.sync_from(&docs, scope, None, &seen).await?;
     Ok((Read::DayFiles(days.len()), stats))
+}
+
+/// When `text` is the file `old` describes with lines appended (its first `old.size` bytes
+/// hash to `old.hash` and end a line), the number of lines those bytes hold. The rows of those
+/// lines are then as they were: a line's fact, id included, depends only on the lines before
+/// it, and the settling files are unchanged (the caller checks).
+fn lines_before_append(text: &str, old: &crate::index::sources::Seen) -> Option<usize> {
+    let size = usize::try_from(old.size).ok()?;
+    let prefix = text.as_bytes().get(..size)?;
+    let whole_lines = prefix.is_empty() || prefix.ends_with(b"\n");
+    (size < text.len() && whole_lines && crate::files::content_hash(prefix) == old.hash)
+        .then(|| prefix.iter().filter(|b| **b == b'\n').count())
 }
 
 /// Open the index of a root with the configured embedder.
@@ -231,6 +256,58 @@ mod tests {
     /// What the index must hold, from a full read of the files.
     fn want(root: &Root) -> BTreeMap<String, String> {
         docs(&Ledger::load(root).unwrap()).iter().map(|d| (d.key.clone(), Index::content_hash(d))).collect()
+    }
+
+    /// Lines appended to a day file are all a refresh writes or even compares: the rows of the
+    /// lines before them are left alone, however many. A hand-written line, a copy of an earlier
+    /// line's id, or any change before the old end of the file takes the path that compares
+    /// every row of the file; the rows are those of a full read every time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appended_lines_are_all_a_refresh_touches() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        let day = "2026-11-21";
+        let first = add(&root, day, "Walked the dog along the harbour.");
+        for i in 0..40 {
+            add(&root, day, &format!("Note number {i} about the garden."));
+        }
+        let index = Index::open(&root.index_dir(), Arc::new(LocalEmbedder::new(64))).await.unwrap();
+        let mut known = None;
+        catch_up(&root, &index, &mut known).await.unwrap();
+
+        let tea = add(&root, day, "Prefers green tea in the morning.");
+        let (read, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        assert_eq!((read, stats.upserted, stats.unchanged, stats.deleted), (Read::DayFiles(1), 1, 0, 0));
+        assert_eq!(index.digest().await.unwrap(), want(&root));
+        assert!(index.digest().await.unwrap().contains_key(&tea));
+
+        // A line written by hand, without an id, and a copy of the first line with its id: the
+        // parse of the whole file gives them their ids, so they are still only appended lines.
+        let path = root.archive_file(day.parse().unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let copied = text.lines().find(|l| l.contains(&first)).unwrap().to_string();
+        std::fs::write(&path, format!("{text}- Planted tulips by hand\n{copied}\n")).unwrap();
+        let (_, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        assert_eq!((stats.upserted, stats.unchanged), (2, 0), "{stats:?}");
+        assert_eq!(index.digest().await.unwrap(), want(&root), "the copy gets the id a full read gives it");
+
+        // A fact edited in place before the old end, and one appended: every row of the file
+        // is compared, and the edited one rewritten.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("Note number 3 about", "Note number 33 about")).unwrap();
+        add(&root, day, "Bought a blue bicycle.");
+        let (_, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        assert!(stats.unchanged >= 40 && stats.upserted >= 1, "{stats:?}");
+        assert_eq!(index.digest().await.unwrap(), want(&root));
+
+        // The file cut short (a line removed at the end): not an append; the row goes.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cut: Vec<&str> = text.lines().collect();
+        std::fs::write(&path, format!("{}\n", cut[..cut.len() - 1].join("\n"))).unwrap();
+        let (_, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        assert_eq!(stats.deleted, 1, "{stats:?}");
+        assert_eq!(index.digest().await.unwrap(), want(&root));
     }
 
     /// A refresh reads nothing when nothing changed, only the day file that changed when that

@@ -380,12 +380,19 @@ pub fn read_all(root: &Root) -> Result<Archive, ArchiveError> {
 }
 
 /// Read one day file; a missing file has no facts.
+#[cfg(test)]
 pub fn read_day(root: &Root, date: NaiveDate) -> Result<(Vec<Fact>, Vec<Problem>), ArchiveError> {
+    let (text, rel) = read_day_text(root, date)?;
+    Ok(parse_day(date, &text, &rel))
+}
+
+/// The text of one day file (empty when there is none) and its path relative to the root.
+pub fn read_day_text(root: &Root, date: NaiveDate) -> Result<(String, String), ArchiveError> {
     let path = root.archive_file(date);
     let rel = root.relative(&path);
     match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(parse_day(date, &text, &rel)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Vec::new(), Vec::new())),
+        Ok(text) => Ok((text, rel)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((String::new(), rel)),
         Err(source) => Err(ArchiveError::Read { path: rel, source }),
     }
 }

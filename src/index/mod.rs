@@ -223,6 +223,9 @@ pub enum Scope {
     /// Rows of these files only: rows of other files are left alone even if absent from the
     /// docs. Docs of other files are still upserted (a key may move between files).
     Paths(Vec<String>),
+    /// Lines were only appended to these files since their rows were written: the docs are
+    /// those of the new lines, and no row is deleted.
+    Appended(Vec<String>),
 }
 
 /// What a sync did.
@@ -493,7 +496,7 @@ impl Index {
     /// write. Runs under the index writer lock.
     ///
     /// The docs are derived from files read after `seen` was looked at, and `seen` is recorded
-    /// as what the rows were built from: all of it for [`Scope::All`]; for [`Scope::Paths`] the
+    /// as what the rows were built from: all of it for [`Scope::All`]; for [`Scope::Paths`] and [`Scope::Appended`] the
     /// entries of those paths, merged into the record if the files that settle facts
     /// ([`sources::SETTLING`]) are the ones the record describes (else the record is dropped).
     pub async fn sync_from(
@@ -521,7 +524,7 @@ impl Index {
         let record = match (seen, &scope) {
             (None, _) => None,
             (Some(seen), Scope::All) => Some(seen.clone()),
-            (Some(seen), Scope::Paths(paths)) => sources::read(&self.dir)
+            (Some(seen), Scope::Paths(paths) | Scope::Appended(paths)) => sources::read(&self.dir)
                 .await
                 .filter(|stored| stored.same_settling(seen))
                 .map(|stored| stored.merged(seen, paths)),
@@ -531,6 +534,7 @@ impl Index {
         let in_scope = |path: &str| match &scope {
             Scope::All => true,
             Scope::Paths(paths) => paths.iter().any(|p| p == path),
+            Scope::Appended(_) => false,
         };
 
         let mut wanted: HashSet<&str> = HashSet::with_capacity(docs.len());
@@ -645,10 +649,15 @@ impl Index {
     /// duplicated).
     async fn existing(&self, table: &Table, scope: &Scope, docs: &[Doc]) -> Result<HashMap<String, Existing>, IndexError> {
         let mut query = table.query().select(Select::columns(&[KEY, HASH, PATH]));
-        if let Scope::Paths(paths) = scope {
+        if let Scope::Paths(paths) | Scope::Appended(paths) = scope {
             let keys: Vec<String> = docs.iter().map(|d| d.key.clone()).collect();
             let mut parts: Vec<String> = keys.chunks(KEYS_PER_FILTER).map(|c| rank::key_list(c, false)).collect();
-            parts.push(rank::path_list(paths));
+            if matches!(scope, Scope::Paths(_)) {
+                parts.push(rank::path_list(paths));
+            }
+            if parts.is_empty() {
+                return Ok(HashMap::new());
+            }
             query = query.only_if(parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" OR "));
         }
         let batches = collect(query.execute().await, "read keys").await?;
