@@ -81,7 +81,8 @@ impl PlanView {
             created: plan.created,
             rejected: plan.rejected,
             pass: plan.pass.clone(),
-            stale: plan.memory_hash_before != memory_hash,
+            // Only a plan that can still be applied can be stale.
+            stale: plan.status == PlanStatus::Pending && plan.memory_hash_before != memory_hash,
             ops: plan.journal.iter().map(|r| OpReport::from(&r.op)).collect(),
             facts: plan.facts.iter().map(|f| f.id.clone()).collect(),
             entries: plan.touched.iter().cloned().collect(),

@@ -1087,6 +1087,7 @@ async fn plans_in_groups_partial_apply_facts_pins_and_search_without_recall() {
     let (_, plans) = daemon.get("/plans").await;
     assert_eq!(plans["plans"].as_array().unwrap().len(), 1, "{plans}");
     assert_eq!(plans["plans"][0]["status"], "rejected", "the rest is rejected: {plans}");
+    assert_eq!(plans["plans"][0]["stale"], false, "a rejected plan is never stale: {plans}");
     assert_eq!(plans["plans"][0]["facts"], json!([ids[1]]), "{plans}");
     assert_eq!(cello["facts"], json!([ids[1]]));
     let (code, again) = daemon.post(&format!("/plans/{plan}/apply"), json!({})).await;

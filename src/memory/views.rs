@@ -67,7 +67,8 @@ pub struct PlanView {
     pub created: DateTime<Utc>,
     pub rejected: Option<DateTime<Utc>>,
     pub pass: String,
-    /// `memory.md` changed since the plan was made: apply will rebase it or refuse.
+    /// A pending plan whose `memory.md` changed since it was made: apply will rebase it or
+    /// refuse. Never set on a rejected plan.
     pub stale: bool,
     pub ops: Vec<OpReport>,
     pub facts: Vec<String>,
