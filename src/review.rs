@@ -248,18 +248,16 @@ pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
 }
 
 /// Apply only the op groups numbered `chosen` (1-based, as [`plan_detail`] numbers them) of a
-/// stored plan and reject the rest. The chosen ops are replayed on the current `memory.md`;
-/// every entry they change must be as the plan saw it and the replay must make exactly the
-/// stored changes, or nothing is applied and the entries in the way are named. Returns the
-/// plan to commit, its view, and the plan record that replaces the stored one: the ops left
-/// out, rejected (their facts pending again, as [`plan_reject`] leaves them). Choosing every
-/// group is [`plan_apply`].
+/// stored plan. The chosen ops are replayed on the current `memory.md`; every entry they
+/// change must be as the plan saw it and the replay must make exactly the stored changes, or
+/// nothing is applied and the entries in the way are named. Returns the plan to commit, its
+/// view, and the ops left out as a plan of their own, for [`reject_rest`] to reject in the same
+/// change. Choosing every group is [`plan_apply`].
 pub fn plan_apply_groups(
     ledger: &Ledger,
     stored: &StoredPlan,
     chosen: &[usize],
     today: NaiveDate,
-    now: DateTime<Utc>,
 ) -> Result<(Plan, AppliedPlan, Option<StoredPlan>), Error> {
     let id = stored.id.as_str();
     let groups = op_groups(&stored.journal);
@@ -301,22 +299,18 @@ pub fn plan_apply_groups(
     rest.facts.retain(|f| named.contains(f.id.as_str()) && !plan.facts_done.contains(&f.id));
     rest.facts_done = rest.facts.iter().map(|f| f.id.clone()).collect();
     rest.touched = rest.journal.iter().flat_map(|r| r.changes.iter().map(|c| c.entry.clone())).collect();
-    // What applying the rest would write is no longer known: the rest is rejected.
+    // What applying the rest would write is no longer known: the rest is to be rejected.
     rest.memory_after = String::new();
     rest.history = Vec::new();
     rest.diff = String::new();
-    let (_, rejected) = plan_reject(ledger, &rest, now);
-    applied.rejected = rejected.facts;
-    rest.status = PlanStatus::Rejected;
-    rest.rejected = Some(now);
     Ok((plan, applied, Some(rest)))
 }
 
 /// Make the change that applies part of a plan ([`plan_apply_groups`]) reject the rest too:
-/// the stored plan is replaced by `rest` (instead of removed), and the facts of `rest` that are
-/// pending are flagged as a rejection flags them.
-pub fn reject_rest(change: &mut Change, ledger: &Ledger, rest: &StoredPlan, now: DateTime<Utc>) {
-    let (rejection, _) = plan_reject(ledger, &StoredPlan { status: PlanStatus::Pending, ..rest.clone() }, now);
+/// the stored plan is replaced by `rest`, rejected (instead of removed), and the facts of `rest`
+/// that are pending are flagged as a rejection flags them. Returns those facts.
+pub fn reject_rest(change: &mut Change, ledger: &Ledger, rest: &StoredPlan, now: DateTime<Utc>) -> Vec<String> {
+    let (rejection, rejected) = plan_reject(ledger, rest, now);
     let path = rest.file().0;
     change.records.retain(|(p, _)| *p != path);
     change.records.extend(rejection.records);
@@ -328,6 +322,7 @@ pub fn reject_rest(change: &mut Change, ledger: &Ledger, rest: &StoredPlan, now:
             }
         }
     }
+    rejected.facts
 }
 
 /// The stored plan as written, against the `memory.md` it was made for.

@@ -128,19 +128,19 @@ impl Memory {
                 }
                 let day = stored.day.unwrap_or_else(|| me.inner.clock.day_of(stored.created));
                 let now = me.inner.clock.now();
-                let (plan, applied, rest) = match &groups {
+                let (plan, mut applied, rest) = match &groups {
                     None => {
                         let (plan, applied) = review::plan_apply(ledger, &stored, day)?;
                         (plan, applied, None)
                     }
-                    Some(groups) => review::plan_apply_groups(ledger, &stored, groups, day, now)?,
+                    Some(groups) => review::plan_apply_groups(ledger, &stored, groups, day)?,
                 };
                 // A rebuild sets every entry aside: each one it does not keep is a change.
                 let rebuild = stored.reason == records::REBUILD;
                 let outcome = Outcome { rewrite_from: rebuild.then_some(&ledger.memory), ..Outcome::default() };
                 let mut change = apply::change(root, ledger, &plan, outcome, started, now, day);
                 if let Some(rest) = &rest {
-                    review::reject_rest(&mut change, ledger, rest, now);
+                    applied.rejected = review::reject_rest(&mut change, ledger, rest, now);
                 }
                 Ok((change, Ok(applied)))
             })
