@@ -235,20 +235,34 @@ fn kinds(counts: &BTreeMap<String, usize>) -> String {
     counts.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
 }
 
-/// The refusal of a POST whose form does not carry the session's CSRF token; None if it does.
-fn refused(session: &Session, fields: &[(String, String)]) -> Option<Response> {
-    let given = fields.iter().find(|(k, _)| k == "csrf").map(|(_, v)| v.as_str()).unwrap_or("");
-    if session::same(given, &session.csrf) {
-        return None;
+/// The fields of a signed-in POST whose form carries the session's CSRF token. A handler that
+/// takes it cannot run for a form another page made: without the token the request is refused
+/// (403) before the handler, and nothing is changed.
+struct CheckedForm(Vec<(String, String)>);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for CheckedForm {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let session = req.extensions().get::<Session>().cloned();
+        let Form(fields) =
+            Form::<Vec<(String, String)>>::from_request(req, state).await.map_err(IntoResponse::into_response)?;
+        let Some(session) = session else {
+            return Err(Redirect::to("/ui/login").into_response());
+        };
+        let given = field(&fields, "csrf").unwrap_or("");
+        if session::same(given, &session.csrf) {
+            return Ok(CheckedForm(fields));
+        }
+        let alert = Alert {
+            message: "The form was not sent by this page (its CSRF field is missing or wrong); nothing was changed. \
+                      Reload the page and try again."
+                .into(),
+            ids: Vec::new(),
+        };
+        let page = ErrorPage { nav: Nav::new("", &session, &Done::default()), title: "Refused".into(), alert };
+        Err((StatusCode::FORBIDDEN, page).into_response())
     }
-    let alert = Alert {
-        message: "The form was not sent by this page (its CSRF field is missing or wrong); nothing was changed. \
-                  Reload the page and try again."
-            .into(),
-        ids: Vec::new(),
-    };
-    let page = ErrorPage { nav: Nav::new("", session, &Done::default()), title: "Refused".into(), alert };
-    Some((StatusCode::FORBIDDEN, page).into_response())
 }
 
 fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -471,11 +485,8 @@ async fn decide(
     State(ui): State<Ui>,
     session: axum::Extension<Session>,
     Path(id): Path<String>,
-    Form(fields): Form<Vec<(String, String)>>,
+    CheckedForm(fields): CheckedForm,
 ) -> Response {
-    if let Some(refusal) = refused(&session, &fields) {
-        return refusal;
-    }
     let result = match field(&fields, "action") {
         Some("reject") => ui.service.reject_plan(DOOR, &id).await.map(|_| "/ui?done=rejected".to_string()),
         action @ (Some("all") | Some("checked")) => {
@@ -569,11 +580,8 @@ async fn undo(
     State(ui): State<Ui>,
     session: axum::Extension<Session>,
     Path(run): Path<String>,
-    Form(fields): Form<Vec<(String, String)>>,
+    _: CheckedForm,
 ) -> Response {
-    if let Some(refusal) = refused(&session, &fields) {
-        return refusal;
-    }
     match ui.service.undo(DOOR, &run).await {
         Ok(undone) => Redirect::to(&format!("/ui/runs?done=undone&run={}", undone.run)).into_response(),
         Err(e) => {
@@ -617,10 +625,7 @@ async fn entry(
     entry_page(&ui, &id, Nav::new("", &session, &done), None).await
 }
 
-async fn set_pin(ui: &Ui, session: &Session, id: &str, fields: &[(String, String)], pinned: bool) -> Response {
-    if let Some(refusal) = refused(session, fields) {
-        return refusal;
-    }
+async fn set_pin(ui: &Ui, session: &Session, id: &str, pinned: bool) -> Response {
     match ui.service.pin(DOOR, id, pinned).await {
         Ok(_) => {
             let done = if pinned { "pinned" } else { "unpinned" };
@@ -634,18 +639,18 @@ async fn pin(
     State(ui): State<Ui>,
     session: axum::Extension<Session>,
     Path(id): Path<String>,
-    Form(fields): Form<Vec<(String, String)>>,
+    _: CheckedForm,
 ) -> Response {
-    set_pin(&ui, &session, &id, &fields, true).await
+    set_pin(&ui, &session, &id, true).await
 }
 
 async fn unpin(
     State(ui): State<Ui>,
     session: axum::Extension<Session>,
     Path(id): Path<String>,
-    Form(fields): Form<Vec<(String, String)>>,
+    _: CheckedForm,
 ) -> Response {
-    set_pin(&ui, &session, &id, &fields, false).await
+    set_pin(&ui, &session, &id, false).await
 }
 
 #[derive(Template, WebTemplate)]
@@ -669,11 +674,8 @@ async fn forget(
     State(ui): State<Ui>,
     session: axum::Extension<Session>,
     Path(id): Path<String>,
-    Form(fields): Form<Vec<(String, String)>>,
+    CheckedForm(fields): CheckedForm,
 ) -> Response {
-    if let Some(refusal) = refused(&session, &fields) {
-        return refusal;
-    }
     let reason = field(&fields, "reason").map(str::trim).filter(|r| !r.is_empty());
     match ui.service.forget(DOOR, &id, reason).await {
         Ok(_) => Redirect::to("/ui?done=forgotten").into_response(),
