@@ -816,9 +816,7 @@ impl Index {
             // into the indices here would give every compaction its own index delta, and so
             // its own fragment that no later compaction could merge.
             let started = Instant::now();
-            let options = CompactionOptions::default();
-            table.optimize(OptimizeAction::Compact { options, remap_options: None }).await.db("compact the table")?;
-            let after = table.stats().await.db("table statistics")?.fragment_stats.num_fragments;
+            let after = compact_table(table).await?;
             info!(fragments, after, deleted, elapsed_ms = started.elapsed().as_millis() as u64, "compacted the index");
         }
 
@@ -840,13 +838,7 @@ impl Index {
         };
         if rebuild_text {
             let started = Instant::now();
-            table
-                .create_index(&[TEXT], LanceIndex::FTS(FtsIndexBuilder::default()))
-                .name(text_index.clone().unwrap_or_else(|| FTS_INDEX.to_string()))
-                .replace(true)
-                .execute()
-                .await
-                .db("build the full-text index")?;
+            self.build_text_index(table, text_index.as_deref(), meta).await?;
             let elapsed_ms = started.elapsed().as_millis() as u64;
             if let Some(name) = &text_index {
                 outside.remove(name);
@@ -854,10 +846,6 @@ impl Index {
             } else {
                 info!(rows, elapsed_ms, "built the full-text index");
                 built = true;
-            }
-            if meta.text_stale {
-                meta.text_stale = false;
-                meta::write(&self.dir, meta).await?;
             }
         }
 
@@ -911,16 +899,7 @@ impl Index {
         if rows >= self.tuning.ann_min_rows {
             let text_index = indices.iter().find(|i| i.columns.len() == 1 && i.columns[0] == TEXT).map(|i| i.name.clone());
             if meta.text_stale || text_index.is_none() {
-                let name = text_index.unwrap_or_else(|| FTS_INDEX.to_string());
-                table
-                    .create_index(&[TEXT], LanceIndex::FTS(FtsIndexBuilder::default()))
-                    .name(name)
-                    .replace(true)
-                    .execute()
-                    .await
-                    .db("build the full-text index")?;
-                meta.text_stale = false;
-                meta::write(&self.dir, &meta).await?;
+                self.build_text_index(&table, text_index.as_deref(), &mut meta).await?;
                 done.text_rebuilt = true;
             }
             if lag > 0 || segments > 1 {
@@ -936,10 +915,7 @@ impl Index {
         // every fragment but those with deletions too few to be worth a rewrite.
         let fragments = table.stats().await.db("table statistics")?.fragment_stats.num_fragments;
         if fragments > 1 {
-            let options = CompactionOptions::default();
-            table.optimize(OptimizeAction::Compact { options, remap_options: None }).await.db("compact the table")?;
-            let after = table.stats().await.db("table statistics")?.fragment_stats.num_fragments;
-            done.compacted = after < fragments;
+            done.compacted = compact_table(&table).await? < fragments;
         }
         if table.version().await.db("table version")? != version {
             self.prune(&table).await?;
@@ -955,6 +931,23 @@ impl Index {
         }
         self.resize_cache().await?;
         Ok(done)
+    }
+
+    /// Build the full-text index on `text` over every row (replacing the one named `name`, if
+    /// any), and record that it no longer counts deleted or rewritten rows.
+    async fn build_text_index(&self, table: &Table, name: Option<&str>, meta: &mut Meta) -> Result<(), IndexError> {
+        table
+            .create_index(&[TEXT], LanceIndex::FTS(FtsIndexBuilder::default()))
+            .name(name.unwrap_or(FTS_INDEX).to_string())
+            .replace(true)
+            .execute()
+            .await
+            .db("build the full-text index")?;
+        if meta.text_stale {
+            meta.text_stale = false;
+            meta::write(&self.dir, meta).await?;
+        }
+        Ok(())
     }
 
     /// Under the writer lock: reopen the database with an index cache sized to the index as it
@@ -1011,6 +1004,13 @@ impl Index {
         info!(dir = %self.dir.display(), "index cleared");
         Ok(())
     }
+}
+
+/// Compact the table (see `maintain` for what lance merges); returns its fragments after.
+async fn compact_table(table: &Table) -> Result<usize, IndexError> {
+    let options = CompactionOptions::default();
+    table.optimize(OptimizeAction::Compact { options, remap_options: None }).await.db("compact the table")?;
+    Ok(table.stats().await.db("table statistics")?.fragment_stats.num_fragments)
 }
 
 /// A connection whose reads see other processes' writes at once, with lance's caches bounded:
