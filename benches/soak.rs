@@ -169,22 +169,11 @@ impl Daemon {
 
 /// Bytes under `dir` and the number of table versions (manifests) of the index.
 fn disk(root: &Path) -> (u64, usize) {
-    fn bytes(dir: &Path) -> u64 {
-        std::fs::read_dir(dir).map_or(0, |entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| match e.file_type() {
-                    Ok(t) if t.is_dir() => bytes(&e.path()),
-                    _ => e.metadata().map_or(0, |m| m.len()),
-                })
-                .sum()
-        })
-    }
     let index = root.join(".memfold/index");
     let versions = std::fs::read_dir(index.join("docs.lance/_versions")).map_or(0, |d| {
         d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "manifest")).count()
     });
-    (bytes(&index), versions)
+    (memfold::files::tree_bytes(&index), versions)
 }
 
 fn mb(bytes: u64) -> f64 {

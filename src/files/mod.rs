@@ -117,6 +117,20 @@ pub fn content_hash(bytes: impl AsRef<[u8]>) -> String {
     hex(&Sha256::digest(bytes.as_ref()))
 }
 
+/// Bytes the files under `dir` take, counted through every subfolder (0 when it is missing or
+/// unreadable; links are not followed).
+pub fn tree_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => tree_bytes(&e.path()),
+                _ => e.metadata().map_or(0, |m| m.len()),
+            })
+            .sum()
+    })
+}
+
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;

@@ -1027,18 +1027,7 @@ async fn connect(uri: &str, tuning: &IndexTuning, index_cache: usize) -> Result<
 
 /// Bytes the table's index files take on disk (0 when there are none yet).
 fn index_files_bytes(dir: &Path) -> u64 {
-    fn bytes(dir: &Path) -> u64 {
-        std::fs::read_dir(dir).map_or(0, |entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| match e.file_type() {
-                    Ok(t) if t.is_dir() => bytes(&e.path()),
-                    _ => e.metadata().map_or(0, |m| m.len()),
-                })
-                .sum()
-        })
-    }
-    bytes(&dir.join(format!("{TABLE}.lance")).join("_indices"))
+    crate::files::tree_bytes(&dir.join(format!("{TABLE}.lance")).join("_indices"))
 }
 
 /// Rows outside each index (by name), and the number of segments of the vector index (1 when
