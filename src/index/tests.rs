@@ -806,23 +806,31 @@ async fn only_recording_syncs_leave_a_record_of_the_sources() {
     assert_eq!(index.sources().await, None, "clear drops it");
 }
 
+/// Words the single-row-write tests vary their texts with.
+const WORDS: [&str; 10] = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
+
+/// An index past a small ANN threshold with 400 entries synced, tuned so that, as with the
+/// defaults, compaction comes due (every few writes) long before a fold does; and its docs.
+async fn small_ann_index(root: &Path) -> (Index, Vec<Doc>) {
+    let tuning = IndexTuning { ann_min_rows: 300, index_lag_rows: 20, max_fragments: 4, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root), BagOfWords::new("bow:v1:32", 32), tuning).await.unwrap();
+    let docs: Vec<Doc> = (0..400usize)
+        .map(|i| entry(&format!("m-{i}"), &format!("note {i} about {} {}", WORDS[i % 10], WORDS[(i / 10) % 10]), "2026-02-01"))
+        .collect();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    (index, docs)
+}
+
 /// Many single-row writes, as a daemon answering an agent makes them: every index keeps a
 /// bounded number of segments, so what a search reads does not grow with the writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn index_segments_stay_bounded_under_single_row_writes() {
     let root = tempfile::tempdir().unwrap();
-    // As with the defaults, compaction comes due (every few writes) long before a fold does.
-    let tuning = IndexTuning { ann_min_rows: 300, index_lag_rows: 20, max_fragments: 4, ..IndexTuning::default() };
-    let index = Index::open_with(&index_dir(root.path()), BagOfWords::new("bow:v1:32", 32), tuning).await.unwrap();
-    let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
-    let mut docs: Vec<Doc> = (0..400usize)
-        .map(|i| entry(&format!("m-{i}"), &format!("note {i} about {} {}", words[i % 10], words[(i / 10) % 10]), "2026-02-01"))
-        .collect();
-    index.sync(&docs, Scope::All, None).await.unwrap();
+    let (index, mut docs) = small_ann_index(root.path()).await;
     let mut most: BTreeMap<String, usize> = BTreeMap::new();
     let mut most_fragments = 0;
     for i in 0..60 {
-        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", words[i % 10]), "2026-03-01"));
+        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", WORDS[i % 10]), "2026-03-01"));
         index.sync(&docs, Scope::All, None).await.unwrap();
         let table = index.table();
         most_fragments = most_fragments.max(table.stats().await.unwrap().fragment_stats.num_fragments);
@@ -847,15 +855,9 @@ async fn index_segments_stay_bounded_under_single_row_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settle_folds_small_writes_back_into_the_indices() {
     let root = tempfile::tempdir().unwrap();
-    let tuning = IndexTuning { ann_min_rows: 300, index_lag_rows: 20, max_fragments: 4, ..IndexTuning::default() };
-    let index = Index::open_with(&index_dir(root.path()), BagOfWords::new("bow:v1:32", 32), tuning).await.unwrap();
-    let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
-    let mut docs: Vec<Doc> = (0..400usize)
-        .map(|i| entry(&format!("m-{i}"), &format!("note {i} about {} {}", words[i % 10], words[(i / 10) % 10]), "2026-02-01"))
-        .collect();
-    index.sync(&docs, Scope::All, None).await.unwrap();
+    let (index, mut docs) = small_ann_index(root.path()).await;
     for i in 0..50 {
-        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", words[i % 10]), "2026-03-01"));
+        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", WORDS[i % 10]), "2026-03-01"));
         if i % 7 == 0 {
             docs.remove(i); // a rewrite of memory.md drops an entry now and then
         }
