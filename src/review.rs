@@ -49,7 +49,7 @@ use crate::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
 use crate::consolidate::ops::ProposedOp;
 use crate::consolidate::pass::OpReport;
 use crate::consolidate::plan::{JournalRecord, Plan, Planner, net_changes};
-use crate::consolidate::records::{self, PlanStatus, RunRecord, StoredPlan, UndoRecord, load_run};
+use crate::consolidate::records::{self, PlanStatus, RunRecord, SeenEntry, StoredPlan, UndoRecord, load_run};
 use crate::diff;
 use crate::error::Error;
 use crate::files::archive::Fact;
@@ -216,6 +216,18 @@ pub fn op_groups(journal: &[JournalRecord]) -> Vec<Vec<usize>> {
 pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
     let stored = records::load_plan(root, id)?;
     let hash = memory_hash(root)?;
+    // Entries some op of the plan names or changes; the rest of what the calls saw was left alone.
+    let named: BTreeSet<&str> = stored
+        .journal
+        .iter()
+        .flat_map(|r| {
+            let into = match &r.op.op {
+                crate::consolidate::ops::Op::Remove { into, .. } => Some(into.as_str()),
+                _ => None,
+            };
+            r.op.op.target().into_iter().chain(into).chain(r.changes.iter().map(|c| c.entry.as_str()))
+        })
+        .collect();
     let groups = op_groups(&stored.journal)
         .into_iter()
         .enumerate()
@@ -241,7 +253,15 @@ pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
                     }
                 }
             }
-            GroupView { group: n + 1, ops, facts, entries }
+            let mut left_alone: Vec<SeenEntry> = Vec::new();
+            for call in stored.seen.iter().filter(|c| c.facts.iter().any(|f| facts.contains(f))) {
+                for e in &call.entries {
+                    if !named.contains(e.id.as_str()) && !left_alone.iter().any(|l| l.id == e.id) {
+                        left_alone.push(e.clone());
+                    }
+                }
+            }
+            GroupView { group: n + 1, ops, facts, entries, left_alone }
         })
         .collect();
     Ok(PlanDetail { plan: PlanView::new(&stored, &hash), groups, fact_texts: stored.facts.clone() })

@@ -3,9 +3,10 @@
 //! Every scenario checks `verify` after each step: nothing may be lost whether a plan is
 //! applied, rebased, refused or rejected, or a run is undone or its undo refused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Output;
+use std::sync::{Arc, Mutex};
 
 use memfold::config::Mode;
 use memfold::consolidate::pass::{PassOptions, PassReport};
@@ -669,4 +670,39 @@ async fn applying_some_groups_writes_exactly_their_stored_changes() {
     let err = mem(&env).await.apply_plan_groups(&plan, Some(vec![0])).await.unwrap_err();
     assert_eq!(status(&err), 400, "{err}");
     assert_verified(&env);
+}
+
+/// A stored plan keeps what its decision calls were shown: each group lists the entries shown
+/// beside its facts that no op of the plan changes, as the decider saw them.
+#[tokio::test]
+async fn a_plan_shows_the_neighbours_its_decider_saw_and_left_alone() {
+    let mut env = env().await;
+    let shown: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let record = shown.clone();
+    script(&env, move |doc| {
+        let ids = doc["neighbors"].as_array().unwrap().iter().map(|n| n["id"].as_str().unwrap().to_string());
+        record.lock().unwrap().extend(ids);
+        job_change(doc)
+    });
+    add(&env, "2026-05-27", &["Works at Google as an engineer", "Works out at the gym after work", "Plays chess"]);
+    force(&env).await;
+    shown.lock().unwrap().clear();
+    env.config.consolidation.mode = Mode::Review;
+    add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let plan = force(&env).await.plans.remove(0);
+    let detail = mem(&env).await.plan_detail(&plan).await.unwrap();
+    let google = entry_with(&env, "Google");
+    let mut expected = shown.lock().unwrap().clone();
+    assert!(expected.remove(&google), "the job entry was shown: {expected:?}");
+    assert!(!expected.is_empty(), "more than the job entry was shown");
+
+    let group = &detail.groups[0];
+    let left: BTreeSet<String> = group.left_alone.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(left, expected, "what was shown, less what the plan changes");
+    let memory = memory(&env);
+    for e in &group.left_alone {
+        assert_eq!(memory.get(&e.id).unwrap().content, e.content, "as the decider saw it");
+    }
+    let stored = std::fs::read_to_string(memfold::consolidate::records::plan_path(&env.root, &plan)).unwrap();
+    assert!(stored.contains("\"seen\""), "{stored}");
 }

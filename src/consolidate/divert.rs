@@ -11,7 +11,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use super::ops::ProposedOp;
 use super::plan::{Plan, Planner};
-use super::records::{FORMAT_VERSION, PlanStatus, StoredPlan};
+use super::pass::ClusterReport;
+use super::records::{FORMAT_VERSION, PlanStatus, SeenCall, SeenEntry, StoredPlan};
 use crate::config::Mode;
 use crate::files::archive::Fact;
 use crate::files::content_hash;
@@ -105,7 +106,33 @@ fn stored(
         facts_done: plan.facts_done.clone(),
         touched: plan.touched.clone(),
         llm: plan.llm,
+        seen: Vec::new(),
     }
+}
+
+/// The decision calls of a pass that saw a fact of `stored`, with the entries they were shown
+/// as `memory` (the file the pass started from) holds them; an entry the pass itself made is
+/// looked up in the plan's `memory.md` after it.
+pub fn seen_calls(clusters: &[ClusterReport], stored: &StoredPlan, memory: &str) -> Vec<SeenCall> {
+    let facts: BTreeSet<&str> = stored.facts.iter().map(|f| f.id.as_str()).collect();
+    let calls: Vec<&ClusterReport> =
+        clusters.iter().filter(|c| c.candidates.iter().any(|f| facts.contains(f.as_str()))).collect();
+    if calls.is_empty() {
+        return Vec::new();
+    }
+    let (before, after) = (EntryFile::parse(memory, MEMORY), EntryFile::parse(&stored.memory_after, MEMORY));
+    calls
+        .into_iter()
+        .map(|c| SeenCall {
+            facts: c.candidates.clone(),
+            entries: c
+                .neighbors
+                .iter()
+                .filter_map(|id| before.get(id).or_else(|| after.get(id)))
+                .map(|e| SeenEntry { id: e.meta.id.clone(), content: e.content.clone() })
+                .collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -89,6 +89,25 @@ pub struct StoredPlan {
     /// What deciding the plan cost.
     #[serde(default)]
     pub llm: Usage,
+    /// What the decision calls behind the plan were shown: the neighbours a person reviewing it
+    /// sees beside each group, including those the decider left alone. Absent in plans stored
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<SeenCall>,
+}
+
+/// One decision call behind a stored plan: its facts and the entries shown beside them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeenCall {
+    pub facts: Vec<String>,
+    pub entries: Vec<SeenEntry>,
+}
+
+/// An entry as a decision call was shown it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeenEntry {
+    pub id: String,
+    pub content: String,
 }
 
 /// How an undo went, kept in the run record.

@@ -139,6 +139,8 @@ pub struct GroupView {
     pub ops: Vec<OpDetail>,
     pub facts: Vec<String>,
     pub entries: Vec<String>,
+    /// Entries the decider was shown beside the group's facts and did not change, as it saw them.
+    pub left_alone: Vec<crate::consolidate::records::SeenEntry>,
 }
 
 /// One op of a plan and what it changes.

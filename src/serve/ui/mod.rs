@@ -356,6 +356,7 @@ struct GroupRow {
     group: usize,
     facts: Vec<FactRow>,
     ops: Vec<OpRow>,
+    left_alone: Vec<crate::consolidate::records::SeenEntry>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -452,6 +453,7 @@ fn plan_page(detail: PlanDetail, nav: Nav, alert: Option<Alert>) -> PlanPage {
                     changes: op.changes.iter().map(change_row).collect(),
                 })
                 .collect(),
+            left_alone: g.left_alone.clone(),
         })
         .collect();
     let plan = &detail.plan;
