@@ -19,3 +19,4 @@ mod review;
 mod scheduler;
 mod security;
 mod ui;
+mod ui_browser;

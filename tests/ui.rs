@@ -103,6 +103,8 @@ async fn the_review_page_signs_in_applies_a_group_like_the_cli_and_undoes_it() {
     let csp = inbox.headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{csp}");
     assert_eq!(inbox.headers["cache-control"], "no-store");
+    // Not `no-referrer`: under it browsers post forms with `Origin: null`, which the guard refuses.
+    assert_eq!(inbox.headers["referrer-policy"], "same-origin");
     assert!(inbox.body.contains(&format!("/ui/plans/{plan}")), "{}", inbox.body);
     assert!(inbox.body.len() < 30_000);
 

@@ -5,6 +5,7 @@
 pub mod daemon;
 pub mod life;
 pub mod mcp;
+pub mod webdriver;
 
 use std::collections::BTreeMap;
 use std::path::Path;
