@@ -64,12 +64,12 @@ async fn tools_list() {
     for name in &names {
         assert!(readme.contains(&format!("| `{name}`")), "the README's tool list lacks {name}");
     }
-    assert_eq!(names.len(), 14, "{names:?}");
+    assert_eq!(names.len(), 15, "{names:?}");
     // The hints an agent's client acts on.
     let hint = |tool: &str, hint: &str| {
         snapshot["tools"].as_array().unwrap().iter().find(|t| t["name"] == tool).unwrap()["annotations"][hint].clone()
     };
-    for read_only in ["memory_search", "memory_get", "memory_status", "memory_plans", "memory_runs"] {
+    for read_only in ["memory_search", "memory_get", "memory_status", "memory_plans", "memory_plan", "memory_runs"] {
         assert_eq!(hint(read_only, "readOnlyHint"), true, "{read_only}");
     }
     for destructive in ["memory_forget", "memory_consolidate", "memory_apply_plan", "memory_undo"] {
@@ -277,10 +277,22 @@ async fn review_mode_plans_are_listed_rejected_and_applied() {
 
     let report = ok(&client, "memory_consolidate", json!({"force": true})).await;
     let second = report["plans"][0].as_str().unwrap().to_string();
+    // One group at a time: the plan in groups, then only the group of the dog.
+    let shown = mcp::call(&client, "memory_plan", json!({"plan": second})).await;
+    let detail = shown.structured_content.clone().unwrap();
+    let groups = detail["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{detail}");
+    assert!(mcp::text(&shown).contains("group 2:") && mcp::text(&shown).contains("Has a dog named Rex."));
+    let dog = groups.iter().position(|g| g["ops"][0]["content"] == "Has a dog named Rex.").unwrap() + 1;
+    let applied = ok(&client, "memory_apply_plan", json!({"plan": second, "groups": [dog]})).await;
+    assert_eq!((applied["ops"].as_u64(), applied["groups"].clone()), (Some(1), json!([dog])), "{applied}");
+    assert_eq!(applied["rejected"].as_array().unwrap().len(), 1, "{applied}");
+    let report = ok(&client, "memory_consolidate", json!({"force": true})).await;
+    let second = report["plans"][0].as_str().unwrap().to_string();
     let applied = ok(&client, "memory_apply_plan", json!({"plan": second})).await;
-    assert_eq!(applied["ops"], 2, "{applied}");
+    assert_eq!(applied["ops"], 1, "{applied}");
     let runs = ok(&client, "memory_runs", json!({})).await;
-    assert_eq!(runs["runs"][0]["plan"], json!(second), "{runs}");
+    assert_eq!(runs["runs"][1]["plan"], json!(second), "{runs}");
     let status = ok(&client, "memory_status", json!({})).await;
     assert_eq!((status["entries"].as_u64(), status["pending_facts"].as_u64()), (Some(2), Some(0)), "{status}");
     let (message, error) = refused(&client, "memory_apply_plan", json!({"plan": second})).await;

@@ -7,8 +7,8 @@
 use std::fmt::Write;
 
 use crate::memory::views::{
-    Added, AppliedPlan, Chain, Forgotten, Hit, OpReport, PassReport, PlanStatus, PlanView, RejectedPlan, RunView,
-    Status, Undone,
+    Added, AppliedPlan, Chain, Forgotten, Hit, OpReport, PassReport, PlanDetail, PlanStatus, PlanView, RejectedPlan,
+    RunView, Status, Undone,
 };
 
 /// Text on one line.
@@ -172,9 +172,40 @@ pub fn plans(plans: &[PlanView]) -> String {
     out
 }
 
+/// One stored plan, group by group.
+pub fn plan_detail(detail: &PlanDetail) -> String {
+    let texts: std::collections::HashMap<&str, &str> =
+        detail.fact_texts.iter().map(|f| (f.id.as_str(), f.text.as_str())).collect();
+    let mut out = detail.plan.headline();
+    for group in &detail.groups {
+        let _ = write!(out, "\ngroup {}:", group.group);
+        for fact in &group.facts {
+            let _ = write!(out, "\n  fact {fact}: {}", folded(texts.get(fact.as_str()).copied().unwrap_or("?")));
+        }
+        for detail in &group.ops {
+            let _ = write!(out, "\n  {}", op(&detail.op));
+            if let Some(why) = &detail.op.why {
+                let _ = write!(out, " (why: {})", folded(why));
+            }
+            if let Some(c) = detail.op.confidence {
+                let _ = write!(out, " (confidence {c:.2})");
+            }
+        }
+        for e in &group.left_alone {
+            let _ = write!(out, "\n  left alone {}: {}", e.id, folded(&e.content));
+        }
+    }
+    out
+}
+
 pub fn applied(applied: &AppliedPlan) -> String {
+    let rejected = if applied.rejected.is_empty() {
+        String::new()
+    } else {
+        format!("; the other groups were rejected, their {} facts stay pending", applied.rejected.len())
+    };
     format!(
-        "applied plan {} as run {}{}: {} ops, {} facts (memory_undo undoes it)",
+        "applied plan {} as run {}{}: {} ops, {} facts{rejected} (memory_undo undoes it)",
         applied.plan,
         applied.run,
         if applied.rebased { ", rebased onto the changed memory.md" } else { "" },

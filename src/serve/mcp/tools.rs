@@ -129,6 +129,17 @@ pub struct PlanArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct ApplyPlanArgs {
+    /// The plan id, as memory_plans or memory_consolidate show it.
+    pub plan: String,
+    /// Apply only these op groups (numbered from 1, as memory_plan shows them) and reject the
+    /// rest; all of them when absent.
+    #[serde(default)]
+    pub groups: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunArgs {
     /// The run id, as memory_runs or memory_consolidate show it.
     pub run: String,
@@ -313,12 +324,26 @@ impl McpServer {
     }
 
     #[tool(
+        description = "One stored plan in op groups (ops that share a fact or an entry): each group's facts, \
+                       its ops with reasons and confidence, each entry before and after, and the entries \
+                       the decider weighed and left alone.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.plan(DOOR, &args.plan), |detail| (text::plan_detail(detail), json!(detail))).await
+    }
+
+    #[tool(
         description = "Apply a stored plan exactly as memory_plans shows it (replayed on top if only other \
-                       entries changed since).",
+                       entries changed since), or only some of its op groups (groups, as memory_plan numbers \
+                       them), rejecting the rest.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    async fn memory_apply_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.apply_plan(DOOR, &args.plan, None), |applied| (text::applied(applied), json!(applied))).await
+    async fn memory_apply_plan(&self, Parameters(args): Parameters<ApplyPlanArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.apply_plan(DOOR, &args.plan, args.groups), |applied| {
+            (text::applied(applied), json!(applied))
+        })
+        .await
     }
 
     #[tool(
