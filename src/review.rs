@@ -254,8 +254,8 @@ pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
                 }
             }
             let mut left_alone: Vec<SeenEntry> = Vec::new();
-            for call in stored.seen.iter().filter(|c| c.facts.iter().any(|f| facts.contains(f))) {
-                for e in &call.entries {
+            for seen in stored.seen.iter().filter(|s| facts.contains(&s.fact)) {
+                for e in &seen.entries {
                     if !named.contains(e.id.as_str()) && !left_alone.iter().any(|l| l.id == e.id) {
                         left_alone.push(e.clone());
                     }

@@ -672,8 +672,8 @@ async fn applying_some_groups_writes_exactly_their_stored_changes() {
     assert_verified(&env);
 }
 
-/// A stored plan keeps what its decision calls were shown: each group lists the entries shown
-/// beside its facts that no op of the plan changes, as the decider saw them.
+/// A stored plan keeps what its facts were weighed against: each group lists the entries ranked
+/// for its facts and shown to the decider that no op of the plan changes, as the decider saw them.
 #[tokio::test]
 async fn a_plan_shows_the_neighbours_its_decider_saw_and_left_alone() {
     let mut env = env().await;

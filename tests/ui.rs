@@ -113,10 +113,10 @@ async fn the_review_page_signs_in_applies_a_group_like_the_cli_and_undoes_it() {
     assert!(!page.body.contains("<img src=x") && !page.body.contains("</textarea><!--m"), "{}", page.body);
     assert!(page.body.contains("Keeps bees &#60;img src=x onerror=window.__pwned=1&#62;"), "{}", page.body);
     let token = csrf(&page.body);
-    // The group holding the cello fact.
+    // The group holding the cello fact: the section it is shown in full in, and its checkbox.
     let cello = page.body.find(&ids[1]).unwrap();
-    let group: String =
-        page.body[..cello].rsplit(r#"name="group" value=""#).next().unwrap().split('"').next().unwrap().into();
+    let group: String = page.body[..cello].rsplit(r#"<h2 id="g"#).next().unwrap().split('"').next().unwrap().into();
+    assert!(page.body.contains(&format!(r#"name="group" value="{group}" checked"#)), "{}", page.body);
     let before = memory_md(&fixture.root());
 
     // Refused: no CSRF field, a foreign origin, a foreign host; nothing written.
@@ -217,5 +217,45 @@ async fn an_entry_can_be_pinned_and_forgotten_from_its_page() {
     assert_eq!(forgot.status, 303);
     let (_, entries) = daemon.get("/entries").await;
     assert_eq!(entries["entries"], json!([]), "{entries}");
+    assert_eq!(verify(&fixture.root())["ok"], true);
+}
+
+/// A large plan is decided from any of its pages: every group has its row and checkbox on each
+/// page, a window of groups is shown in full, and the whole diff has a page of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_plan_shows_every_group_in_the_form_and_some_in_full() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_CONSOLIDATION__MODE", "review")]).await; // offline decider
+    let facts: Vec<String> = (0..11).map(|i| format!("Visited lighthouse number {i} on the coast")).collect();
+    daemon.add(&facts.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let plan = report["plans"][0].as_str().unwrap().to_string();
+    let (_, detail) = daemon.get(&format!("/plans/{plan}")).await;
+    let groups = detail["groups"].as_array().unwrap().len();
+    assert!(groups > 8, "{detail}");
+    let cookie = sign_in(&fixture, &daemon).await;
+
+    let first = get(&daemon, &format!("/ui/plans/{plan}"), Some(&cookie)).await;
+    assert_eq!(first.body.matches(r#"name="group" value=""#).count(), groups, "a checkbox per group");
+    assert_eq!(first.body.matches("<section ").count(), 8, "8 groups in full");
+    assert!(first.body.contains(&format!(r#"href="/ui/plans/{plan}?from=9""#)), "{}", first.body);
+    assert!(first.body.contains(&format!(r#"href="/ui/plans/{plan}?from=9#g9""#)), "a row links its group");
+    let rest = get(&daemon, &format!("/ui/plans/{plan}?from=9"), Some(&cookie)).await;
+    assert_eq!(rest.body.matches("<section ").count(), groups - 8);
+    assert!(rest.body.contains(r#"<h2 id="g9">"#) && !rest.body.contains(r#"<h2 id="g1">"#));
+    let far = get(&daemon, &format!("/ui/plans/{plan}?from=999"), Some(&cookie)).await;
+    assert_eq!(far.body.matches("<section ").count(), groups - 8, "past the end: the last page");
+    let diff = get(&daemon, &format!("/ui/plans/{plan}/diff"), Some(&cookie)).await;
+    assert!(diff.status == 200 && diff.body.contains("+++ b/consolidated/memory.md"), "{}", diff.body);
+
+    // Checking one group on the first page and applying it rejects the others, shown or not.
+    let token = csrf(&first.body);
+    let form = [("csrf", token.as_str()), ("action", "checked"), ("group", "10")];
+    let applied = post(&daemon, &format!("/ui/plans/{plan}/decide"), Some(&cookie), &form, &[]).await;
+    assert_eq!(applied.status, 303, "{}", applied.body);
+    let memory = String::from_utf8(memory_md(&fixture.root())).unwrap();
+    let added: Vec<&String> = facts.iter().filter(|f| memory.contains(f.as_str())).collect();
+    assert_eq!(added.len(), 1, "{memory}");
     assert_eq!(verify(&fixture.root())["ok"], true);
 }

@@ -12,7 +12,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::ops::ProposedOp;
 use super::plan::{Plan, Planner};
 use super::pass::ClusterReport;
-use super::records::{FORMAT_VERSION, PlanStatus, SeenCall, SeenEntry, StoredPlan};
+use super::records::{FORMAT_VERSION, PlanStatus, SeenEntry, SeenFact, StoredPlan};
 use crate::config::Mode;
 use crate::files::archive::Fact;
 use crate::files::content_hash;
@@ -110,23 +110,22 @@ fn stored(
     }
 }
 
-/// The decision calls of a pass that saw a fact of `stored`, with the entries they were shown
-/// as `memory` (the file the pass started from) holds them; an entry the pass itself made is
-/// looked up in the plan's `memory.md` after it.
-pub fn seen_calls(clusters: &[ClusterReport], stored: &StoredPlan, memory: &str) -> Vec<SeenCall> {
+/// For each fact of `stored`, the entries ranked for it that its decision call showed, with
+/// their text as `memory` (the file the pass started from) holds it; an entry the pass itself
+/// made is looked up in the plan's `memory.md` after it.
+pub fn seen_facts(clusters: &[ClusterReport], stored: &StoredPlan, memory: &str) -> Vec<SeenFact> {
     let facts: BTreeSet<&str> = stored.facts.iter().map(|f| f.id.as_str()).collect();
-    let calls: Vec<&ClusterReport> =
-        clusters.iter().filter(|c| c.candidates.iter().any(|f| facts.contains(f.as_str()))).collect();
-    if calls.is_empty() {
+    let ranked: Vec<&(String, Vec<String>)> =
+        clusters.iter().flat_map(|c| &c.ranked).filter(|(fact, _)| facts.contains(fact.as_str())).collect();
+    if ranked.is_empty() {
         return Vec::new();
     }
     let (before, after) = (EntryFile::parse(memory, MEMORY), EntryFile::parse(&stored.memory_after, MEMORY));
-    calls
+    ranked
         .into_iter()
-        .map(|c| SeenCall {
-            facts: c.candidates.clone(),
-            entries: c
-                .neighbors
+        .map(|(fact, ids)| SeenFact {
+            fact: fact.clone(),
+            entries: ids
                 .iter()
                 .filter_map(|id| before.get(id).or_else(|| after.get(id)))
                 .map(|e| SeenEntry { id: e.meta.id.clone(), content: e.content.clone() })

@@ -52,6 +52,10 @@ pub struct PassOptions {
 pub struct ClusterReport {
     pub candidates: Vec<String>,
     pub neighbors: Vec<String>,
+    /// Per candidate fact, the entries ranked for it (best first) that the call showed; kept with
+    /// a stored plan, so a person sees what each fact was weighed against.
+    #[serde(skip)]
+    pub ranked: Vec<(String, Vec<String>)>,
 }
 
 /// An op as reported (`consolidate --json`); every key is present.
@@ -495,9 +499,23 @@ impl Pass<'_> {
                 .map(|&e| planner.resolve(&entries[e].id).is_some_and(|id| shown.contains(id)))
                 .collect();
             count_call(&mut report.packing, &doc, system_tokens, &met);
+            let ranked = call
+                .facts
+                .iter()
+                .map(|&f| {
+                    let shown_ranked = calls.ranked[f]
+                        .iter()
+                        .filter_map(|&e| planner.resolve(&entries[e].id))
+                        .filter(|id| shown.contains(id))
+                        .map(str::to_string)
+                        .collect();
+                    (facts[f].id.clone(), shown_ranked)
+                })
+                .collect();
             report.clusters.push(ClusterReport {
                 candidates: doc.candidates.iter().map(|c| c.id.clone()).collect(),
                 neighbors: doc.neighbors.iter().map(|n| n.id.clone()).collect(),
+                ranked,
             });
             if let Some(hints) = &mut hints {
                 Pass::hints_for(hints, &doc, &at, entries.len(), &vectors, &lists);

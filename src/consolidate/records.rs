@@ -89,17 +89,17 @@ pub struct StoredPlan {
     /// What deciding the plan cost.
     #[serde(default)]
     pub llm: Usage,
-    /// What the decision calls behind the plan were shown: the neighbours a person reviewing it
-    /// sees beside each group, including those the decider left alone. Absent in plans stored
-    /// before it was kept.
+    /// What each fact of the plan was weighed against: the entries ranked for it that its
+    /// decision call showed, so a person reviewing the plan sees those the decider left alone.
+    /// Absent in plans stored before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub seen: Vec<SeenCall>,
+    pub seen: Vec<SeenFact>,
 }
 
-/// One decision call behind a stored plan: its facts and the entries shown beside them.
+/// A fact of a stored plan and the entries ranked for it, best first, as its call showed them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SeenCall {
-    pub facts: Vec<String>,
+pub struct SeenFact {
+    pub fact: String,
     pub entries: Vec<SeenEntry>,
 }
 

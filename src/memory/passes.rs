@@ -10,7 +10,7 @@ use crate::config::Mode;
 use crate::consolidate::apply::{self, Outcome};
 use crate::consolidate::aspects::cache::KeyCache;
 use crate::consolidate::decide::{DecideError, Decider};
-use crate::consolidate::divert::{divert, seen_calls};
+use crate::consolidate::divert::{divert, seen_facts};
 use crate::consolidate::gate::{self, Gate, GateInput};
 use crate::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
 use crate::consolidate::{rebuild, records};
@@ -189,7 +189,7 @@ impl Memory {
         let (plan, mut stored) =
             divert(planned.plan, &planned.held, held_reason, &planned.facts, cfg.mode, run.started, today);
         if let Some(stored) = &mut stored {
-            stored.seen = seen_calls(&report.clusters, stored, &plan.memory_before);
+            stored.seen = seen_facts(&report.clusters, stored, &plan.memory_before);
             if run.rebuild.is_some() {
                 stored.reason = records::REBUILD.to_string();
             }

@@ -139,7 +139,8 @@ pub struct GroupView {
     pub ops: Vec<OpDetail>,
     pub facts: Vec<String>,
     pub entries: Vec<String>,
-    /// Entries the decider was shown beside the group's facts and did not change, as it saw them.
+    /// Entries ranked for the group's facts, shown to the decider, that no op of the plan
+    /// changes, as the decider saw them.
     pub left_alone: Vec<crate::consolidate::records::SeenEntry>,
 }
 

@@ -71,6 +71,7 @@ pub fn router(service: Arc<Service>, port: u16, token: Option<Arc<str>>) -> Rout
     let pages = Router::new()
         .route("/", get(inbox))
         .route("/plans/{id}", get(plan))
+        .route("/plans/{id}/diff", get(plan_diff))
         .route("/plans/{id}/decide", post(decide))
         .route("/runs", get(runs))
         .route("/runs/{id}/undo", post(undo))
@@ -359,6 +360,20 @@ struct GroupRow {
     facts: Vec<FactRow>,
     ops: Vec<OpRow>,
     left_alone: Vec<crate::consolidate::records::SeenEntry>,
+    /// The group in a line: its ops and their targets.
+    summary: String,
+    /// The lowest confidence of its ops, when the decider gave one.
+    confidence: Option<String>,
+}
+
+/// Groups shown in full on one plan page; every group has its row in the form on every page,
+/// so a large plan is decided on any of its pages and each page stays small.
+const GROUPS_PER_PAGE: usize = 8;
+
+/// `?from=N`: the first group shown in full.
+#[derive(Deserialize, Default)]
+struct Window {
+    from: Option<usize>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -371,8 +386,22 @@ struct PlanPage {
     pending: bool,
     rejected: Option<String>,
     groups: Vec<GroupRow>,
-    diff: String,
+    /// The groups shown in full: `groups[shown.0..shown.1]`.
+    shown: (usize, usize),
+    /// `from` of the previous and the next page of groups.
+    pages: (Option<usize>, Option<usize>),
     alert: Option<Alert>,
+}
+
+impl PlanPage {
+    fn in_full(&self) -> &[GroupRow] {
+        &self.groups[self.shown.0..self.shown.1]
+    }
+
+    /// The address of the page showing group `n` in full.
+    fn group_link(&self, n: usize) -> String {
+        format!("/ui/plans/{}?from={}#g{n}", self.id, (n - 1) / GROUPS_PER_PAGE * GROUPS_PER_PAGE + 1)
+    }
 }
 
 /// An entry block's content and its header's sources and dates, apart.
@@ -411,7 +440,7 @@ fn change_row(c: &crate::memory::views::EntryChange) -> ChangeRow {
     }
 }
 
-fn plan_page(detail: PlanDetail, nav: Nav, alert: Option<Alert>) -> PlanPage {
+fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert: Option<Alert>) -> PlanPage {
     let facts: BTreeMap<&str, &crate::files::archive::Fact> =
         detail.fact_texts.iter().map(|f| (f.id.as_str(), f)).collect();
     let groups = detail
@@ -456,9 +485,25 @@ fn plan_page(detail: PlanDetail, nav: Nav, alert: Option<Alert>) -> PlanPage {
                 })
                 .collect(),
             left_alone: g.left_alone.clone(),
+            summary: g
+                .ops
+                .iter()
+                .map(|op| match (&op.op.target, &op.op.into) {
+                    (Some(t), Some(i)) => format!("{} {t} into {i}", op.op.op),
+                    (Some(t), None) => format!("{} {t}", op.op.op),
+                    _ => op.op.op.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            confidence: g.ops.iter().filter_map(|op| op.op.confidence).reduce(f64::min).map(|c| format!("{c:.2}")),
         })
-        .collect();
+        .collect::<Vec<GroupRow>>();
     let plan = &detail.plan;
+    let n = groups.len();
+    let start = from.unwrap_or(1).clamp(1, n.max(1)) - 1;
+    let start = start / GROUPS_PER_PAGE * GROUPS_PER_PAGE;
+    let end = (start + GROUPS_PER_PAGE).min(n);
+    let pages = (start.checked_sub(GROUPS_PER_PAGE).map(|p| p + 1), (end < n).then_some(end + 1));
     PlanPage {
         nav,
         id: plan.id.clone(),
@@ -467,7 +512,8 @@ fn plan_page(detail: PlanDetail, nav: Nav, alert: Option<Alert>) -> PlanPage {
         pending: plan.status == crate::consolidate::records::PlanStatus::Pending,
         rejected: plan.rejected.map(|t| t.to_rfc3339()),
         groups,
-        diff: plan.diff.clone(),
+        shown: (start.min(end), end),
+        pages,
         alert,
     }
 }
@@ -477,9 +523,31 @@ async fn plan(
     session: axum::Extension<Session>,
     Path(id): Path<String>,
     done: Query<Done>,
+    window: Query<Window>,
 ) -> Response {
     match ui.service.plan(DOOR, &id).await {
-        Ok(detail) => plan_page(detail, Nav::new("inbox", &session, &done), None).into_response(),
+        Ok(detail) => plan_page(detail, window.from, Nav::new("inbox", &session, &done), None).into_response(),
+        Err(e) => error_page(&e, &session, "Plan"),
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/plan_diff.html")]
+struct PlanDiffPage {
+    nav: Nav,
+    id: String,
+    diff: String,
+}
+
+/// A plan's whole change to `memory.md` as a unified diff.
+async fn plan_diff(State(ui): State<Ui>, session: axum::Extension<Session>, Path(id): Path<String>) -> Response {
+    match ui.service.plan(DOOR, &id).await {
+        Ok(detail) => PlanDiffPage {
+            nav: Nav::new("inbox", &session, &Done::default()),
+            id: detail.plan.id.clone(),
+            diff: detail.plan.diff,
+        }
+        .into_response(),
         Err(e) => error_page(&e, &session, "Plan"),
     }
 }
@@ -524,7 +592,8 @@ async fn decide(
         // Shown on the plan itself, with the entries in the way linked.
         Err(e) => match ui.service.plan(DOOR, &id).await {
             Ok(detail) => {
-                let page = plan_page(detail, Nav::new("inbox", &session, &Done::default()), Some(Alert::from(&e)));
+                let nav = Nav::new("inbox", &session, &Done::default());
+                let page = plan_page(detail, None, nav, Some(Alert::from(&e)));
                 (status_of(e.kind()), page).into_response()
             }
             Err(_) => error_page(&e, &session, "Plan"),
