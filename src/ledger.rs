@@ -61,12 +61,17 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn load(root: &Root) -> Result<Ledger, LedgerError> {
-        let archive = archive::read_all(root)?;
         let read = |path: std::path::PathBuf| {
             let rel = root.relative(&path);
             EntryFile::read(&path, &rel).map_err(|source| LedgerError::Read { path: rel, source })
         };
-        let memory = read(root.memory())?;
+        // The archive and the entry files are parsed side by side: each is about half the time.
+        let (archive, memory) = std::thread::scope(|scope| {
+            let archive = scope.spawn(|| archive::read_all(root));
+            let memory = read(root.memory());
+            (archive.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), memory)
+        });
+        let (archive, memory) = (archive?, memory?);
         let history = read(root.history())?;
         let (tombstones, tomb_problems) = read_jsonl::<Tombstone>(&root.tombstones(), ".memfold/tombstones.jsonl")?;
         let state = State::load(&root.state_json())?;

@@ -49,7 +49,7 @@ use crate::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
 use crate::consolidate::ops::ProposedOp;
 use crate::consolidate::pass::OpReport;
 use crate::consolidate::plan::{JournalRecord, Plan, Planner, net_changes};
-use crate::consolidate::records::{self, PlanStatus, RunRecord, SeenEntry, StoredPlan, UndoRecord, load_run};
+use crate::consolidate::records::{self, PlanHead, PlanStatus, RunRecord, SeenEntry, StoredPlan, UndoRecord};
 use crate::diff;
 use crate::error::Error;
 use crate::files::archive::Fact;
@@ -73,7 +73,7 @@ fn block_entry(block: &str) -> Option<Entry> {
 // Plans: list, apply, reject
 
 impl PlanView {
-    fn new(plan: &StoredPlan, memory_hash: &str) -> PlanView {
+    fn new(plan: &PlanHead, memory_hash: &str) -> PlanView {
         PlanView {
             id: plan.id.clone(),
             status: plan.status,
@@ -100,7 +100,7 @@ fn memory_hash(root: &Root) -> Result<String, Error> {
 /// Stored plans, pending and rejected, oldest first.
 pub fn plans(root: &Root) -> Result<Vec<PlanView>, Error> {
     let hash = memory_hash(root)?;
-    Ok(records::stored_plans(root).iter().map(|p| PlanView::new(p, &hash)).collect())
+    Ok(records::plan_heads(root).iter().map(|p| PlanView::new(p, &hash)).collect())
 }
 
 
@@ -264,7 +264,7 @@ pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
             GroupView { group: n + 1, ops, facts, entries, left_alone }
         })
         .collect();
-    Ok(PlanDetail { plan: PlanView::new(&stored, &hash), groups, fact_texts: stored.facts.clone() })
+    Ok(PlanDetail { plan: PlanView::new(&stored.head(), &hash), groups, fact_texts: stored.facts.clone() })
 }
 
 /// Apply only the op groups numbered `chosen` (1-based, as [`plan_detail`] numbers them) of a
@@ -469,7 +469,9 @@ pub fn fact_view(ledger: &Ledger, id: &str) -> Result<FactView, Error> {
 pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
     let mut by_run: BTreeMap<String, RunView> = BTreeMap::new();
     let mut facts: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for r in records::journal(root)? {
+    // The entries each run lists, to keep its list free of repeats in linear time.
+    let mut listed: HashSet<(String, String)> = HashSet::new();
+    for r in records::journal_lines(root)? {
         let view = by_run.entry(r.run.clone()).or_insert_with(|| RunView {
             run: r.run.clone(),
             time: r.time,
@@ -481,17 +483,17 @@ pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
             llm: None,
             undone: None,
         });
-        *view.ops.entry(r.op.op.kind().to_string()).or_default() += 1;
-        for c in &r.changes {
-            if !view.entries.contains(&c.entry) {
-                view.entries.push(c.entry.clone());
+        *view.ops.entry(r.op).or_default() += 1;
+        for c in r.changes {
+            if listed.insert((r.run.clone(), c.entry.clone())) {
+                view.entries.push(c.entry);
             }
         }
-        facts.entry(r.run.clone()).or_default().extend(r.op.op.facts().iter().cloned());
+        facts.entry(r.run).or_default().extend(r.facts);
     }
     for (run, view) in by_run.iter_mut() {
         view.facts = facts.get(run).map_or(0, BTreeSet::len);
-        if let Some(record) = load_run(root, run)? {
+        if let Some(record) = records::read_json::<records::RunHead>(root, &records::run_path(root, run))? {
             view.time = record.finished;
             view.started = Some(record.started);
             view.plan = record.plan;
@@ -662,12 +664,12 @@ fn reinsert(memory: &mut EntryFile, entry: Entry, before: Option<&EntryFile>) {
 // History chains
 
 /// The chain of versions around entry `id`.
-pub fn history_chain(ledger: &Ledger, id: &str) -> Result<Chain, Error> {
+pub fn history_chain(memory: &EntryFile, history: &EntryFile, id: &str) -> Result<Chain, Error> {
     if id.trim().is_empty() || id.chars().any(char::is_whitespace) {
         return Err(Error::BadInput(format!("{id:?} is not an entry id")));
     }
-    let history: Vec<&Entry> = ledger.history.entries().collect();
-    let current: Vec<&Entry> = ledger.memory.entries().collect();
+    let history: Vec<&Entry> = history.entries().collect();
+    let current: Vec<&Entry> = memory.entries().collect();
     // Grow the set of linked ids until nothing new joins.
     let mut ids: BTreeSet<String> = BTreeSet::from([id.to_string()]);
     loop {

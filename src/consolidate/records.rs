@@ -154,6 +154,20 @@ pub struct RunRecord {
     pub undone: Option<UndoRecord>,
 }
 
+/// A run record as the run listing reads it, without its copy of `memory.md`.
+#[derive(Debug, Deserialize)]
+pub struct RunHead {
+    pub started: DateTime<Utc>,
+    pub finished: DateTime<Utc>,
+    #[serde(default)]
+    pub plan: Option<String>,
+    pub facts: Vec<String>,
+    #[serde(default)]
+    pub llm: Usage,
+    #[serde(default)]
+    pub undone: Option<UndoRecord>,
+}
+
 impl RunRecord {
     /// The record of an applied plan.
     pub fn of(plan: &Plan, started: DateTime<Utc>, finished: DateTime<Utc>) -> RunRecord {
@@ -290,14 +304,57 @@ pub fn load_plan(root: &Root, id: &str) -> Result<StoredPlan, Error> {
     read_json(root, &plan_path(root, id))?.ok_or_else(|| Error::not_found("plan", id))
 }
 
-/// Every readable plan file, oldest first; unreadable ones are logged and skipped.
-pub fn stored_plans(root: &Root) -> Vec<StoredPlan> {
+/// A stored plan as listings read it: everything but the copies only applying it needs (its
+/// `memory.md` after, the history blocks, what its facts were weighed against). A plan holds a
+/// whole `memory.md`, so reading every plan whole to list them, count them or find their
+/// facts costs a parse of memory per plan.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanHead {
+    pub id: String,
+    pub status: PlanStatus,
+    pub reason: String,
+    pub created: DateTime<Utc>,
+    #[serde(default)]
+    pub rejected: Option<DateTime<Utc>>,
+    pub pass: String,
+    pub memory_hash_before: String,
+    pub diff: String,
+    pub journal: Vec<JournalRecord>,
+    pub facts: Vec<Fact>,
+    pub touched: BTreeSet<String>,
+    #[serde(default)]
+    pub llm: Usage,
+}
+
+impl StoredPlan {
+    /// What a listing of plans shows of this one.
+    pub fn head(&self) -> PlanHead {
+        PlanHead {
+            id: self.id.clone(),
+            status: self.status,
+            reason: self.reason.clone(),
+            created: self.created,
+            rejected: self.rejected,
+            pass: self.pass.clone(),
+            memory_hash_before: self.memory_hash_before.clone(),
+            diff: self.diff.clone(),
+            journal: self.journal.clone(),
+            facts: self.facts.clone(),
+            touched: self.touched.clone(),
+            llm: self.llm,
+        }
+    }
+}
+
+/// Every readable plan file as a [`PlanHead`], oldest first; unreadable ones are logged and
+/// skipped.
+pub fn plan_heads(root: &Root) -> Vec<PlanHead> {
     let Ok(dir) = std::fs::read_dir(root.plans_dir()) else { return Vec::new() };
-    let mut plans: Vec<StoredPlan> = dir
+    let mut plans: Vec<PlanHead> = dir
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|path| match read_json::<StoredPlan>(root, &path) {
+        .filter_map(|path| match read_json::<PlanHead>(root, &path) {
             Ok(plan) => plan,
             Err(e) => {
                 tracing::warn!(error = %e, "plan file skipped");
@@ -322,24 +379,24 @@ pub struct PlanMarks {
 
 /// [`PlanMarks`] of the root.
 pub fn plan_marks(root: &Root) -> PlanMarks {
-    let plans = stored_plans(root);
-    let pending: Vec<StoredPlan> = plans.iter().filter(|p| p.status == PlanStatus::Pending).cloned().collect();
+    let plans = plan_heads(root);
+    let pending: Vec<PlanHead> = plans.iter().filter(|p| p.status == PlanStatus::Pending).cloned().collect();
     PlanMarks { under_review: under_review(&pending), rejected: rejected_pairs_of(plans) }
 }
 
 /// The stored plans waiting for `apply` or `reject`.
-pub fn pending_plans(root: &Root) -> Vec<StoredPlan> {
-    stored_plans(root).into_iter().filter(|p| p.status == PlanStatus::Pending).collect()
+pub fn pending_plans(root: &Root) -> Vec<PlanHead> {
+    plan_heads(root).into_iter().filter(|p| p.status == PlanStatus::Pending).collect()
 }
 
 /// The facts of `plans`.
-pub fn under_review(plans: &[StoredPlan]) -> HashSet<String> {
+pub fn under_review(plans: &[PlanHead]) -> HashSet<String> {
     plans.iter().flat_map(|p| p.facts.iter().map(|f| f.id.clone())).collect()
 }
 
 /// (fact, entry) pairs of the ops of rejected plans: a proposal a person turned down is not
 /// made again for the same pair.
-fn rejected_pairs_of(plans: Vec<StoredPlan>) -> HashSet<(String, String)> {
+fn rejected_pairs_of(plans: Vec<PlanHead>) -> HashSet<(String, String)> {
     plans
         .into_iter()
         .filter(|p| p.status == PlanStatus::Rejected)
@@ -352,6 +409,36 @@ fn rejected_pairs_of(plans: Vec<StoredPlan>) -> HashSet<(String, String)> {
 /// Every record of `.memfold/journal.jsonl`; unreadable lines are logged and skipped.
 pub fn journal(root: &Root) -> Result<Vec<JournalRecord>, Error> {
     let (records, problems) = read_jsonl::<JournalRecord>(&root.journal(), ".memfold/journal.jsonl")?;
+    for p in problems {
+        tracing::warn!(problem = %p, "journal record skipped");
+    }
+    Ok(records)
+}
+
+/// A journal record as the run listing reads it: which run, which op, which facts and
+/// entries, without the entries' blocks before and after (most of the journal's bytes).
+#[derive(Debug, Deserialize)]
+pub struct JournalLine {
+    pub run: String,
+    pub time: DateTime<Utc>,
+    /// The op's kind (`ADD`, `REPLACE`, `REMOVE`, `DUPLICATE`).
+    pub op: String,
+    #[serde(default)]
+    pub facts: Vec<String>,
+    #[serde(default)]
+    pub changes: Vec<ChangedEntry>,
+}
+
+/// The entry a journal record changes.
+#[derive(Debug, Deserialize)]
+pub struct ChangedEntry {
+    pub entry: String,
+}
+
+/// Every record of `.memfold/journal.jsonl` as a [`JournalLine`]; unreadable lines are logged
+/// and skipped.
+pub fn journal_lines(root: &Root) -> Result<Vec<JournalLine>, Error> {
+    let (records, problems) = read_jsonl::<JournalLine>(&root.journal(), ".memfold/journal.jsonl")?;
     for p in problems {
         tracing::warn!(problem = %p, "journal record skipped");
     }

@@ -125,7 +125,15 @@ impl Memory {
     /// An entry's versions and those linked to it.
     pub async fn history(&self, id: &str) -> Result<Chain, Error> {
         let (root, id) = (self.inner.root.clone(), id.to_string());
-        blocking(move || review::history_chain(&Ledger::load(&root)?, &id)).await
+        // The chain is in memory.md and history.md; the archive is not read.
+        blocking(move || {
+            let read = |path: std::path::PathBuf| {
+                let rel = root.relative(&path);
+                EntryFile::read(&path, &rel).map_err(|source| Error::Read { path: rel, source })
+            };
+            review::history_chain(&read(root.memory())?, &read(root.history())?, &id)
+        })
+        .await
     }
 
     /// Applied runs, oldest first.
