@@ -4,7 +4,8 @@
 //! The root is built as an agent's use builds it: N facts through `memfold add --stdin` and a
 //! pass (offline decider) that makes N entries with their run and journal; then 30 facts that
 //! restate some of those entries and a pass in review mode, which stores a plan. The daemon
-//! runs with `server.auth = false` (loopback), so the first visit gets a session. Each page is
+//! runs with `server.auth = false` (loopback), so the first visit gets a session, and pages are
+//! timed once it has settled its index (it does at start). Each page is
 //! fetched 30 times after one warm-up: the inbox, the plan, the runs, an entry, a fact and a
 //! search. Prints the median and the slowest per page, its bytes (HTML, and the stylesheet
 //! once), and the commit.
@@ -80,6 +81,20 @@ impl Daemon {
         while daemon.client.get(format!("{}/healthz", daemon.base)).send().await.is_err() {
             assert!(started.elapsed() < Duration::from_secs(120), "memfold serve did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The daemon settles its index once at start; pages are timed after that, as a person
+        // opening the page meets a daemon that has been running.
+        loop {
+            let metrics =
+                daemon.client.get(format!("{}/metrics", daemon.base)).send().await.unwrap().text().await.unwrap();
+            let settled = metrics.lines().any(|l| {
+                l.strip_prefix(r#"memfold_index_settles_total{result="ok"} "#).is_some_and(|n| n.trim() != "0")
+            });
+            if settled {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(300), "memfold serve did not settle its index");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         // With auth off, the first visit gets a session.
         let first = daemon.client.get(format!("{}/ui", daemon.base)).send().await.unwrap();
