@@ -687,6 +687,28 @@ pub fn private_umask() {
     crate::files::access::private_umask();
 }
 
+/// Process-wide settings for a long-running memfold, made before any other thread starts (the
+/// `memfold` binary calls it first, from `main`):
+/// - lance's vector index statistics carry every IVF centroid unless told not to (the default
+///   its next release takes); memfold reads only row and segment counts from them, after every
+///   index write, so they are left out (`LANCE_INCLUDE_VECTOR_CENTROIDS=false`, unless set);
+/// - glibc's allocator keeps up to eight arenas per core, each holding on to memory freed in
+///   it; a daemon whose tokio threads take turns allocating index pages then grows without
+///   holding more. Two arenas keep it near what it holds (`MALLOC_ARENA_MAX` still wins).
+pub fn process_settings() {
+    if std::env::var_os("LANCE_INCLUDE_VECTOR_CENTROIDS").is_none() {
+        // SAFETY: called from `main` before any other thread exists, so nothing reads the
+        // environment while it changes.
+        unsafe { std::env::set_var("LANCE_INCLUDE_VECTOR_CENTROIDS", "false") };
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets an allocator parameter; no allocation is in flight on
+        // another thread, since there is none.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    }
+}
+
 /// Whether progress bars make sense (stderr is a terminal).
 pub fn interactive() -> bool {
     std::io::stderr().is_terminal()

@@ -8,6 +8,7 @@ use tracing_subscriber::EnvFilter;
 fn main() {
     // Whatever memfold creates (the index included) is for its owner only.
     memfold::cli::private_umask();
+    memfold::cli::process_settings();
     let cli = memfold::cli::Cli::parse();
     // The daemon logs what it does; any other command prints its result on stdout, so by
     // default it logs only what a person should act on.

@@ -302,7 +302,7 @@ impl Default for IndexTuning {
             // delta and table version it has ever opened: entries of files a write made old
             // stay until the cache is full. Sized to what the index holds, that is at most a
             // few times the index itself.
-            index_cache_per_byte: 4,
+            index_cache_per_byte: 2,
             index_cache_min: 32 << 20,
             index_cache_max: 512 << 20,
             metadata_cache_bytes: 16 << 20,
