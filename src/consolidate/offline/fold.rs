@@ -125,7 +125,7 @@ impl Words {
         let toks: Vec<Tok> = tokens(strip_time(text.trim()));
         let content: Vec<String> = content_words(&toks)
             .into_iter()
-            .filter(|w| !w.starts_with('@') && !FILLERS.split(' ').any(|f| f == w))
+            .filter(|w| !w.starts_with('@') && !super::words::listed!(FILLERS, w.as_str()))
             .map(|w| stemmed(&w))
             .collect();
         let all = toks.iter().map(|t| stemmed(&t.word)).chain(content.iter().cloned()).collect();

@@ -219,8 +219,8 @@ impl Clause {
             markers: markers(main),
             attribute: attribute(main),
             correction: tail.is_some_and(|k| toks[k].word == "not")
-                || toks.iter().any(|t| listed(CORRECTION_WORDS, &t.word)),
-            possession: main.iter().any(|t| listed(POSSESSION_WORDS, &t.word)),
+                || toks.iter().any(|t| listed!(CORRECTION_WORDS, &t.word)),
+            possession: main.iter().any(|t| listed!(POSSESSION_WORDS, &t.word)),
         };
         for t in main {
             if is_date(t) {
@@ -253,7 +253,7 @@ pub(super) fn content_words(main: &[Tok]) -> Vec<String> {
     for (k, t) in main.iter().enumerate() {
         let w = t.word.as_str();
         let after_these = k > 0 && main[k - 1].word == "these";
-        if is_negation(w) || is_stopword(w) || listed(TIME_ADVERBS, w) || (w == "days" && after_these) {
+        if is_negation(w) || is_stopword(w) || listed!(TIME_ADVERBS, w) || (w == "days" && after_these) {
             continue;
         }
         if is_name(t) {
@@ -274,7 +274,11 @@ pub(super) fn markers(main: &[Tok]) -> Vec<&'static str> {
             ("no", Some("longer")) => Some("no longer"),
             ("these", Some("days")) => Some("these days"),
             ("as", Some("of")) => Some("as of"),
-            (w, _) => MARKER_WORDS.split(' ').find(|m| *m == w),
+            (w, _) => {
+                static SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
+                    std::sync::LazyLock::new(|| MARKER_WORDS.split(' ').filter(|w| !w.is_empty()).collect());
+                SET.get(w).copied()
+            }
         };
         if let Some(m) = marker.filter(|m| !out.contains(m)) {
             out.push(m);
@@ -309,8 +313,8 @@ pub(super) fn attribute(main: &[Tok]) -> Option<Attribute> {
         value = &value[1..];
     }
     let value: Vec<String> =
-        value.iter().map(|t| t.word.clone()).filter(|w| !is_article(w) && !listed(TIME_ADVERBS, w)).collect();
+        value.iter().map(|t| t.word.clone()).filter(|w| !is_article(w) && !listed!(TIME_ADVERBS, w)).collect();
     let single_valued =
-        named || key.iter().any(|w| w == "favourite") || key.last().is_some_and(|w| listed(ATTRIBUTE_NOUNS, w));
+        named || key.iter().any(|w| w == "favourite") || key.last().is_some_and(|w| listed!(ATTRIBUTE_NOUNS, w));
     (single_valued && !value.is_empty() && value.len() <= 6).then_some(Attribute { key, value })
 }
