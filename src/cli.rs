@@ -262,13 +262,7 @@ fn init(config: &Config, json: bool) -> Result<i32> {
 
 fn ui(config: &Config, bind: Option<String>) -> Result<i32> {
     let root = Root::new(&config.root);
-    if !root.is_initialized() {
-        bail!(
-            "{} is not a memfold root; run `memfold init --root {}` first",
-            root.dir().display(),
-            root.dir().display()
-        );
-    }
+    root.check_initialized().map_err(anyhow::Error::msg)?;
     let code = crate::serve::ui::session::mint_code(&root).context("storing a sign-in code")?;
     let bind = bind.unwrap_or_else(|| config.server.bind.clone());
     let host = match bind.rsplit_once(':') {
@@ -282,13 +276,7 @@ fn ui(config: &Config, bind: Option<String>) -> Result<i32> {
 
 fn token(config: &Config) -> Result<i32> {
     let root = Root::new(&config.root);
-    if !root.is_initialized() {
-        bail!(
-            "{} is not a memfold root; run `memfold init --root {}` first",
-            root.dir().display(),
-            root.dir().display()
-        );
-    }
+    root.check_initialized().map_err(anyhow::Error::msg)?;
     match token::resolve(config, &root, None)? {
         token::Auth::Token { token, source } => {
             println!("{token}");

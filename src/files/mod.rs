@@ -98,6 +98,15 @@ impl Root {
         self.state_dir().is_dir() && self.archive_dir().is_dir()
     }
 
+    /// `Err` with what to do, when the folder is not an initialised root.
+    pub fn check_initialized(&self) -> Result<(), String> {
+        if self.is_initialized() {
+            return Ok(());
+        }
+        let dir = self.dir.display();
+        Err(format!("{dir} is not a memfold root; run `memfold init --root {dir}` first"))
+    }
+
     /// Create the folders and empty files of a root; existing files are left alone.
     pub fn init(&self) -> std::io::Result<()> {
         for dir in [self.dir.clone(), self.archive_dir(), self.consolidated_dir(), self.state_dir(), self.plans_dir()] {

@@ -188,13 +188,7 @@ impl Memory {
     /// on first use.
     pub async fn open(config: Config) -> Result<Memory, Error> {
         let root = Root::new(&config.root);
-        if !root.is_initialized() {
-            return Err(Error::NotARoot(format!(
-                "{} is not a memfold root; run `memfold init --root {}` first",
-                root.dir().display(),
-                root.dir().display()
-            )));
-        }
+        root.check_initialized().map_err(Error::NotARoot)?;
         if !config.security.allow_other_owner {
             check_owner(&root)?;
         }

@@ -125,9 +125,24 @@ fn parse(text: &str, path: &Path) -> Result<String, TokenError> {
     Ok(token.to_string())
 }
 
+/// Compare secrets (bearer tokens, CSRF tokens) without an early exit on the first differing
+/// byte.
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_comparison() {
+        assert!(same(b"secret", b"secret"));
+        assert!(!same(b"secret", b"secreT"));
+        assert!(!same(b"secret", b"secret2"));
+        assert!(!same(b"", b"x"));
+        assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"abc", b"ab"));
+    }
 
     #[test]
     fn the_token_file_is_made_once_private_and_then_read() {

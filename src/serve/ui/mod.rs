@@ -254,7 +254,7 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for CheckedForm {
             return Err(Redirect::to("/ui/login").into_response());
         };
         let given = field(&fields, "csrf").unwrap_or("");
-        if session::same(given, &session.csrf) {
+        if crate::serve::token::same(given.as_bytes(), session.csrf.as_bytes()) {
             return Ok(CheckedForm(fields));
         }
         let alert = Alert {
@@ -864,7 +864,7 @@ async fn login(State(ui): State<Ui>, Form(fields): Form<Vec<(String, String)>>) 
         None => false,
     };
     let by_token = match (field(&fields, "token"), &ui.token) {
-        (Some(given), Some(token)) => session::same(given.trim(), token),
+        (Some(given), Some(token)) => crate::serve::token::same(given.trim().as_bytes(), token.as_bytes()),
         _ => false,
     };
     if !(by_code || by_token) {
