@@ -59,12 +59,15 @@ pub struct Ledger {
     pub problems: Vec<Problem>,
 }
 
+/// One entry file of `root` (`memory.md`, `history.md`); a missing one is empty.
+pub fn read_entries(root: &Root, path: &std::path::Path) -> Result<EntryFile, LedgerError> {
+    let rel = root.relative(path);
+    EntryFile::read(path, &rel).map_err(|source| LedgerError::Read { path: rel, source })
+}
+
 impl Ledger {
     pub fn load(root: &Root) -> Result<Ledger, LedgerError> {
-        let read = |path: std::path::PathBuf| {
-            let rel = root.relative(&path);
-            EntryFile::read(&path, &rel).map_err(|source| LedgerError::Read { path: rel, source })
-        };
+        let read = |path: std::path::PathBuf| read_entries(root, &path);
         // The archive and the entry files are parsed side by side: each is about half the time.
         let (archive, memory) = std::thread::scope(|scope| {
             let archive = scope.spawn(|| archive::read_all(root));

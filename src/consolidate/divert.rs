@@ -111,24 +111,26 @@ fn stored(
 }
 
 /// For each fact of `stored`, the entries ranked for it that its decision call showed, with
-/// their text as `memory` (the file the pass started from) holds it; an entry the pass itself
-/// made is looked up in the plan's `memory.md` after it.
-pub fn seen_facts(clusters: &[ClusterReport], stored: &StoredPlan, memory: &str) -> Vec<SeenFact> {
+/// their text as `memory` (the file the pass planned against) holds it; an entry the pass
+/// itself made is looked up in the plan's `memory.md` after it, parsed only then.
+pub fn seen_facts(clusters: &[ClusterReport], stored: &StoredPlan, memory: &EntryFile) -> Vec<SeenFact> {
     let facts: BTreeSet<&str> = stored.facts.iter().map(|f| f.id.as_str()).collect();
-    let ranked: Vec<&(String, Vec<String>)> =
-        clusters.iter().flat_map(|c| &c.ranked).filter(|(fact, _)| facts.contains(fact.as_str())).collect();
-    if ranked.is_empty() {
-        return Vec::new();
-    }
-    let (before, after) = (EntryFile::parse(memory, MEMORY), EntryFile::parse(&stored.memory_after, MEMORY));
-    ranked
-        .into_iter()
+    let mut after: Option<EntryFile> = None;
+    clusters
+        .iter()
+        .flat_map(|c| &c.ranked)
+        .filter(|(fact, _)| facts.contains(fact.as_str()))
         .map(|(fact, ids)| SeenFact {
             fact: fact.clone(),
             entries: ids
                 .iter()
-                .filter_map(|id| before.get(id).or_else(|| after.get(id)))
-                .map(|e| SeenEntry { id: e.meta.id.clone(), content: e.content.clone() })
+                .filter_map(|id| {
+                    let entry = match memory.get(id) {
+                        Some(e) => e,
+                        None => after.get_or_insert_with(|| EntryFile::parse(&stored.memory_after, MEMORY)).get(id)?,
+                    };
+                    Some(SeenEntry { id: entry.meta.id.clone(), content: entry.content.clone() })
+                })
                 .collect(),
         })
         .collect()

@@ -189,7 +189,7 @@ impl Memory {
         let (plan, mut stored) =
             divert(planned.plan, &planned.held, held_reason, &planned.facts, cfg.mode, run.started, today);
         if let Some(stored) = &mut stored {
-            stored.seen = seen_facts(&report.clusters, stored, &plan.memory_before);
+            stored.seen = seen_facts(&report.clusters, stored, &run.ledger.memory);
             if run.rebuild.is_some() {
                 stored.reason = records::REBUILD.to_string();
             }

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::files::Problem;
 use crate::files::entries::{Entry, EntryFile};
 use crate::index::Index;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, read_entries};
 use crate::review;
 use crate::verify::Report;
 
@@ -127,11 +127,8 @@ impl Memory {
         let (root, id) = (self.inner.root.clone(), id.to_string());
         // The chain is in memory.md and history.md; the archive is not read.
         blocking(move || {
-            let read = |path: std::path::PathBuf| {
-                let rel = root.relative(&path);
-                EntryFile::read(&path, &rel).map_err(|source| Error::Read { path: rel, source })
-            };
-            review::history_chain(&read(root.memory())?, &read(root.history())?, &id)
+            let (memory, history) = (read_entries(&root, &root.memory())?, read_entries(&root, &root.history())?);
+            review::history_chain(&memory, &history, &id)
         })
         .await
     }
