@@ -274,11 +274,7 @@ pub(super) fn markers(main: &[Tok]) -> Vec<&'static str> {
             ("no", Some("longer")) => Some("no longer"),
             ("these", Some("days")) => Some("these days"),
             ("as", Some("of")) => Some("as of"),
-            (w, _) => {
-                static SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
-                    std::sync::LazyLock::new(|| MARKER_WORDS.split(' ').filter(|w| !w.is_empty()).collect());
-                SET.get(w).copied()
-            }
+            (w, _) => word_set!(MARKER_WORDS).get(w).copied(),
         };
         if let Some(m) = marker.filter(|m| !out.contains(m)) {
             out.push(m);

@@ -50,15 +50,22 @@ pub(super) const HISTORY_OPENERS: &[&str] = &["previously", "formerly", "before 
 /// Jaccard over content words required before negation or an antonym can count as a contradiction.
 pub(super) const SAME_SUBJECT_JACCARD: f64 = 0.75;
 
-/// Whether `word` is one of the space-separated words of the constant `$list`, looked up in a
-/// set built once per list and call site (splitting the list on every lookup was an eighth of
-/// a large pass).
-macro_rules! listed {
-    ($list:expr, $word:expr) => {{
+/// The space-separated words of the constant `$list` as a set, built once per list and call
+/// site (splitting the list on every lookup was an eighth of a large pass).
+macro_rules! word_set {
+    ($list:expr) => {{
         static SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
             std::sync::LazyLock::new(|| $list.split(' ').filter(|w| !w.is_empty()).collect());
-        SET.contains(AsRef::<str>::as_ref($word))
+        &*SET
     }};
+}
+pub(super) use word_set;
+
+/// Whether `word` is one of the space-separated words of the constant `$list`.
+macro_rules! listed {
+    ($list:expr, $word:expr) => {
+        $crate::consolidate::offline::words::word_set!($list).contains(AsRef::<str>::as_ref($word))
+    };
 }
 pub(super) use listed;
 
