@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 #[path = "common/run.rs"]
+#[allow(dead_code)]
 mod run;
 use run::memfold;
 
@@ -52,20 +53,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 async fn start(root: &Path, client: &reqwest::Client) -> (Daemon, String, String) {
     assert!(memfold(root).args(["init"]).stdout(Stdio::null()).status().unwrap().success());
     let token = std::fs::read_to_string(root.join(".memfold/token")).expect("init made the token").trim().to_string();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = memfold(root)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("MEMFOLD_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("memfold serve starts");
+    let (child, base) = run::serve(root, &[], client, Duration::from_secs(60)).await;
     let daemon = Daemon(child);
-    let base = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    while client.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(60), "memfold serve did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     (daemon, base, token)
 }
 

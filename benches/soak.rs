@@ -23,6 +23,7 @@
 #[allow(dead_code)]
 mod life;
 #[path = "common/run.rs"]
+#[allow(dead_code)]
 mod run;
 #[path = "common/seed.rs"]
 mod seed;
@@ -62,49 +63,17 @@ impl Daemon {
     async fn start(root: &Path) -> Daemon {
         let token =
             std::fs::read_to_string(root.join(".memfold/token")).expect("init made the token").trim().to_string();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = memfold(root)
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            // No pass during the soak: it measures the index under ingest and search.
-            .env("MEMFOLD_CONSOLIDATION__MIN_HOURS", "100000")
-            .env("MEMFOLD_CONSOLIDATION__MIN_FACTS", "1000000000")
-            .env("MEMFOLD_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("memfold serve starts");
-        let daemon = Daemon { child, base: format!("http://127.0.0.1:{port}"), token, client: reqwest::Client::new() };
-        let started = Instant::now();
-        while daemon.client.get(format!("{}/healthz", daemon.base)).send().await.is_err() {
-            assert!(started.elapsed() < Duration::from_secs(120), "memfold serve did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        daemon
+        let client = reqwest::Client::new();
+        // No pass during the soak: it measures the index under ingest and search.
+        let env = [("MEMFOLD_CONSOLIDATION__MIN_HOURS", "100000"), ("MEMFOLD_CONSOLIDATION__MIN_FACTS", "1000000000")];
+        let (child, base) = run::serve(root, &env, &client, Duration::from_secs(120)).await;
+        Daemon { child, base, token, client }
     }
 
     /// Wait until the daemon has settled its index once (it does at start), and say how long
     /// that took.
     async fn settled(&self) -> Duration {
-        let started = Instant::now();
-        loop {
-            let metrics = self
-                .client
-                .get(format!("{}/metrics", self.base))
-                .bearer_auth(&self.token)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            let done = metrics.lines().any(|l| {
-                l.strip_prefix(r#"memfold_index_settles_total{result="ok"} "#).is_some_and(|n| n.trim() != "0")
-            });
-            if done {
-                return started.elapsed();
-            }
-            assert!(started.elapsed() < Duration::from_secs(600), "memfold serve did not settle its index");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        run::settled(&self.client, &self.base, Some(&self.token), Duration::from_secs(600)).await
     }
 
     async fn search(&self, q: &str) -> Duration {

@@ -66,36 +66,15 @@ impl Drop for Daemon {
 
 impl Daemon {
     async fn start(root: &Path) -> Daemon {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = memfold(root)
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .env("MEMFOLD_SERVER__AUTH", "false")
-            .env("MEMFOLD_CONSOLIDATION__MIN_HOURS", "100000")
-            .env("MEMFOLD_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("memfold serve starts");
         let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-        let mut daemon = Daemon { child, base: format!("http://127.0.0.1:{port}"), client, cookie: String::new() };
         let started = Instant::now();
-        while daemon.client.get(format!("{}/healthz", daemon.base)).send().await.is_err() {
-            assert!(started.elapsed() < Duration::from_secs(120), "memfold serve did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let env = [("MEMFOLD_SERVER__AUTH", "false"), ("MEMFOLD_CONSOLIDATION__MIN_HOURS", "100000")];
+        let (child, base) = run::serve(root, &env, &client, Duration::from_secs(120)).await;
+        let mut daemon = Daemon { child, base, client, cookie: String::new() };
         // The daemon settles its index once at start; pages are timed after that, as a person
         // opening the page meets a daemon that has been running.
-        loop {
-            let metrics =
-                daemon.client.get(format!("{}/metrics", daemon.base)).send().await.unwrap().text().await.unwrap();
-            let settled = metrics.lines().any(|l| {
-                l.strip_prefix(r#"memfold_index_settles_total{result="ok"} "#).is_some_and(|n| n.trim() != "0")
-            });
-            if settled {
-                break;
-            }
-            assert!(started.elapsed() < Duration::from_secs(300), "memfold serve did not settle its index");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let limit = Duration::from_secs(300).saturating_sub(started.elapsed());
+        run::settled(&daemon.client, &daemon.base, None, limit).await;
         // With auth off, the first visit gets a session.
         let first = daemon.client.get(format!("{}/ui", daemon.base)).send().await.unwrap();
         let cookie = first.headers().get(reqwest::header::SET_COOKIE).expect("a session cookie").to_str().unwrap();

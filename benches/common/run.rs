@@ -1,7 +1,8 @@
-//! What the benches that run the `memfold` binary share: the command and the commit.
+//! What the benches that run the `memfold` binary share: the command, the commit, and a
+//! running `memfold serve`.
 
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `memfold --root ROOT` with the local embedder, and without the bench's own knobs
@@ -42,4 +43,44 @@ pub fn stop(child: &mut Child, patience: Duration) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Start `memfold serve` on `root` at a free loopback port, logging warnings only, with `env`
+/// added; its process and base URL once `/healthz` answers, which must be within `limit`.
+pub async fn serve(root: &Path, env: &[(&str, &str)], client: &reqwest::Client, limit: Duration) -> (Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = memfold(root);
+    command.args(["serve", "--bind", &format!("127.0.0.1:{port}")]).env("MEMFOLD_LOG", "warn").stdout(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let child = command.spawn().expect("memfold serve starts");
+    let base = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    while client.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(started.elapsed() < limit, "memfold serve did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, base)
+}
+
+/// Wait until the daemon at `base` has settled its index once (it does at start), within
+/// `limit`; how long that took.
+pub async fn settled(client: &reqwest::Client, base: &str, token: Option<&str>, limit: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let mut request = client.get(format!("{base}/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let metrics = request.send().await.unwrap().text().await.unwrap();
+        let done = metrics
+            .lines()
+            .any(|l| l.strip_prefix(r#"memfold_index_settles_total{result="ok"} "#).is_some_and(|n| n.trim() != "0"));
+        if done {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < limit, "memfold serve did not settle its index");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
