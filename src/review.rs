@@ -168,6 +168,16 @@ fn check_applicable(ledger: &Ledger, stored: &StoredPlan) -> Result<(), Error> {
     Ok(())
 }
 
+/// The entries a journal record names: its op's target, the entry a REMOVE folds `into`, and
+/// every entry its changes touch.
+fn named_entries(record: &JournalRecord) -> impl Iterator<Item = &str> {
+    let into = match &record.op.op {
+        crate::consolidate::ops::Op::Remove { into, .. } => Some(into.as_str()),
+        _ => None,
+    };
+    record.op.op.target().into_iter().chain(into).chain(record.changes.iter().map(|c| c.entry.as_str()))
+}
+
 /// The op groups of a plan's journal: ops connected by a shared fact or entry (the target, the
 /// entry a REMOVE folds `into`, or any entry their changes touch), each a list of journal
 /// indices in order, groups ordered by their first op. A group is what a person decides: its
@@ -185,14 +195,8 @@ pub fn op_groups(journal: &[JournalRecord]) -> Vec<Vec<usize>> {
     let mut parent: Vec<usize> = (0..journal.len()).collect();
     let mut owner: HashMap<(bool, &str), usize> = HashMap::new();
     for (i, record) in journal.iter().enumerate() {
-        let op = &record.op.op;
-        let into = match op {
-            crate::consolidate::ops::Op::Remove { into, .. } => Some(into.as_str()),
-            _ => None,
-        };
-        let facts = op.facts().iter().map(|f| (true, f.as_str()));
-        let entries = op.target().into_iter().chain(into).chain(record.changes.iter().map(|c| c.entry.as_str()));
-        for key in facts.chain(entries.map(|e| (false, e))) {
+        let facts = record.op.op.facts().iter().map(|f| (true, f.as_str()));
+        for key in facts.chain(named_entries(record).map(|e| (false, e))) {
             match owner.get(&key) {
                 Some(&other) => {
                     let (a, b) = (find(&mut parent, i), find(&mut parent, other));
@@ -220,13 +224,7 @@ pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
     let named: BTreeSet<&str> = stored
         .journal
         .iter()
-        .flat_map(|r| {
-            let into = match &r.op.op {
-                crate::consolidate::ops::Op::Remove { into, .. } => Some(into.as_str()),
-                _ => None,
-            };
-            r.op.op.target().into_iter().chain(into).chain(r.changes.iter().map(|c| c.entry.as_str()))
-        })
+        .flat_map(named_entries)
         .collect();
     let groups = op_groups(&stored.journal)
         .into_iter()
