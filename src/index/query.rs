@@ -31,21 +31,18 @@ impl Index {
         self.check_dim(&vector)?;
         // Both legs are CPU work done while their streams are polled; spawned, the vector leg
         // runs on another worker thread instead of taking turns with the text leg.
+        let refine = self.tuning.vector_refine_factor;
         let by_vector = {
             let (table, filter) = (table.clone(), filter.clone());
             tokio::spawn(async move {
                 top_rows(n, false, |limit| {
-                    let query = vector_query(&table, &vector, filter.as_deref(), limit, &[HIT, DISTANCE]);
+                    let query = vector_query(&table, &vector, filter.as_deref(), limit, refine, &[HIT, DISTANCE]);
                     async move { hit_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
                 })
                 .await
             })
         };
-        let by_text = top_rows(n, true, |limit| {
-            let leg = text_leg(&table, query, filter.as_deref(), limit, &[HIT, SCORE]);
-            async move { hit_rows(&leg.await?, SCORE) }
-        })
-        .await;
+        let by_text = text_hits(&table, query, filter.as_deref(), n).await;
         let by_text = match by_text {
             Ok(rows) => rows,
             Err(e) => {
@@ -115,7 +112,7 @@ impl Index {
             (!parts.is_empty()).then(|| parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND "));
         let table = self.table();
         let rows = top_rows(k, false, |limit| {
-            let query = vector_query(&table, vector, filter.as_deref(), limit, &[KEY, DISTANCE]);
+            let query = vector_query(&table, vector, filter.as_deref(), limit, self.tuning.vector_refine_factor, &[KEY, DISTANCE]);
             async move { key_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
         })
         .await?;
@@ -213,18 +210,87 @@ fn key_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, 
 /// The best `n` rows of one search leg, ties by key, whatever order lance returns equal scores
 /// in: `fetch(limit)` runs the leg for `limit` rows, first `n` + [`rank::TIE_SLACK`], then twice
 /// as many while rows tied with the n-th reach the limit (see [`rank::cut`]).
-async fn top_rows<T, F, Fut>(n: usize, higher_better: bool, mut fetch: F) -> Result<Vec<(String, f64, T)>, IndexError>
+async fn top_rows<T, F, Fut>(n: usize, higher_better: bool, fetch: F) -> Result<Vec<(String, f64, T)>, IndexError>
 where
     F: FnMut(usize) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<(String, f64, T)>, IndexError>>,
 {
-    let mut limit = n + rank::TIE_SLACK;
+    top_rows_from(n + rank::TIE_SLACK, 2, n, higher_better, fetch).await
+}
+
+/// [`top_rows`] starting with a request of `limit` rows, asking `growth` times as many each
+/// time.
+async fn top_rows_from<T, F, Fut>(
+    mut limit: usize,
+    growth: usize,
+    n: usize,
+    higher_better: bool,
+    mut fetch: F,
+) -> Result<Vec<(String, f64, T)>, IndexError>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<(String, f64, T)>, IndexError>>,
+{
     loop {
         if let Some(rows) = rank::cut(fetch(limit).await?, n, limit, higher_better) {
             return Ok(rows);
         }
-        limit *= 2;
+        limit *= growth;
     }
+}
+
+/// The text leg's best `n` rows with their hits, as [`top_rows`] would give them, but cheaper
+/// when many rows tie with the n-th (short queries over short entries often score alike: at
+/// 100k rows one query had over 1,500 rows of its 40th score): the first request reads hits,
+/// the larger ones only keys, scores and row ids, and the chosen rows' hits are then taken by
+/// row id.
+async fn text_hits(table: &Table, query: &str, filter: Option<&str>, n: usize) -> Result<Vec<(String, f64, Hit)>, IndexError> {
+    let limit = n + rank::TIE_SLACK;
+    let first = hit_rows(&text_leg(table, query, filter, limit, &[HIT, SCORE]).await?, SCORE)?;
+    if let Some(rows) = rank::cut(first, n, limit, true) {
+        return Ok(rows);
+    }
+    // Keys and scores are cheap to read, and a query that ties this many rows often ties
+    // thousands (a common word in short entries): grow by 4 rather than 2.
+    let chosen = top_rows_from(4 * limit, 4, n, true, |limit| {
+        let leg = text_leg_ids(table, query, filter, limit);
+        async move { id_rows(&leg.await?, SCORE) }
+    })
+    .await?;
+    let ids: Vec<u64> = chosen.iter().map(|(_, _, id)| *id).collect();
+    let mut hits: HashMap<String, Hit> = HashMap::with_capacity(ids.len());
+    let take = table.take_row_ids(ids).select(Select::columns(&[HIT]));
+    for batch in collect(take.execute().await, "read search hits").await? {
+        hits.extend(rows::hits(&batch)?.into_iter().map(|hit| (hit.key.clone(), hit)));
+    }
+    chosen
+        .into_iter()
+        .map(|(key, score, _)| match hits.remove(&key) {
+            Some(hit) => Ok((key, score, hit)),
+            // A writer changed the table between the two reads, so the row id named another
+            // row or none: [`Index::search`] runs the search again.
+            None => Err(IndexError::Db {
+                op: "read search hits",
+                source: lancedb::Error::Runtime { message: format!("row {key} moved between two reads") },
+            }),
+        })
+        .collect()
+}
+
+/// The text leg as `key`, `_score` and `_rowid`.
+async fn text_leg_ids(table: &Table, text: &str, filter: Option<&str>, limit: usize) -> Result<Vec<RecordBatch>, IndexError> {
+    text_leg_with(table, text, filter, limit, &[KEY, SCORE], true).await
+}
+
+/// A leg's rows as `(key, leg score, row id)`.
+fn id_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, f64, u64)>, IndexError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let keys = rows::strings(batch, KEY)?;
+        let ids = rows::row_ids(batch)?;
+        out.extend(keys.into_iter().zip(rows::floats(batch, score_column)?).zip(ids).map(|((k, s), id)| (k, s, id)));
+    }
+    Ok(out)
 }
 
 /// A flat (or, past the ANN threshold, approximate) cosine search for `vector`. The score
@@ -234,6 +300,7 @@ fn vector_query(
     vector: &[f32],
     filter: Option<&str>,
     limit: usize,
+    refine: u32,
     columns: &[&str],
 ) -> Result<lancedb::query::VectorQuery, IndexError> {
     let mut query = table
@@ -243,8 +310,10 @@ fn vector_query(
         .column(VECTOR)
         .distance_type(DistanceType::Cosine)
         .limit(limit)
-        .ef(limit * HNSW_EF_PER_NEIGHBOUR)
         .select(Select::columns(columns));
+    if refine > 0 {
+        query = query.refine_factor(refine);
+    }
     if let Some(filter) = filter {
         query = query.only_if(filter);
     }
@@ -259,11 +328,25 @@ async fn text_leg(
     limit: usize,
     columns: &[&str],
 ) -> Result<Vec<RecordBatch>, IndexError> {
+    text_leg_with(table, text, filter, limit, columns, false).await
+}
+
+async fn text_leg_with(
+    table: &Table,
+    text: &str,
+    filter: Option<&str>,
+    limit: usize,
+    columns: &[&str],
+    row_ids: bool,
+) -> Result<Vec<RecordBatch>, IndexError> {
     let mut query = table
         .query()
         .full_text_search(FullTextSearchQuery::new(text.to_string()))
         .limit(limit)
         .select(Select::columns(columns));
+    if row_ids {
+        query = query.with_row_id();
+    }
     if let Some(filter) = filter {
         query = query.only_if(filter);
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Date32Array, FixedSizeListArray, Float32Array, Float64Array, LargeStringArray,
-    RecordBatch, StringArray, StringViewArray,
+    RecordBatch, StringArray, StringViewArray, UInt64Array,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use chrono::NaiveDate;
@@ -152,6 +152,13 @@ pub(super) fn floats(batch: &RecordBatch, name: &str) -> Result<Vec<f64>, IndexE
     } else {
         Err(wrong_type(name, array))
     }
+}
+
+/// The `_rowid` column a query asked for with `with_row_id`.
+pub(super) fn row_ids(batch: &RecordBatch) -> Result<Vec<u64>, IndexError> {
+    let array = column(batch, "_rowid")?;
+    let ids = array.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| wrong_type("_rowid", array))?;
+    Ok(ids.values().to_vec())
 }
 
 /// The vector column, one `Vec<f32>` per row.

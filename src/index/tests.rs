@@ -497,7 +497,7 @@ async fn nearest_lexical_and_vectors() {
     assert_eq!(stored["m-cat"], embedder.vector(&cat.text));
 }
 
-/// Many docs over a small ANN threshold: the IVF-HNSW-SQ index is built, and kind and date
+/// Many docs over a small ANN threshold: the IVF-SQ index is built, and kind and date
 /// filters still hold with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ann_index_past_the_threshold_keeps_filters() {
