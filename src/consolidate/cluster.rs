@@ -11,8 +11,9 @@
 //! components of all those links; [`super::pack`] turns them into decision calls. Similarity only
 //! proposes candidates here; it never decides anything.
 //!
-//! Scoring is exact and in memory: vectors are compared with a matrix product in
-//! chunks, so a pass is a pure function of the texts and their vectors.
+//! Scoring is in memory: vectors are compared with a matrix product in chunks, so a pass is a
+//! pure function of the texts and their vectors. It is exact, except among the new facts of a
+//! pass of more than 20,000, which find each other through groups ([`grouped_top_k`]).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -86,7 +87,12 @@ pub fn neighbours(
     let k = params.neighbor_k;
     // No floor on entries: a fact always sees its best ones.
     let by_cosine = top_k_dot(facts, entries, k, false, f32::NEG_INFINITY)?;
-    let near_facts = top_k_dot(facts, facts, k, true, params.min_similarity)?;
+    // Every pair of a batch is `n²` products: 10k facts take a second, 100k would take over a
+    // minute. Past `EXACT_WITHIN_MAX` the batch finds its own pairs through groups instead.
+    let near_facts = match facts.len() > EXACT_WITHIN_MAX {
+        true => grouped_top_k(facts, k, params.min_similarity, PROBE_GROUPS)?,
+        false => top_k_dot(facts, facts, k, true, params.min_similarity)?,
+    };
     let (mut by_words, mut near_facts_by_words) = (vec![Vec::new(); facts.len()], vec![Vec::new(); facts.len()]);
     if params.lexical_k > 0 {
         let entry_words = WordIndex::new(entries);
@@ -191,6 +197,80 @@ fn top_k_dot(
         })?;
     }
     Ok(out)
+}
+
+/// New facts of one pass beyond which they find each other through [`grouped_top_k`].
+const EXACT_WITHIN_MAX: usize = 20_000;
+/// Groups whose nodes each group's nodes are scored against (its own included).
+const PROBE_GROUPS: usize = 12;
+/// Rounds of k-means that place the groups' centroids.
+const KMEANS_ROUNDS: usize = 4;
+
+/// Top-k (at least `floor`) of every node among the other nodes of one large set, in time
+/// that grows with `n√n` rather than `n²`: an inverted file. The vectors are grouped around
+/// `√n` centroids (spherical k-means, seeded with evenly spaced nodes, a fixed number of
+/// rounds, so the result is a function of the input), and the nodes of each group are scored
+/// exactly against the nodes of the `probe` groups whose centroids are nearest to their
+/// group's. A pair whose vectors fall in groups far apart is missed; such pairs are far apart
+/// too, and links between new facts only decide which facts share a call, never what happens
+/// to them. `probe` at least the number of groups makes it exact.
+fn grouped_top_k(nodes: &[Node], k: usize, floor: f32, probe: usize) -> candle_core::Result<Vec<Vec<usize>>> {
+    let n = nodes.len();
+    if n < 2 || k == 0 {
+        return Ok(vec![Vec::new(); n]);
+    }
+    let dim = nodes.iter().map(|v| v.vector.len()).max().unwrap_or(0);
+    let groups = ((n as f64).sqrt().ceil() as usize).clamp(1, n);
+    let mut centroids: Vec<Vec<f32>> = (0..groups).map(|g| pad(nodes[g * n / groups].vector, dim).collect()).collect();
+    let mut member_of = nearest_centroid(nodes, &centroids)?;
+    for _ in 0..KMEANS_ROUNDS {
+        let mut sums = vec![vec![0.0f32; dim]; groups];
+        for (node, &g) in nodes.iter().zip(&member_of) {
+            for (s, x) in sums[g].iter_mut().zip(node.vector) {
+                *s += x;
+            }
+        }
+        for (centroid, sum) in centroids.iter_mut().zip(sums) {
+            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+            // An empty group keeps its centroid.
+            if norm > 0.0 {
+                *centroid = sum.into_iter().map(|x| x / norm).collect();
+            }
+        }
+        member_of = nearest_centroid(nodes, &centroids)?;
+    }
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); groups];
+    for (i, &g) in member_of.iter().enumerate() {
+        members[g].push(i);
+    }
+    let centroid_nodes: Vec<Node> = centroids.iter().map(|c| Node { id: "", text: "", vector: c }).collect();
+    let probed = top_k_dot(&centroid_nodes, &centroid_nodes, probe.min(groups) - 1, true, f32::NEG_INFINITY)?;
+
+    let mut out = vec![Vec::new(); n];
+    for (g, own) in members.iter().enumerate() {
+        if own.is_empty() {
+            continue;
+        }
+        let mut targets: Vec<usize> = std::iter::once(g).chain(probed[g].iter().copied()).flat_map(|h| members[h].iter().copied()).collect();
+        targets.sort_unstable();
+        let target_nodes: Vec<Node> = targets.iter().map(|&j| nodes[j].clone()).collect();
+        let query_nodes: Vec<Node> = own.iter().map(|&i| nodes[i].clone()).collect();
+        let scorer = Scorer::new(&target_nodes, dim)?;
+        let q: Vec<f32> = query_nodes.iter().flat_map(|v| pad(v.vector, dim)).collect();
+        scorer.scores(q, own.len(), |scores| {
+            for (&i, row) in own.iter().zip(scores.chunks(targets.len())) {
+                let me = targets.binary_search(&i).ok();
+                out[i] = best_of(row, k, floor, me).into_iter().map(|t| targets[t]).collect();
+            }
+        })?;
+    }
+    Ok(out)
+}
+
+/// For each node, the index of its nearest centroid (ties: the lower index).
+fn nearest_centroid(nodes: &[Node], centroids: &[Vec<f32>]) -> candle_core::Result<Vec<usize>> {
+    let centroid_nodes: Vec<Node> = centroids.iter().map(|c| Node { id: "", text: "", vector: c }).collect();
+    Ok(top_k_dot(nodes, &centroid_nodes, 1, false, f32::NEG_INFINITY)?.into_iter().map(|best| best.first().copied().unwrap_or(0)).collect())
 }
 
 /// The indices of the `k` highest scores of at least `floor`, best first (ties: lower index),
@@ -476,6 +556,40 @@ mod tests {
             let have: Vec<f32> = near.iter().map(|&j| dot(i, j)).collect();
             assert!((scan[0].0 - have[0]).abs() < 1e-5 && (scan[1].0 - have[1]).abs() < 1e-5, "row {i}");
         }
+    }
+
+    /// Vectors around `centres` random directions in `dim` dimensions, deterministic.
+    fn clustered(n: usize, centres: usize, dim: usize) -> Vec<Vec<f32>> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+        };
+        let centres: Vec<Vec<f32>> = (0..centres).map(|_| (0..dim).map(|_| next()).collect()).collect();
+        (0..n).map(|i| unit(&centres[i % centres.len()].iter().map(|c| c + 0.6 * next()).collect::<Vec<_>>())).collect()
+    }
+
+    #[test]
+    fn grouped_search_probing_every_group_is_the_exact_one() {
+        let vs = clustered(900, 7, 16);
+        let nodes: Vec<Node> = vs.iter().map(|v| Node { id: "x", text: "", vector: v }).collect();
+        let exact = top_k_dot(&nodes, &nodes, 4, true, 0.1).unwrap();
+        assert_eq!(grouped_top_k(&nodes, 4, 0.1, usize::MAX).unwrap(), exact);
+    }
+
+    #[test]
+    fn grouped_search_finds_nearly_every_exact_neighbour() {
+        let vs = clustered(4000, 40, 32);
+        let nodes: Vec<Node> = vs.iter().map(|v| Node { id: "x", text: "", vector: v }).collect();
+        let exact = top_k_dot(&nodes, &nodes, 8, true, 0.25).unwrap();
+        let grouped = grouped_top_k(&nodes, 8, 0.25, PROBE_GROUPS).unwrap();
+        let wanted: usize = exact.iter().map(Vec::len).sum();
+        let found: usize = exact.iter().zip(&grouped).map(|(e, g)| e.iter().filter(|j| g.contains(j)).count()).sum();
+        assert!(wanted > 10_000, "the test set has neighbours to find: {wanted}");
+        assert!(found as f64 >= 0.95 * wanted as f64, "found {found} of {wanted}");
+        assert!(grouped.iter().enumerate().all(|(i, near)| !near.contains(&i)), "no node is its own neighbour");
     }
 
     #[test]
