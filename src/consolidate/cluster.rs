@@ -275,7 +275,7 @@ fn nearest_centroid(nodes: &[Node], centroids: &[Vec<f32>]) -> candle_core::Resu
 
 /// The indices of the `k` highest scores of at least `floor`, best first (ties: lower index),
 /// leaving out `skip`.
-fn best_of(row: &[f32], k: usize, floor: f32, skip: Option<usize>) -> Vec<usize> {
+pub(super) fn best_of(row: &[f32], k: usize, floor: f32, skip: Option<usize>) -> Vec<usize> {
     let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
     let mut bar = floor;
     for (j, &s) in row.iter().enumerate() {

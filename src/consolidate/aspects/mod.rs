@@ -490,14 +490,18 @@ pub fn candidates(
             by_attribute.entry(key.attribute.as_str()).or_default().push(e);
         }
     }
+    let shortlists = shortlists(fact_keys, entry_keys, fact_vectors, entry_vectors, &by_attribute, 2 * k);
     fact_keys
         .iter()
         .zip(fact_vectors)
-        .map(|(keys, vector)| {
+        .enumerate()
+        .map(|(f, (keys, vector))| {
             // Per entry: its cosine, whether a subject matched, and what the shared attributes add.
             let mut scored: HashMap<usize, (f32, bool, f32)> = HashMap::new();
             for (at_fact, key) in keys.iter().enumerate() {
-                for &e in by_attribute.get(key.attribute.as_str()).into_iter().flatten() {
+                let attribute = key.attribute.as_str();
+                let list = shortlists.get(&(attribute, f)).or_else(|| by_attribute.get(attribute));
+                for &e in list.into_iter().flatten() {
                     let at_entry = entry_keys[e].iter().position(|k| k.attribute == key.attribute).unwrap_or(0);
                     let same = compatible(&entry_keys[e][at_entry].subject, &key.subject);
                     let slot = scored.entry(e).or_insert_with(|| {
@@ -515,6 +519,78 @@ pub fn candidates(
             ranked.into_iter().take(k).map(|(e, _)| e).collect()
         })
         .collect()
+}
+
+/// Entries sharing one attribute past which a fact keyed with it is not scored against each of
+/// them one by one (10k facts against 50k entries of templated text once spent a minute here).
+const LONG_LIST: usize = 512;
+
+/// For every attribute shared by more than [`LONG_LIST`] entries, per fact keyed with it: the
+/// `m` entries of that list that score best for that attribute alone (cosine, a compatible
+/// subject, the attribute's place among the entry's keys), found with one matrix product per
+/// list. [`candidates`] then weighs only those, so its work grows with the facts, not with the
+/// facts times the entries. An entry outside a fact's shortlist could still have won through
+/// another attribute it shares with the fact; with `m` twice what is kept, that is rare.
+fn shortlists<'a>(
+    fact_keys: &'a [Vec<Key>],
+    entry_keys: &[Vec<Key>],
+    fact_vectors: &[&[f32]],
+    entry_vectors: &[&[f32]],
+    by_attribute: &HashMap<&str, Vec<usize>>,
+    m: usize,
+) -> HashMap<(&'a str, usize), Vec<usize>> {
+    use super::cluster::{Node, Scorer, best_of};
+    let mut keyed: HashMap<&str, Vec<(usize, &str)>> = HashMap::new();
+    for (f, keys) in fact_keys.iter().enumerate() {
+        for key in keys {
+            if by_attribute.get(key.attribute.as_str()).is_some_and(|list| list.len() > LONG_LIST) {
+                keyed.entry(key.attribute.as_str()).or_default().push((f, key.subject.as_str()));
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    for (attribute, facts) in keyed {
+        let list = &by_attribute[attribute];
+        let dim = list.iter().map(|&e| entry_vectors[e].len()).max().unwrap_or(0);
+        let nodes: Vec<Node> = list.iter().map(|&e| Node { id: "", text: "", vector: entry_vectors[e] }).collect();
+        // What each entry of the list adds besides its cosine, and its subject.
+        let (lead, subjects): (Vec<f32>, Vec<&str>) = list
+            .iter()
+            .map(|&e| {
+                let at = entry_keys[e].iter().position(|k| k.attribute == attribute).unwrap_or(0);
+                (LEAD_WEIGHT / (1 + at) as f32, entry_keys[e][at].subject.as_str())
+            })
+            .collect();
+        let Ok(scorer) = Scorer::new(&nodes, dim) else { continue };
+        let mut same: HashMap<&str, Vec<f32>> = HashMap::new();
+        for chunk in facts.chunks(256) {
+            let q: Vec<f32> = chunk
+                .iter()
+                .flat_map(|&(f, _)| fact_vectors[f].iter().copied().chain(std::iter::repeat(0.0)).take(dim))
+                .collect();
+            let scored = scorer.scores(q, chunk.len(), |scores| {
+                for (&(f, subject), row) in chunk.iter().zip(scores.chunks(list.len())) {
+                    let same = same
+                        .entry(subject)
+                        .or_insert_with(|| subjects.iter().map(|s| if compatible(s, subject) { 1.0 } else { 0.0 }).collect());
+                    let row: Vec<f32> = row.iter().zip(&lead).zip(same.iter()).map(|((c, l), s)| c + l + s).collect();
+                    let best = best_of(&row, m, f32::NEG_INFINITY, None).into_iter().map(|j| list[j]);
+                    // A fact keyed twice with the attribute (two subjects) keeps both shortlists.
+                    let shortlist: &mut Vec<usize> = out.entry((attribute, f)).or_default();
+                    for e in best {
+                        if !shortlist.contains(&e) {
+                            shortlist.push(e);
+                        }
+                    }
+                }
+            });
+            if scored.is_err() {
+                // Out of memory for the product: the fact is scored against the whole list.
+                break;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -540,6 +616,51 @@ mod tests {
         assert_eq!(key("sister Ana / home city").as_deref(), Some("sibling / home city"));
         assert_eq!(key("Zebulon / job").as_deref(), Some("someone / job"));
         assert_eq!(key("no slash"), None);
+    }
+
+    /// The shortlist of a long attribute list changes nothing for a fact keyed with that
+    /// attribute alone: the same entries as scoring every entry of the list one by one.
+    #[test]
+    fn a_long_attribute_list_gives_the_entries_a_full_scan_gives() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+        };
+        let mut unit = |n: usize| {
+            let v: Vec<f32> = (0..n).map(|_| next()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect::<Vec<f32>>()
+        };
+        let key = |subject: &str, attribute: &str| Key { subject: subject.into(), attribute: attribute.into() };
+        let entries: Vec<Vec<f32>> = (0..3 * LONG_LIST).map(|_| unit(16)).collect();
+        let facts: Vec<Vec<f32>> = (0..40).map(|_| unit(16)).collect();
+        let subjects = [USER, SOMEONE, "partner", "friend"];
+        let entry_keys: Vec<Vec<Key>> = (0..entries.len())
+            .map(|e| match e % 3 {
+                0 => vec![key(subjects[e % 4], "recommendation")],
+                _ => vec![key(subjects[e % 4], "hobby"), key(subjects[(e + 1) % 4], "recommendation")],
+            })
+            .collect();
+        let fact_keys: Vec<Vec<Key>> = (0..facts.len()).map(|f| vec![key(subjects[f % 4], "recommendation")]).collect();
+        let entry_vectors: Vec<&[f32]> = entries.iter().map(Vec::as_slice).collect();
+        let fact_vectors: Vec<&[f32]> = facts.iter().map(Vec::as_slice).collect();
+        let got = candidates(&fact_keys, &entry_keys, &fact_vectors, &entry_vectors, 6);
+        for (f, near) in got.iter().enumerate() {
+            let mut scan: Vec<(usize, f32)> = (0..entries.len())
+                .map(|e| {
+                    let at = entry_keys[e].iter().position(|k| k.attribute == "recommendation").unwrap();
+                    let cosine: f32 = facts[f].iter().zip(&entries[e]).map(|(a, b)| a * b).sum();
+                    let same = if compatible(&entry_keys[e][at].subject, &fact_keys[f][0].subject) { 1.0 } else { 0.0 };
+                    (e, cosine + same + LEAD_WEIGHT / (1 + at) as f32 + LEAD_WEIGHT / 2.0)
+                })
+                .collect();
+            scan.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let want: Vec<usize> = scan.into_iter().take(6).map(|(e, _)| e).collect();
+            assert_eq!(near, &want, "fact {f}");
+        }
     }
 
     #[test]
