@@ -124,6 +124,8 @@ fn main() {
         println!("cli bench: skipped (run with `cargo bench --bench cli`)");
         return;
     }
+    let binary = std::fs::metadata(env!("CARGO_BIN_EXE_memfold")).map_or(0, |m| m.len());
+    println!("cli bench, commit {}: the memfold binary takes {:.1} MB", run::commit(), binary as f64 / 1e6);
     let sizes = match std::env::var("MEMFOLD_BENCH_ENTRIES") {
         Ok(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
         Err(_) => vec![10_000, 100_000],

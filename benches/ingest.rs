@@ -3,7 +3,8 @@
 //! Spawns the `memfold` binary built with the bench (same profile) on a fresh root and a free
 //! loopback port, then K concurrent connections post batches of B facts until N facts are
 //! posted or the time bound passes, and prints facts/s, requests/s and p50/p99 request
-//! latency. At the end it checks that the archive holds every acknowledged fact.
+//! latency; then, on the daemon as that left it, the time from posting a fact to the first
+//! search that finds it. At the end it checks that the archive holds every acknowledged fact.
 //!
 //! Run: `cargo bench --bench ingest` (release; target ≥ 2000 facts/s). Knobs (environment):
 //! `MEMFOLD_BENCH_FACTS` (N, default 20000), `MEMFOLD_BENCH_CONNECTIONS` (K, default 8),
@@ -102,13 +103,14 @@ async fn run(total: usize, connections: usize, batch: usize, bound: Duration) {
     }
     let elapsed = started.elapsed();
     latencies.sort();
+    let searchable = searchable_after(&client, &base, &token).await;
     drop(daemon);
 
     let archived: usize = std::fs::read_dir(root.join("archive"))
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap().lines().filter(|l| l.starts_with("- ")).count())
         .sum();
-    assert_eq!(archived, acknowledged, "every acknowledged fact is in the archive");
+    assert_eq!(archived, acknowledged + SEARCHABLE_PROBES, "every acknowledged fact is in the archive");
     let secs = elapsed.as_secs_f64();
     println!(
         "ingest  batch {batch:>3}  conns {connections:>2}: {acknowledged} facts in {secs:.2}s = {:.0} facts/s, \
@@ -118,6 +120,42 @@ async fn run(total: usize, connections: usize, batch: usize, bound: Duration) {
         percentile(&latencies, 0.50).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3,
     );
+    println!(
+        "ingest  batch {batch:>3}  conns {connections:>2}: a posted fact found by GET /search after p50 {:.1} ms, \
+         slowest {:.1} ms ({SEARCHABLE_PROBES} facts, one at a time, POST to first search that finds it)",
+        percentile(&searchable, 0.50).as_secs_f64() * 1e3,
+        percentile(&searchable, 1.0).as_secs_f64() * 1e3,
+    );
+}
+
+const SEARCHABLE_PROBES: usize = 50;
+
+/// Per fact, the time from sending its `POST /facts` to the first `GET /search` that finds it
+/// (searched again at once until it does, for at most 10 s), on the daemon as the throughput
+/// run left it; sorted.
+async fn searchable_after(client: &reqwest::Client, base: &str, token: &str) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(SEARCHABLE_PROBES);
+    for i in 0..SEARCHABLE_PROBES {
+        let word = format!("quillwort{i}zephyr");
+        let sent = Instant::now();
+        let body = json!({ "facts": [{ "text": format!("Planted {word} seedlings by the pond.") }] });
+        let response = client.post(format!("{base}/facts")).bearer_auth(token).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        loop {
+            let url = format!("{base}/search?q={word}&k=3&recall=false");
+            let hits: Value = client.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+            let found = hits["hits"]
+                .as_array()
+                .is_some_and(|h| h.iter().any(|h| h["text"].as_str().is_some_and(|t| t.contains(&word))));
+            if found {
+                break;
+            }
+            assert!(sent.elapsed() < Duration::from_secs(10), "fact {i} not searchable after 10 s");
+        }
+        times.push(sent.elapsed());
+    }
+    times.sort();
+    times
 }
 
 fn main() {
