@@ -100,6 +100,17 @@ pub enum RefreshError {
 pub struct Known {
     seen: Sources,
     settled: Settled,
+    /// Per day file (path relative to the root) read by an earlier catch-up: where parsing it
+    /// left off, and the size and hash of what was parsed. A file that has only grown since is
+    /// parsed from there on.
+    days: HashMap<String, ParsedDay>,
+}
+
+#[derive(Debug)]
+struct ParsedDay {
+    size: u64,
+    hash: String,
+    state: crate::files::archive::DayParse,
 }
 
 /// How much of the root a refresh read.
@@ -133,7 +144,7 @@ pub async fn refresh_all(
         .await?
     };
     let stats = index.sync_from(&docs(&ledger), Scope::All, progress, &seen).await?;
-    let known = Known { settled: ledger.settled(), seen };
+    let known = Known { settled: ledger.settled(), seen, days: HashMap::new() };
     Ok((ledger, stats, known))
 }
 
@@ -166,31 +177,56 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
     let days: Option<Vec<NaiveDate>> =
         changed.iter().map(|p| crate::files::archive::day_of(std::path::Path::new(p))).collect();
     // A changed settling file is not a day file, so `days` is None then.
-    let usable = known.as_ref().filter(|k| k.seen.same_settling(&seen));
+    let usable = known.as_mut().filter(|k| k.seen.same_settling(&seen));
     let (Some(days), Some(usable)) = (days, usable) else {
         let (_, stats, fresh) = refresh_all(root, index, None).await?;
         *known = Some(fresh);
         return Ok((Read::All, stats));
     };
-    let (facts, appended) = {
+    let (facts, appended, parsed) = {
         let (root, days, before) = (root.clone(), days.clone(), before.clone());
+        let mut parsed = std::mem::take(&mut usable.days);
         blocking(move || {
-            let mut facts = Vec::new();
-            let mut appended = true;
+            use crate::files::archive::{DayParse, parse_on, read_day_text};
+            let mut texts = Vec::with_capacity(days.len());
             for day in days {
-                let (text, rel) = crate::files::archive::read_day_text(&root, day)?;
-                let (mut day_facts, _) = crate::files::archive::parse_day(day, &text, &rel);
-                match before.files.get(&rel).and_then(|old| lines_before_append(&text, old)) {
-                    // Lines after the old end of the file; the ids come from the whole file.
-                    Some(old_lines) if appended => day_facts.retain(|f| f.line > old_lines),
-                    _ => appended = false,
-                }
+                let (text, rel) = read_day_text(&root, day)?;
+                let old_lines = before.files.get(&rel).and_then(|old| lines_before_append(&text, old));
+                texts.push((day, text, rel, old_lines));
+            }
+            // Only appended to, every one of them: the rows of their old lines stay as they are.
+            let appended = texts.iter().all(|(_, _, _, old_lines)| old_lines.is_some());
+            let mut facts = Vec::with_capacity(texts.len());
+            for (day, text, rel, old_lines) in texts {
+                let old = before.files.get(&rel);
+                let from = parsed
+                    .remove(&rel)
+                    .filter(|p| appended && old.is_some_and(|old| old.size == p.size && old.hash == p.hash));
+                let (day_facts, state) = match from {
+                    // Parse only the new lines, from where the last catch-up left off.
+                    Some(ParsedDay { size, mut state, .. }) => {
+                        let (day_facts, _) = parse_on(day, &text[size as usize..], &rel, &mut state);
+                        (day_facts, state)
+                    }
+                    None => {
+                        let mut state = DayParse::default();
+                        let (mut day_facts, _) = parse_on(day, &text, &rel, &mut state);
+                        if let Some(old_lines) = old_lines.filter(|_| appended) {
+                            // The ids come from the whole file; the rows are those of the new lines.
+                            day_facts.retain(|f| f.line > old_lines);
+                        }
+                        (day_facts, state)
+                    }
+                };
+                let hash = crate::files::content_hash(text.as_bytes());
+                parsed.insert(rel, ParsedDay { size: text.len() as u64, hash, state });
                 facts.push(day_facts);
             }
-            Ok::<_, ArchiveError>((facts, appended))
+            Ok::<_, ArchiveError>((facts, appended, parsed))
         })
         .await?
     };
+    usable.days = parsed;
     let docs: Vec<Doc> = facts
         .iter()
         .flatten()

@@ -218,25 +218,44 @@ impl Occurrences {
 
 /// Parse one day file. `file` names it in problems.
 pub fn parse_day(date: NaiveDate, text: &str, file: &str) -> (Vec<Fact>, Vec<Problem>) {
-    let mut occ = Occurrences::default();
-    parse_into(date, text, file, &mut occ)
+    parse_on(date, text, file, &mut DayParse::default())
 }
 
-fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) -> (Vec<Fact>, Vec<Problem>) {
+/// Where parsing the first lines of a day file left off: the ids and texts met, an HTML
+/// comment still open, the lines read. [`parse_on`] parses the lines after them exactly as
+/// [`parse_day`] would parse them in the whole file, without reading those lines again.
+#[derive(Debug, Default)]
+pub struct DayParse {
+    occ: Occurrences,
+    comment: Option<usize>,
+    lines: usize,
+}
+
+/// Parse `text`, the lines of a day file that follow those `state` has read (from its start:
+/// the whole file), and move `state` past them. `text` must start at the start of a line.
+/// Problems of a comment still open are reported at the end of every call.
+pub fn parse_on(date: NaiveDate, text: &str, file: &str, state: &mut DayParse) -> (Vec<Fact>, Vec<Problem>) {
+    let (facts, problems) = parse_into(date, text, file, state);
+    state.lines += text.matches('\n').count() + usize::from(!text.is_empty() && !text.ends_with('\n'));
+    (facts, problems)
+}
+
+fn parse_into(date: NaiveDate, text: &str, file: &str, state: &mut DayParse) -> (Vec<Fact>, Vec<Problem>) {
     let mut facts = Vec::new();
     let mut problems = Vec::new();
     // A byte order mark some editors write is not text.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = if state.lines == 0 { text.strip_prefix('\u{feff}').unwrap_or(text) } else { text };
+    let (occ, first) = (&mut state.occ, state.lines);
     // The line an HTML comment still open was opened on.
-    let mut comment: Option<usize> = None;
+    let comment = &mut state.comment;
     for (i, line) in text.lines().enumerate() {
-        let lineno = i + 1;
+        let lineno = first + i + 1;
         let trimmed = line.trim();
-        if let Some(opened) = comment {
+        if let Some(opened) = *comment {
             // A line memfold wrote is a fact, whatever a hand-written `<!--` before it left open.
             if !list_item(line).is_some_and(carries_fact_comment) {
                 if trimmed.contains("-->") {
-                    comment = None;
+                    *comment = None;
                 }
                 continue;
             }
@@ -245,12 +264,12 @@ fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) ->
                 lineno,
                 format!("the HTML comment opened on line {opened} is not closed before this fact; the fact is read and the comment ends here"),
             ));
-            comment = None;
+            *comment = None;
         } else if trimmed.is_empty() || is_heading(trimmed) {
             continue;
         } else if trimmed.starts_with("<!--") {
             if !trimmed.contains("-->") {
-                comment = Some(lineno);
+                *comment = Some(lineno);
             }
             continue;
         }
@@ -313,7 +332,7 @@ fn parse_into(date: NaiveDate, text: &str, file: &str, occ: &mut Occurrences) ->
         }
         facts.push(Fact { id, date, time, text, src, line: lineno, edited });
     }
-    if let Some(opened) = comment {
+    if let Some(opened) = *comment {
         problems.push(Problem::new(
             file,
             opened,
@@ -512,10 +531,10 @@ impl Appender {
                 let mut existing = String::new();
                 file.seek(SeekFrom::Start(0)).map_err(io)?;
                 file.read_to_string(&mut existing).map_err(io)?;
-                let mut occ = Occurrences::default();
-                let (_, _) = parse_into(date, &existing, &rel, &mut occ);
+                let mut parsed = DayParse::default();
+                let (_, _) = parse_into(date, &existing, &rel, &mut parsed);
                 DayState {
-                    occ,
+                    occ: parsed.occ,
                     lines: existing.matches('\n').count(),
                     open_line: !existing.is_empty() && !existing.ends_with('\n'),
                     stamp,
@@ -697,6 +716,43 @@ mod tests {
         let (facts, problems) = parse_day(d("2026-11-22"), closed, "archive/2026-11-22.md");
         assert_eq!(facts.len(), 1);
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    /// Parsing a day file's new lines from where the old ones left off gives every fact what
+    /// parsing the whole file gives it: ids of repeated texts, a copied id, an HTML comment left
+    /// open across the cut, line numbers, a byte order mark at the start.
+    #[test]
+    fn parsing_on_from_a_cut_is_parsing_the_whole_file() {
+        let date = d("2026-11-22");
+        let mut written = String::from("\u{feff}# 2026-11-22\n\n");
+        for text in ["Fed the cat", "Fed the cat", "Watered the ferns"] {
+            let fact = Fact { id: fact_id(date, text, 0), date, time: None, text: text.into(), src: None, line: 0, edited: false };
+            written.push_str(&render_line(&fact));
+        }
+        let copied = written.lines().nth(2).unwrap().to_string();
+        let lines = [
+            "- Fed the cat".to_string(),
+            "<!-- a draft".to_string(),
+            "- hidden by hand".to_string(),
+            "-->".to_string(),
+            copied,
+            "- Fed the cat".to_string(),
+            "<!-- left open".to_string(),
+            "- also hidden".to_string(),
+            "- Watered the ferns".to_string(),
+        ];
+        let text = format!("{written}{}\n", lines.join("\n"));
+        let (whole, whole_problems) = parse_day(date, &text, "archive/2026-11-22.md");
+        let line_starts: Vec<usize> = text.match_indices('\n').map(|(at, _)| at + 1).collect();
+        for &cut in &line_starts {
+            let mut state = DayParse::default();
+            let (mut facts, _) = parse_on(date, &text[..cut], "archive/2026-11-22.md", &mut state);
+            let (more, _) = parse_on(date, &text[cut..], "archive/2026-11-22.md", &mut state);
+            facts.extend(more);
+            assert_eq!(facts, whole, "cut after byte {cut}");
+        }
+        assert_eq!(whole.len(), 6, "{whole:#?}");
+        assert_eq!(whole_problems.len(), 3, "two copied ids, and the comment left open: {whole_problems:?}");
     }
 
     #[test]
