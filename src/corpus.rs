@@ -197,6 +197,9 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
             // Only appended to, every one of them: the rows of their old lines stay as they are.
             let appended = texts.iter().all(|(_, _, _, old_lines)| old_lines.is_some());
             let mut facts = Vec::with_capacity(texts.len());
+            // Only the days this catch-up reads are kept: usually today's file alone, so a daemon
+            // that runs for months does not keep the ids of every day it ever saw.
+            parsed.retain(|rel, _| texts.iter().any(|(_, _, r, _)| r == rel));
             for (day, text, rel, old_lines) in texts {
                 let old = before.files.get(&rel);
                 let from = parsed
