@@ -575,6 +575,39 @@ async fn ann_index_past_the_threshold_keeps_filters() {
     assert_eq!(index.search("xylophone quokka", &opts(3)).await.unwrap()[0].key, "m-new");
 }
 
+/// An index built by an older memfold (IVF-HNSW-SQ) is replaced by the IVF-SQ one at the next
+/// sync, even with no row changed, and search still finds what it found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vector_index_of_another_kind_is_rebuilt() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
+    let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
+    let docs: Vec<Doc> = (0..400usize)
+        .map(|i| entry(&format!("m-{i}"), &format!("note {i} about {} and {}", words[i % 10], words[(i / 10) % 10]), "2026-02-01"))
+        .collect();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let kind = |indices: &[lancedb::index::IndexConfig]| {
+        indices.iter().find(|i| i.columns == [VECTOR]).map(|i| i.index_type.clone())
+    };
+    assert_eq!(kind(&index.table().list_indices().await.unwrap()), Some(IndexType::IvfSq));
+    let builder = lancedb::index::vector::IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
+    index
+        .table()
+        .create_index(&[VECTOR], LanceIndex::IvfHnswSq(builder))
+        .name(VECTOR_INDEX.to_string())
+        .replace(true)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(kind(&index.table().list_indices().await.unwrap()), Some(IndexType::IvfHnswSq));
+    let stats = index.sync(&docs, Scope::All, None).await.unwrap();
+    assert_eq!((stats.upserted, stats.deleted), (0, 0));
+    assert_eq!(kind(&index.table().list_indices().await.unwrap()), Some(IndexType::IvfSq));
+    assert_eq!(index.search("note 7 about", &opts(3)).await.unwrap()[0].key, "m-7");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_waits_for_the_writer_lock() {
     let root = tempfile::tempdir().unwrap();
