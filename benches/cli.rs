@@ -76,7 +76,7 @@ fn bench(entries: usize) {
         reindex.as_secs_f64(),
         entries as f64 / reindex.as_secs_f64(),
         report.join("; "),
-        dir_bytes(&root_dir.join(".memfold/index")) as f64 / 1e6,
+        memfold::files::tree_bytes(&root_dir.join(".memfold/index")) as f64 / 1e6,
     );
 
     // The first pass over as many new facts: `add --stdin`, then `consolidate --force` (local
@@ -103,19 +103,6 @@ fn bench(entries: usize) {
         added.as_secs_f64(),
         pass.as_secs_f64()
     );
-}
-
-/// Bytes of the files under `dir`.
-fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            _ => e.metadata().map_or(0, |m| m.len()),
-        })
-        .sum()
 }
 
 fn main() {

@@ -235,17 +235,12 @@ pub struct DayParse {
 /// the whole file), and move `state` past them. `text` must start at the start of a line.
 /// Problems of a comment still open are reported at the end of every call.
 pub fn parse_on(date: NaiveDate, text: &str, file: &str, state: &mut DayParse) -> (Vec<Fact>, Vec<Problem>) {
-    let (facts, problems) = parse_into(date, text, file, state);
-    state.lines += text.matches('\n').count() + usize::from(!text.is_empty() && !text.ends_with('\n'));
-    (facts, problems)
-}
-
-fn parse_into(date: NaiveDate, text: &str, file: &str, state: &mut DayParse) -> (Vec<Fact>, Vec<Problem>) {
     let mut facts = Vec::new();
     let mut problems = Vec::new();
     // A byte order mark some editors write is not text.
     let text = if state.lines == 0 { text.strip_prefix('\u{feff}').unwrap_or(text) } else { text };
     let (occ, first) = (&mut state.occ, state.lines);
+    state.lines += text.matches('\n').count() + usize::from(!text.is_empty() && !text.ends_with('\n'));
     // The line an HTML comment still open was opened on.
     let comment = &mut state.comment;
     for (i, line) in text.lines().enumerate() {
@@ -532,7 +527,7 @@ impl Appender {
                 file.seek(SeekFrom::Start(0)).map_err(io)?;
                 file.read_to_string(&mut existing).map_err(io)?;
                 let mut parsed = DayParse::default();
-                let (_, _) = parse_into(date, &existing, &rel, &mut parsed);
+                let (_, _) = parse_on(date, &existing, &rel, &mut parsed);
                 DayState {
                     occ: parsed.occ,
                     lines: existing.matches('\n').count(),

@@ -130,7 +130,7 @@ impl Index {
         let filter = rank::kind_filter(kinds);
         let table = self.table();
         let rows = top_rows(k, true, |limit| {
-            let leg = text_leg(&table, query, filter.as_deref(), limit, &[KEY, SCORE]);
+            let leg = text_leg(&table, query, filter.as_deref(), limit, &[KEY, SCORE], false);
             async move { key_rows(&leg.await?, SCORE) }
         })
         .await?;
@@ -246,14 +246,14 @@ where
 /// row id.
 async fn text_hits(table: &Table, query: &str, filter: Option<&str>, n: usize) -> Result<Vec<(String, f64, Hit)>, IndexError> {
     let limit = n + rank::TIE_SLACK;
-    let first = hit_rows(&text_leg(table, query, filter, limit, &[HIT, SCORE]).await?, SCORE)?;
+    let first = hit_rows(&text_leg(table, query, filter, limit, &[HIT, SCORE], false).await?, SCORE)?;
     if let Some(rows) = rank::cut(first, n, limit, true) {
         return Ok(rows);
     }
     // Keys and scores are cheap to read, and a query that ties this many rows often ties
     // thousands (a common word in short entries): grow by 4 rather than 2.
     let chosen = top_rows_from(4 * limit, 4, n, true, |limit| {
-        let leg = text_leg_ids(table, query, filter, limit);
+        let leg = text_leg(table, query, filter, limit, &[KEY, SCORE], true);
         async move { id_rows(&leg.await?, SCORE) }
     })
     .await?;
@@ -275,11 +275,6 @@ async fn text_hits(table: &Table, query: &str, filter: Option<&str>, n: usize) -
             }),
         })
         .collect()
-}
-
-/// The text leg as `key`, `_score` and `_rowid`.
-async fn text_leg_ids(table: &Table, text: &str, filter: Option<&str>, limit: usize) -> Result<Vec<RecordBatch>, IndexError> {
-    text_leg_with(table, text, filter, limit, &[KEY, SCORE], true).await
 }
 
 /// A leg's rows as `(key, leg score, row id)`.
@@ -320,18 +315,9 @@ fn vector_query(
     Ok(query)
 }
 
-/// A full-text (BM25) search for `text`; no rows before the table has a full-text index.
+/// A full-text (BM25) search for `text` (with `_rowid` when `row_ids`); no rows before the table has a
+/// full-text index.
 async fn text_leg(
-    table: &Table,
-    text: &str,
-    filter: Option<&str>,
-    limit: usize,
-    columns: &[&str],
-) -> Result<Vec<RecordBatch>, IndexError> {
-    text_leg_with(table, text, filter, limit, columns, false).await
-}
-
-async fn text_leg_with(
     table: &Table,
     text: &str,
     filter: Option<&str>,
