@@ -152,6 +152,11 @@ fn mutual(near: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
     pairs
 }
 
+/// Query rows scored in one matrix product: 256 rows × 50k targets is a 51 MB score block, big
+/// enough for the product to run at full speed, small enough that its memory is reused from
+/// block to block.
+pub(super) const SCORE_BLOCK: usize = 256;
+
 /// Exact top-k by dot product (at least `floor`) for every query, in chunks to bound memory.
 /// Also used by the aspect keyer.
 /// With `same_set`, a query is never its own neighbour.
@@ -167,17 +172,15 @@ fn top_k_dot(
     }
     let dim = targets[0].vector.len();
     let scorer = Scorer::new(targets, dim)?;
-    // 256 rows × 50k targets is a 51 MB score block: big enough for the matrix product to run
-    // at full speed, small enough that its memory is reused from chunk to chunk.
-    const CHUNK: usize = 256;
+
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut out = Vec::with_capacity(queries.len());
-    for (c, chunk) in queries.chunks(CHUNK).enumerate() {
+    for (c, chunk) in queries.chunks(SCORE_BLOCK).enumerate() {
         let q: Vec<f32> = chunk.iter().flat_map(|n| pad(n.vector, dim)).collect();
         scorer.scores(q, chunk.len(), |scores| {
             // Selecting is a scan of every score; split the rows over the cores.
             let rows: Vec<(usize, &[f32])> =
-                scores.chunks(targets.len()).enumerate().map(|(r, row)| (c * CHUNK + r, row)).collect();
+                scores.chunks(targets.len()).enumerate().map(|(r, row)| (c * SCORE_BLOCK + r, row)).collect();
             let per_worker = rows.len().div_ceil(workers).max(1);
             std::thread::scope(|s| {
                 let parts: Vec<_> = rows
@@ -254,15 +257,17 @@ fn grouped_top_k(nodes: &[Node], k: usize, floor: f32, probe: usize) -> candle_c
         let mut targets: Vec<usize> = std::iter::once(g).chain(probed[g].iter().copied()).flat_map(|h| members[h].iter().copied()).collect();
         targets.sort_unstable();
         let target_nodes: Vec<Node> = targets.iter().map(|&j| nodes[j].clone()).collect();
-        let query_nodes: Vec<Node> = own.iter().map(|&i| nodes[i].clone()).collect();
         let scorer = Scorer::new(&target_nodes, dim)?;
-        let q: Vec<f32> = query_nodes.iter().flat_map(|v| pad(v.vector, dim)).collect();
-        scorer.scores(q, own.len(), |scores| {
-            for (&i, row) in own.iter().zip(scores.chunks(targets.len())) {
-                let me = targets.binary_search(&i).ok();
-                out[i] = best_of(row, k, floor, me).into_iter().map(|t| targets[t]).collect();
-            }
-        })?;
+        // In blocks of rows, as `top_k_dot` does: a large group must not need one huge product.
+        for block in own.chunks(SCORE_BLOCK) {
+            let q: Vec<f32> = block.iter().flat_map(|&i| pad(nodes[i].vector, dim)).collect();
+            scorer.scores(q, block.len(), |scores| {
+                for (&i, row) in block.iter().zip(scores.chunks(targets.len())) {
+                    let me = targets.binary_search(&i).ok();
+                    out[i] = best_of(row, k, floor, me).into_iter().map(|t| targets[t]).collect();
+                }
+            })?;
+        }
     }
     Ok(out)
 }
@@ -293,7 +298,7 @@ pub(super) fn best_of(row: &[f32], k: usize, floor: f32, skip: Option<usize>) ->
     best.into_iter().map(|(_, j)| j).collect()
 }
 
-fn pad(v: &[f32], dim: usize) -> impl Iterator<Item = f32> + '_ {
+pub(super) fn pad(v: &[f32], dim: usize) -> impl Iterator<Item = f32> + '_ {
     v.iter().copied().chain(std::iter::repeat(0.0)).take(dim)
 }
 
@@ -422,6 +427,18 @@ pub fn clusters(facts: &[Node], entries: &[Node], links: &Links) -> Vec<Cluster>
             c
         })
         .collect()
+}
+
+/// Deterministic noise in [-0.5, 0.5) from `seed` (xorshift), for tests that need many vectors.
+#[cfg(test)]
+pub(super) fn noise(seed: u64) -> impl FnMut() -> f32 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    }
 }
 
 #[cfg(test)]
@@ -560,13 +577,7 @@ mod tests {
 
     /// Vectors around `centres` random directions in `dim` dimensions, deterministic.
     fn clustered(n: usize, centres: usize, dim: usize) -> Vec<Vec<f32>> {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-        };
+        let mut next = noise(0x9e37_79b9_7f4a_7c15);
         let centres: Vec<Vec<f32>> = (0..centres).map(|_| (0..dim).map(|_| next()).collect()).collect();
         (0..n).map(|i| unit(&centres[i % centres.len()].iter().map(|c| c + 0.6 * next()).collect::<Vec<_>>())).collect()
     }

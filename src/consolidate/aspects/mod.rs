@@ -539,7 +539,7 @@ fn shortlists<'a>(
     by_attribute: &HashMap<&str, Vec<usize>>,
     m: usize,
 ) -> HashMap<(&'a str, usize), Vec<usize>> {
-    use super::cluster::{Node, Scorer, best_of};
+    use super::cluster::{Node, SCORE_BLOCK, Scorer, best_of, pad};
     let mut keyed: HashMap<&str, Vec<(usize, &str)>> = HashMap::new();
     for (f, keys) in fact_keys.iter().enumerate() {
         for key in keys {
@@ -563,11 +563,8 @@ fn shortlists<'a>(
             .collect();
         let Ok(scorer) = Scorer::new(&nodes, dim) else { continue };
         let mut same: HashMap<&str, Vec<f32>> = HashMap::new();
-        for chunk in facts.chunks(256) {
-            let q: Vec<f32> = chunk
-                .iter()
-                .flat_map(|&(f, _)| fact_vectors[f].iter().copied().chain(std::iter::repeat(0.0)).take(dim))
-                .collect();
+        for chunk in facts.chunks(SCORE_BLOCK) {
+            let q: Vec<f32> = chunk.iter().flat_map(|&(f, _)| pad(fact_vectors[f], dim)).collect();
             let scored = scorer.scores(q, chunk.len(), |scores| {
                 for (&(f, subject), row) in chunk.iter().zip(scores.chunks(list.len())) {
                     let same = same
@@ -622,13 +619,7 @@ mod tests {
     /// attribute alone: the same entries as scoring every entry of the list one by one.
     #[test]
     fn a_long_attribute_list_gives_the_entries_a_full_scan_gives() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-        };
+        let mut next = super::super::cluster::noise(0x2545_f491_4f6c_dd1d);
         let mut unit = |n: usize| {
             let v: Vec<f32> = (0..n).map(|_| next()).collect();
             let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
