@@ -580,14 +580,7 @@ async fn ann_index_past_the_threshold_keeps_filters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vector_index_of_another_kind_is_rebuilt() {
     let root = tempfile::tempdir().unwrap();
-    let embedder = BagOfWords::new("bow:v1:32", 32);
-    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
-    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
-    let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
-    let docs: Vec<Doc> = (0..400usize)
-        .map(|i| entry(&format!("m-{i}"), &format!("note {i} about {} and {}", words[i % 10], words[(i / 10) % 10]), "2026-02-01"))
-        .collect();
-    index.sync(&docs, Scope::All, None).await.unwrap();
+    let (index, docs) = small_ann_index(root.path()).await;
     let kind = |indices: &[lancedb::index::IndexConfig]| {
         indices.iter().find(|i| i.columns == [VECTOR]).map(|i| i.index_type.clone())
     };
