@@ -288,8 +288,12 @@ impl Keyer {
     fn attributes(&self, stems: &[String], nearest: &[(usize, f32)]) -> Vec<usize> {
         let mut found: Vec<usize> = Vec::new();
         for (i, stem) in stems.iter().enumerate() {
-            for (aspect, cue) in self.cue_index.get(stem).into_iter().flatten() {
-                if !found.contains(aspect) && stems[i..].starts_with(cue) {
+            // Where several cues start, the longest leads ("bike lock" before "bike").
+            let mut here: Vec<&(usize, Vec<String>)> =
+                self.cue_index.get(stem).into_iter().flatten().filter(|(_, cue)| stems[i..].starts_with(cue)).collect();
+            here.sort_by_key(|(_, cue)| std::cmp::Reverse(cue.len()));
+            for (aspect, _) in here {
+                if !found.contains(aspect) {
                     found.push(*aspect);
                 }
             }
@@ -674,6 +678,16 @@ mod tests {
         assert_eq!(subject("Got a pixie cut on Saturday."), USER);
         let dad = subject("Théo's dad is back on his feet.");
         assert!(compatible(&dad, "parent in law"), "{dad}");
+    }
+
+    #[test]
+    fn the_longest_cue_where_several_start_leads() {
+        let keyer = Keyer::with_examples(Taxonomy::builtin(), Vec::new(), Vec::new(), KeyerParams::default());
+        let text = "Upgraded the bike lock to an Abus Granit.";
+        let keys = keyer.keys(&[text], &[&[]], &Names::default());
+        let attributes: Vec<&str> = keys[0].iter().map(|k| k.attribute.as_str()).collect();
+        assert_eq!(attributes.first(), Some(&"bike lock"), "{attributes:?}");
+        assert!(attributes.contains(&"bike"), "the shorter cue still keys: {attributes:?}");
     }
 
     #[test]

@@ -28,7 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::NaiveDate;
+use chrono::{Datelike, NaiveDate};
 
 use super::super::aspects::{Key, compatible};
 use super::super::ops::{Candidate, Neighbor, Op, ProposedOp};
@@ -79,12 +79,17 @@ const ENDS_COSINE: f32 = 0.33;
 /// A key shared, and this much alike, for a new value to be proposed.
 const RELATED_COSINE: f32 = 0.4;
 const RELATED_COVERED: f64 = 0.2;
+/// What the fact and the entry both leading with one single-valued attribute (both chiefly about
+/// it) adds to a proposal's cosine when the proposals of one fact are ranked.
+const LEAD_NEARER: f32 = 0.1;
 
 /// Words and phrases that end a state ("quit smoking", "sold the boat", "gave it up for good"):
 /// a fact with one says the entry it is about is over, as a negation does.
 const ENDINGS: &[&str] = &[
     "quit", "quitting", "stopped", "dropped", "ditched", "cancelled", "canceled", "sold", "gave up", "give up",
-    "for good", "anymore", "any more", "no more", "no longer", "got rid", "ended",
+    "for good", "anymore", "any more", "no more", "no longer", "got rid", "ended", "paid off", "gave away",
+    "given away", "put away", "threw out", "thrown out", "hauled away", "done with", "moved out", "broke up",
+    "split up", "deleted", "shut down",
 ];
 
 /// Words that say a fact adds to what is known ("also", "as well", "another"): such a fact is
@@ -96,6 +101,27 @@ const FILLERS: &str = concat!(
     "user honestly officially basically totally pretty lately recently finally literally definitely ",
     "probably seriously anyway though like kind sort bit lot one thing things",
 );
+
+/// Verbs in the past tense that open an entry recounting an event ("Bought the duvet at Linen
+/// Chest in 2019."), besides those ending in "-ed".
+const PAST_VERBS: &str = concat!(
+    "bought got went had left read was were made took gave sold won lost met saw ate flew drove broke wrote ",
+    "did came found built paid spent kept ran fell grew began became swam sang told brought caught taught ",
+    "wore rode tore threw",
+);
+
+/// Whether an entry recounts a dated event of the past: it opens with a verb in the past tense
+/// and names a year before `year`, and says nothing lasts ("since", "until"). Such an entry is
+/// history: a new value does not supersede it and a negation does not end it.
+fn recounts_past_event(toks: &[Tok], year: i32) -> bool {
+    let Some(first) = toks.first() else { return false };
+    let past = first.word.ends_with("ed") || super::words::listed!(PAST_VERBS, first.word.as_str());
+    let lasts = toks.iter().any(|t| t.word == "since" || t.word == "until" || t.word == "still");
+    let dated = toks.iter().any(|t| {
+        t.word.len() == 4 && t.word.starts_with(['1', '2']) && t.word.parse::<i32>().is_ok_and(|y| y < year)
+    });
+    past && dated && !lasts
+}
 
 /// A text as these rules compare it.
 struct Words {
@@ -113,6 +139,7 @@ struct Words {
     correction: bool,
     /// Says it adds to what is known ([`ADDS`], or ends with "too").
     adds: bool,
+    toks: Vec<Tok>,
 }
 
 fn stemmed(word: &str) -> String {
@@ -141,6 +168,7 @@ impl Words {
             ends: said.negated || ENDINGS.iter().any(|e| spaced.contains(&format!(" {e} "))),
             correction: said.correction(),
             adds: ADDS.iter().any(|e| spaced.contains(&format!(" {e} "))) || spaced.ends_with(" too "),
+            toks,
         }
     }
 
@@ -229,19 +257,26 @@ fn best(
             _ => 0.0,
         }
     };
-    // An aspect both are about; with `chiefly`, one that leads the entry's keys (what it is
-    // mainly about, "Dentist is Dr. Azoulay") and holds one value at a time.
-    let shares = |n: &Neighbor, chiefly: bool| -> Option<String> {
-        let mine = hints.keys.get(&candidate.id)?;
-        let theirs = hints.keys.get(&n.id)?;
-        let theirs = if chiefly { &theirs[..theirs.len().min(1)] } else { &theirs[..] };
-        mine.iter()
-            .find(|k| {
-                (!chiefly || hints.single.contains(&k.attribute))
-                    && theirs.iter().any(|t| t.attribute == k.attribute && compatible(&t.subject, &k.subject))
-            })
-            .map(|k| k.attribute.clone())
+    let keys_of = |id: &str| hints.keys.get(id).map_or(&[][..], Vec::as_slice);
+    let mine = keys_of(&candidate.id);
+    let same = |a: &Key, b: &Key| a.attribute == b.attribute && compatible(&a.subject, &b.subject);
+    // A single-valued aspect one of the two is chiefly about (its first key: "Dentist is Dr.
+    // Azoulay") and the other is about too.
+    let chief_aspect = |n: &Neighbor| -> Option<String> {
+        let theirs = keys_of(&n.id);
+        let single = |k: &&Key| hints.single.contains(&k.attribute);
+        let entry_led = theirs.first().filter(single).filter(|t| mine.iter().any(|k| same(k, t)));
+        let fact_led = || mine.first().filter(single).filter(|k| theirs.iter().any(|t| same(k, t)));
+        entry_led.or_else(fact_led).map(|k| k.attribute.clone())
     };
+    // Whether both are chiefly about one single-valued aspect.
+    let both_lead = |n: &Neighbor| -> bool {
+        let (Some(k), Some(t)) = (mine.first(), keys_of(&n.id).first()) else { return false };
+        hints.single.contains(&k.attribute) && same(k, t)
+    };
+    // Whether the fact is about what the entry is chiefly about (any aspect).
+    let about_its_lead =
+        |n: &Neighbor| keys_of(&n.id).first().is_some_and(|t| mine.iter().any(|k| same(k, t)));
     let mut found: Vec<(u8, bool, f32, Found)> = Vec::new();
     for (i, n) in neighbours.iter().enumerate() {
         if hints.rejected.contains(&(candidate.id.clone(), n.id.clone())) {
@@ -262,9 +297,10 @@ fn best(
             signals: signals.iter().map(|s| s.to_string()).collect(),
         };
         let meaning = |floor: f32| !hints.semantic || cos >= floor;
-        // The single-valued aspect the entry is chiefly about, when the fact is about it too.
-        let chief_aspect = shares(n, true);
+        let chief_aspect = chief_aspect(n);
         let chief = chief_aspect.is_some();
+        // Among proposals, an entry both are chiefly about counts as nearer.
+        let near = cos + if both_lead(n) { LEAD_NEARER } else { 0.0 };
         if !vetoed && covered >= 1.0 && back >= BACK_COVERED && words.content.len() >= 2 && meaning(CERTAIN_COSINE) {
             found.push((0, chief, cos, duplicate(CERTAIN, &["covered"])));
             continue;
@@ -289,14 +325,18 @@ fn best(
             found.push((2, chief, cos, duplicate(LIKELY_SAME, &["likely-same"])));
             continue;
         }
-        // What follows replaces the entry: never a pinned one, a newer one, or from a fact dated
-        // in the future.
-        if n.pinned || candidate.date < n.updated || candidate.date > today {
+        // What follows replaces the entry: never a pinned one, a newer one, one that recounts a
+        // past event, or from a fact dated in the future.
+        if n.pinned
+            || candidate.date < n.updated
+            || candidate.date > today
+            || recounts_past_event(&theirs.toks, candidate.date.year())
+        {
             continue;
         }
         // About the same thing: the entry is chiefly about an aspect the fact is about, or they
         // share words; and, with an embedder that reads meaning, the sentences are not far apart.
-        let about = (covered >= ABOUT_COVERED || chief) && meaning(ENDS_COSINE);
+        let about = (covered >= ABOUT_COVERED || chief || about_its_lead(n)) && meaning(ENDS_COSINE);
         let replace = |confidence: f64, why: &str, signals: Vec<String>| Found {
             neighbour: i,
             op: Op::Replace {
@@ -309,15 +349,15 @@ fn best(
             signals,
         };
         if about && words.ends && !theirs.ends {
-            found.push((3, chief, cos, replace(NEGATES, "update", vec!["negates".into()])));
+            found.push((3, chief, near, replace(NEGATES, "update", vec!["negates".into()])));
         } else if about && words.correction {
-            found.push((4, chief, cos, replace(CORRECTS, "correction", vec!["correction".into()])));
+            found.push((4, chief, near, replace(CORRECTS, "correction", vec!["correction".into()])));
         } else if let Some(attribute) = chief_aspect.filter(|_| related(covered, cos, hints.semantic)) {
-            found.push((5, chief, cos, replace(NEW_VALUE, "update", vec![format!("new value for: {attribute}")])));
+            found.push((5, chief, near, replace(NEW_VALUE, "update", vec![format!("new value for: {attribute}")])));
         }
     }
-    // A certain duplicate first; then, among proposals, one about an entry chiefly about an
-    // aspect of the fact, then the nearest, then the strongest rule.
+    // A certain duplicate first; then, among proposals, one about an aspect the entry or the
+    // fact is chiefly about, then the nearest, then the strongest rule.
     let class = |rule: u8| rule.min(2);
     found.sort_by(|a, b| class(a.0).cmp(&class(b.0)).then(b.1.cmp(&a.1)).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
     found.into_iter().next().map(|(_, _, _, f)| f)

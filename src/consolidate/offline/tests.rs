@@ -616,6 +616,105 @@ fn a_new_value_for_a_single_valued_aspect_is_proposed_with_its_reason() {
 }
 
 #[test]
+fn a_dated_past_event_is_never_proposed_for_replacement() {
+    let new = "Started a new job at Desjardins last month.";
+    for old in ["Worked at a call centre in 2012.", "Got a job offer from Shopify in 2019."] {
+        assert_eq!(folded(old, new, &employer_hints(0.5)).op.kind(), "ADD", "{old:?} is history");
+    }
+    // A state with a year in it is not an event.
+    for old in ["Works at a call centre since 2012.", "Joined Shopify in 2019 and still works there."] {
+        assert_eq!(folded(old, new, &employer_hints(0.5)).op.kind(), "REPLACE", "{old:?}");
+    }
+    let quit = "Quit the pottery class at the community centre.";
+    let event = "Took a pottery class at the community centre in 2019.";
+    assert_eq!(folded(event, quit, &Hints::default()).op.kind(), "ADD");
+    let state = "Takes a pottery class at the community centre.";
+    assert_eq!(folded(state, quit, &Hints::default()).op.kind(), "REPLACE");
+}
+
+#[test]
+fn an_ending_in_other_words_is_proposed() {
+    for (old, new) in [
+        ("Carries a balance on the Visa card.", "Paid off the Visa card balance last week."),
+        ("Has a Facebook account.", "Deleted the Facebook account in January."),
+        ("Keeps an old futon in the basement.", "The old futon in the basement got hauled away."),
+    ] {
+        let op = folded(old, new, &Hints::default());
+        assert_eq!(op.op.kind(), "REPLACE", "{new:?} ends {old:?}: {op:?}");
+        assert!(has(&op, "negates") && op.confidence.is_some_and(|c| c < 0.5), "{op:?}");
+    }
+}
+
+/// Hints of an embedder that reads meaning for one fact (`f-1`) and entries `m-1`, `m-2`…: the
+/// fact's keys, and per entry its cosine with the fact and its keys.
+fn hints_for(fact: &[(&str, &str)], entries: &[(f32, &[(&str, &str)])], single: &[&str]) -> Hints {
+    let keys = |ks: &[(&str, &str)]| ks.iter().map(|(s, a)| key(s, a)).collect::<Vec<_>>();
+    let dim = entries.len() + 1;
+    let mut hints = Hints { semantic: true, ..Hints::default() };
+    let mut f = vec![0.0; dim];
+    f[0] = 1.0;
+    hints.vectors.insert("f-1".into(), f);
+    hints.keys.insert("f-1".into(), keys(fact));
+    for (i, (cos, ks)) in entries.iter().enumerate() {
+        let mut v = vec![0.0; dim];
+        v[0] = *cos;
+        v[i + 1] = (1.0 - cos * cos).sqrt();
+        hints.vectors.insert(format!("m-{}", i + 1), v);
+        hints.keys.insert(format!("m-{}", i + 1), keys(ks));
+    }
+    hints.single = single.iter().map(|s| s.to_string()).collect();
+    hints
+}
+
+#[test]
+fn a_negation_of_what_the_entry_is_chiefly_about_is_proposed_in_other_words() {
+    // Knitting holds many values, and the two share no content word: the entry is chiefly
+    // about knitting, which the fact is about too.
+    let (old, new) = ("Knits scarves for the family every winter.", "Put the needles and yarn away for good.");
+    let hints = hints_for(
+        &[("user", "illness surgery and injuries"), ("user", "sewing and knitting")],
+        &[(0.43, &[("user", "sewing and knitting")])],
+        &[],
+    );
+    let op = folded(old, new, &hints);
+    assert_eq!(op.op.kind(), "REPLACE", "{op:?}");
+    assert!(has(&op, "negates"), "{op:?}");
+    // Not about it, or far apart in meaning: nothing.
+    let other = hints_for(&[("user", "illness surgery and injuries")], &[(0.43, &[("user", "sewing and knitting")])], &[]);
+    assert_eq!(folded(old, new, &other).op.kind(), "ADD");
+    let far = hints_for(&[("user", "sewing and knitting")], &[(0.2, &[("user", "sewing and knitting")])], &[]);
+    assert_eq!(folded(old, new, &far).op.kind(), "ADD");
+}
+
+#[test]
+fn the_entry_both_are_chiefly_about_is_proposed_before_a_nearer_one() {
+    let doc = ClusterDoc {
+        neighbors: vec![
+            entry("m-1", "Goes into the office on Tuesdays and Thursdays."),
+            entry("m-2", "Prefers to take Fridays off rather than Mondays."),
+        ],
+        candidates: vec![fact("f-1", "New hybrid policy: I'm downtown Mondays, Wednesdays and Fridays now.", "2026-06-01")],
+    };
+    let fact_keys = [("user", "office days"), ("user", "working hours")];
+    let hints = hints_for(
+        &fact_keys,
+        &[(0.44, &[("user", "office days"), ("user", "working hours")]), (0.5, &[("user", "working hours")])],
+        &["office days", "working hours"],
+    );
+    let ops = decide(&doc, day(TODAY), Some(&hints));
+    assert_eq!(ops.len(), 1, "{ops:#?}");
+    assert_eq!(ops[0].op.target(), Some("m-1"), "{ops:#?}");
+    assert!(has(&ops[0], "new value for: office days"), "{ops:#?}");
+    // Without the lead they share, the nearer entry is proposed.
+    let hints = hints_for(
+        &[("user", "working hours"), ("user", "office days")],
+        &[(0.44, &[("user", "office days"), ("user", "working hours")]), (0.5, &[("user", "working hours")])],
+        &["office days", "working hours"],
+    );
+    assert_eq!(decide(&doc, day(TODAY), Some(&hints))[0].op.target(), Some("m-2"));
+}
+
+#[test]
 fn a_rejected_pair_is_not_proposed_again() {
     let (old, new) = ("Works at Shopify as a data analyst.", "Started a new job at Desjardins last month.");
     let mut hints = employer_hints(0.5);
