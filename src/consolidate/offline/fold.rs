@@ -13,15 +13,18 @@
 //! - **Likely duplicate** (proposed, 0.35): no veto, most of its words are in the entry, and
 //!   (with an embedder that reads meaning) the two sentences are close.
 //! - **Negation** (proposed, 0.4): the fact says not, or that a state ended ("quit", "sold", "for
-//!   good", "no longer"), of what the entry says, about the same thing (shared words, or an
-//!   aspect the entry is chiefly about).
+//!   good", "no longer", "paid off"), of what the entry says, about the same thing (shared words,
+//!   or an aspect the entry is chiefly about: the first of its keys).
 //! - **Correction** (proposed, 0.4): a fact that says it corrects ("actually", "not X but Y")
 //!   what an entry about the same thing says.
 //! - **New value** (proposed, 0.3): fact and entry share a key whose attribute holds one value at
 //!   a time (employer, home city, car, phone number, manager…) and the fact says something the
 //!   entry does not.
 //!
-//! A fact that says it adds ("also", "as well", "too") is never folded. Confidences are below `review_below_confidence` (0.5) for every proposal, so the pass stores
+//! A fact that says it adds ("also", "as well", "too") is never folded. An entry that recounts a
+//! dated past event ("Bought the duvet at Linen Chest in 2019.") is history: never proposed for
+//! replacement. Among a fact's proposals, one about an entry it and the fact are both chiefly
+//! about comes first. Confidences are below `review_below_confidence` (0.5) for every proposal, so the pass stores
 //! them as a plan for a person; the signals say why in words ("negates", "new value for:
 //! employer"). A pair a person rejected is never proposed again. No key, similarity or word count
 //! merges anything on its own: a certain duplicate needs the entry to say all the fact says.
