@@ -16,8 +16,12 @@ fn main() {
         memfold::cli::Command::Serve { .. } => "info",
         _ => "warn",
     };
+    // lance warns of every empty IVF partition when it folds a few new rows into the vector
+    // index ("partition N is empty, skipping"): expected with small deltas, nothing to act on.
     let filter = EnvFilter::try_from_env("MEMFOLD_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(format!("{level},lance=warn,lancedb=warn,datafusion=warn,lance_index=warn,rmcp=warn"))
+        EnvFilter::new(format!(
+            "{level},lance=warn,lance::index::vector::builder=error,lancedb=warn,datafusion=warn,lance_index=warn,rmcp=warn"
+        ))
     });
     // Colours only on a terminal: under systemd/journald or in a pipe they would be noise.
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
