@@ -23,11 +23,12 @@
 //!
 //! A fact that says it adds ("also", "as well", "too") is never folded. An entry that recounts a
 //! dated past event ("Bought the duvet at Linen Chest in 2019.") is history: never proposed for
-//! replacement. Among a fact's proposals, one about an entry it and the fact are both chiefly
-//! about comes first. Confidences are below `review_below_confidence` (0.5) for every proposal, so the pass stores
-//! them as a plan for a person; the signals say why in words ("negates", "new value for:
-//! employer"). A pair a person rejected is never proposed again. No key, similarity or word count
-//! merges anything on its own: a certain duplicate needs the entry to say all the fact says.
+//! replacement. Among a fact's proposals, one about an aspect that the entry and the fact are
+//! both chiefly about comes first. Confidences are below `review_below_confidence` (0.5) for
+//! every proposal, so the pass stores them as a plan for a person; the signals say why in words
+//! ("negates", "new value for: employer"). A pair a person rejected is never proposed again. No
+//! key, similarity or word count merges anything on its own: a certain duplicate needs the entry
+//! to say all the fact says.
 
 use std::collections::{HashMap, HashSet};
 
