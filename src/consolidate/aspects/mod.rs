@@ -256,6 +256,11 @@ impl Keyer {
                 cue_index.entry(cue[0].clone()).or_default().push((aspect, cue.clone()));
             }
         }
+        // Where several cues start at one word, the longest leads ("bike lock" before "bike");
+        // equal lengths keep the taxonomy's order.
+        for cues in cue_index.values_mut() {
+            cues.sort_by_key(|(_, cue)| std::cmp::Reverse(cue.len()));
+        }
         Keyer { taxonomy, examples, owners, cue_index, params }
     }
 
@@ -288,12 +293,8 @@ impl Keyer {
     fn attributes(&self, stems: &[String], nearest: &[(usize, f32)]) -> Vec<usize> {
         let mut found: Vec<usize> = Vec::new();
         for (i, stem) in stems.iter().enumerate() {
-            // Where several cues start, the longest leads ("bike lock" before "bike").
-            let mut here: Vec<&(usize, Vec<String>)> =
-                self.cue_index.get(stem).into_iter().flatten().filter(|(_, cue)| stems[i..].starts_with(cue)).collect();
-            here.sort_by_key(|(_, cue)| std::cmp::Reverse(cue.len()));
-            for (aspect, _) in here {
-                if !found.contains(aspect) {
+            for (aspect, cue) in self.cue_index.get(stem).into_iter().flatten() {
+                if !found.contains(aspect) && stems[i..].starts_with(cue) {
                     found.push(*aspect);
                 }
             }

@@ -114,17 +114,18 @@ const PAST_VERBS: &str = concat!(
     "wore rode tore threw",
 );
 
-/// Whether an entry recounts a dated event of the past: it opens with a verb in the past tense
-/// and names a year before `year`, and says nothing lasts ("since", "until"). Such an entry is
-/// history: a new value does not supersede it and a negation does not end it.
-fn recounts_past_event(toks: &[Tok], year: i32) -> bool {
-    let Some(first) = toks.first() else { return false };
+/// When a text recounts a dated event of the past: it opens with a verb in the past tense, names
+/// a year (the earliest is returned) and says nothing lasts ("since", "until", "still"). Such an
+/// entry is history from that year on: a new value does not supersede it and a negation does
+/// not end it.
+fn event_year(toks: &[Tok]) -> Option<i32> {
+    let first = toks.first()?;
     let past = first.word.ends_with("ed") || super::words::listed!(PAST_VERBS, first.word.as_str());
-    let lasts = toks.iter().any(|t| t.word == "since" || t.word == "until" || t.word == "still");
-    let dated = toks.iter().any(|t| {
-        t.word.len() == 4 && t.word.starts_with(['1', '2']) && t.word.parse::<i32>().is_ok_and(|y| y < year)
-    });
-    past && dated && !lasts
+    let lasts = toks.iter().any(|t| super::words::listed!("since until still", t.word.as_str()));
+    if !past || lasts {
+        return None;
+    }
+    toks.iter().filter(|t| t.word.len() == 4 && t.word.starts_with(['1', '2'])).filter_map(|t| t.word.parse().ok()).min()
 }
 
 /// A text as these rules compare it.
@@ -143,7 +144,8 @@ struct Words {
     correction: bool,
     /// Says it adds to what is known ([`ADDS`], or ends with "too").
     adds: bool,
-    toks: Vec<Tok>,
+    /// Recounts an event of this year ([`event_year`]).
+    event_year: Option<i32>,
 }
 
 fn stemmed(word: &str) -> String {
@@ -172,7 +174,7 @@ impl Words {
             ends: said.negated || ENDINGS.iter().any(|e| spaced.contains(&format!(" {e} "))),
             correction: said.correction(),
             adds: ADDS.iter().any(|e| spaced.contains(&format!(" {e} "))) || spaced.ends_with(" too "),
-            toks,
+            event_year: event_year(&toks),
         }
     }
 
@@ -334,7 +336,7 @@ fn best(
         if n.pinned
             || candidate.date < n.updated
             || candidate.date > today
-            || recounts_past_event(&theirs.toks, candidate.date.year())
+            || theirs.event_year.is_some_and(|year| year < candidate.date.year())
         {
             continue;
         }

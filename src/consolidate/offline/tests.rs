@@ -555,13 +555,7 @@ fn key(subject: &str, attribute: &str) -> super::super::aspects::Key {
 /// Hints of an embedder that reads meaning: the candidate and entry at cosine `cos`, both keyed
 /// `user / employer`, an attribute that holds one value at a time.
 fn employer_hints(cos: f32) -> Hints {
-    let mut hints = Hints { semantic: true, ..Hints::default() };
-    hints.vectors.insert("m-1".into(), vec![1.0, 0.0]);
-    hints.vectors.insert("f-1".into(), vec![cos, (1.0 - cos * cos).sqrt()]);
-    hints.keys.insert("m-1".into(), vec![key("user", "employer")]);
-    hints.keys.insert("f-1".into(), vec![key("user", "employer")]);
-    hints.single.insert("employer".into());
-    hints
+    hints_for(&[("user", "employer")], &[(cos, &[("user", "employer")])], &["employer"])
 }
 
 #[test]
