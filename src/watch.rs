@@ -1,9 +1,11 @@
 //! Watching a memory root: a change to any markdown file, by any editor or program, triggers a refresh.
 //!
-//! notify (through the full debouncer) watches the root recursively. Only `archive/*.md`,
-//! `consolidated/*.md` and `MEMORY.md` count, and the folders holding them (removing or
-//! renaming a folder gives one event for the folder only); `.memfold/` and memfold's own
-//! temp files never do. The debouncer's callback is synchronous, so it only `try_send`s the
+//! notify (through the full debouncer) watches the root, `archive/` and `consolidated/`, each
+//! without its subfolders: only `archive/*.md`, `consolidated/*.md` and `MEMORY.md` count, and
+//! the two folders themselves (removing or renaming a folder gives one event for the folder
+//! only; the watcher then watches the folder now at that path). `.memfold/` is not watched: the
+//! index's store opens its files on every search, and on Linux each open would wake the
+//! watcher's thread. memfold's own temp files never count. The debouncer's callback is synchronous, so it only `try_send`s the
 //! changed paths into a bounded channel; when the channel is full the batch is dropped,
 //! which loses nothing because a refresh is already queued and every refresh re-reads all
 //! files and compares content hashes. memfold's own writes therefore cost a hash check and
@@ -12,6 +14,8 @@
 //! when watching starts; a change to it asks for a full refresh.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use notify::RecursiveMode;
@@ -32,8 +36,12 @@ pub type Changes = Vec<PathBuf>;
 
 /// A running watcher; dropping it stops watching.
 pub struct Watcher {
-    _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+    debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
     rx: mpsc::Receiver<Changes>,
+    /// The folders of memory's files, each watched without its subfolders.
+    folders: [PathBuf; 2],
+    /// Events notify delivered, counted before any filtering.
+    events: Arc<AtomicUsize>,
 }
 
 /// Whether a change at `path` can change what memfold knows.
@@ -67,9 +75,12 @@ impl Watcher {
         let filter_root = root.clone();
         let targets = linked_targets(root);
         let linked = targets.clone();
+        let events_seen = Arc::new(AtomicUsize::new(0));
+        let seen = events_seen.clone();
         let handler = move |result: DebounceEventResult| {
             let changes = match result {
                 Ok(events) => {
+                    seen.fetch_add(events.len(), Ordering::Relaxed);
                     let to_target = || events.iter().flat_map(|e| e.paths.iter()).any(|p| linked.contains(p));
                     if events.iter().any(|e| e.need_rescan()) || to_target() {
                         Some(Vec::new())
@@ -99,17 +110,37 @@ impl Watcher {
         };
         let notify_err = |source| WatchError::Notify { path: root.dir().to_path_buf(), source };
         let mut debouncer = new_debouncer(debounce, None, handler).map_err(notify_err)?;
-        debouncer.watch(root.dir(), RecursiveMode::Recursive).map_err(notify_err)?;
+        debouncer.watch(root.dir(), RecursiveMode::NonRecursive).map_err(notify_err)?;
         for target in &targets {
             if let Some(dir) = target.parent() {
                 let err = |source| WatchError::Notify { path: dir.to_path_buf(), source };
                 debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
             }
         }
-        Ok(Watcher { _debouncer: debouncer, rx })
+        let mut watcher =
+            Watcher { debouncer, rx, folders: [root.archive_dir(), root.consolidated_dir()], events: events_seen };
+        for folder in watcher.folders.clone() {
+            watcher.watch_folder(&folder)?;
+        }
+        Ok(watcher)
     }
 
-    /// The next batch of changes, merged with any further batches already waiting.
+    /// Watch `folder` (not its subfolders) as it now is. A folder that does not exist is not an
+    /// error: its creation shows in the root's watch, and [`Watcher::next`] watches it then.
+    fn watch_folder(&mut self, folder: &Path) -> Result<(), WatchError> {
+        // A removed folder's watch is gone with it; one at a path made again is a new watch.
+        let _ = self.debouncer.unwatch(folder);
+        match self.debouncer.watch(folder, RecursiveMode::NonRecursive) {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) || !folder.is_dir() => Ok(()),
+            Err(source) => Err(WatchError::Notify { path: folder.to_path_buf(), source }),
+        }
+    }
+
+    /// The next batch of changes, merged with any further batches already waiting. When a
+    /// batch names `archive/` or `consolidated/` itself (made, removed or renamed), or asks for
+    /// a rescan, the folder now at that path is watched before the batch is returned, so the
+    /// refresh that follows sees every file written after the watch began.
     pub async fn next(&mut self) -> Option<Changes> {
         let mut changes = self.rx.recv().await?;
         while let Ok(more) = self.rx.try_recv() {
@@ -121,7 +152,20 @@ impl Watcher {
                 changes.extend(more);
             }
         }
+        if changes.is_empty() || changes.iter().any(|p| self.folders.contains(p)) {
+            for folder in self.folders.clone() {
+                if let Err(e) = self.watch_folder(&folder) {
+                    tracing::warn!(error = %e, "could not watch a folder of memory's files; a refresh reads it anyway");
+                    changes.clear();
+                }
+            }
+        }
         Some(changes)
+    }
+
+    /// How many events notify has delivered, before any filtering.
+    pub fn events_seen(&self) -> usize {
+        self.events.load(Ordering::Relaxed)
     }
 }
 
@@ -167,6 +211,53 @@ mod tests {
         std::fs::rename(&tmp, &target).unwrap();
         let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
         assert!(changes.is_empty() || changes.contains(&target), "{changes:?}");
+    }
+
+    #[tokio::test]
+    async fn the_private_state_wakes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().canonicalize().unwrap());
+        root.init().unwrap();
+        let mut watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        // What the index's store does on every search and write: open, read, make and remove
+        // files and folders under `.memfold/`.
+        let index = root.dir().join(".memfold").join("index").join("docs.lance").join("_versions");
+        std::fs::create_dir_all(&index).unwrap();
+        for i in 0..20 {
+            let file = index.join(format!("{i}.manifest"));
+            std::fs::write(&file, "x").unwrap();
+            std::fs::read(&file).unwrap();
+            std::fs::remove_file(&file).unwrap();
+        }
+        std::fs::remove_dir_all(root.dir().join(".memfold").join("index")).unwrap();
+        let quiet = tokio::time::timeout(Duration::from_millis(600), watcher.next()).await;
+        assert!(quiet.is_err(), "{quiet:?}");
+        assert_eq!(watcher.events_seen(), 0, "notify delivered events for files memfold does not watch");
+        // A day file still counts.
+        let day = root.archive_dir().join("2026-11-26.md");
+        std::fs::write(&day, "- 09:00 Likes tea. <!--f f-1-->\n").unwrap();
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty() || changes.contains(&day), "{changes:?}");
+    }
+
+    #[tokio::test]
+    async fn a_folder_made_again_is_watched_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().canonicalize().unwrap());
+        root.init().unwrap();
+        let mut watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        let archive = root.archive_dir();
+        std::fs::remove_dir_all(&archive).unwrap();
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty() || changes.contains(&archive), "{changes:?}");
+        std::fs::create_dir(&archive).unwrap();
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty() || changes.contains(&archive), "{changes:?}");
+        // A file in the new folder is seen.
+        let day = archive.join("2026-11-26.md");
+        std::fs::write(&day, "- 09:00 Likes tea. <!--f f-1-->\n").unwrap();
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty() || changes.contains(&day), "{changes:?}");
     }
 
     #[cfg(unix)]
