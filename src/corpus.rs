@@ -172,6 +172,13 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
     };
     let changed = seen.changed(&before);
     if changed.is_empty() {
+        // Files read again only to find their recorded content: record their new stat, so
+        // the next look does not read them again.
+        if before.clone().refreshed(&seen) != before
+            && let Err(e) = index.refresh_sources(&seen).await
+        {
+            tracing::debug!(error = %e, "could not record the new stat of unchanged files");
+        }
         return Ok((Read::Nothing, SyncStats::default()));
     }
     let days: Option<Vec<NaiveDate>> =
@@ -400,6 +407,42 @@ mod tests {
         // A day file removed by hand takes its facts' rows with it.
         std::fs::remove_file(root.archive_file("2026-11-22".parse().unwrap())).unwrap();
         assert_eq!(catch_up(&root, &index, &mut known).await.unwrap().0, Read::DayFiles(1));
+        assert_eq!(index.digest().await.unwrap(), want(&root));
+    }
+
+    /// memory.md copied back over itself (a restored backup, a checkout, an editor saving it
+    /// unchanged) is read once to find it unchanged, and its new stat recorded: later looks
+    /// trust the stat instead of reading and hashing the file every time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_file_found_unchanged_under_a_new_stat_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        let walked = add(&root, "2026-11-20", "Walked the dog along the harbour.");
+        write_memory(&root, &[("m-dog", &walked, "Walks the dog along the harbour.")]);
+        // Written a minute ago, so no look is racy.
+        let ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = |path: &std::path::Path| std::fs::File::options().write(true).open(path).unwrap().set_modified(ago).unwrap();
+        age(&root.memory());
+        age(&root.history());
+        age(&root.archive_file("2026-11-20".parse().unwrap()));
+        let index = Index::open(&root.index_dir(), Arc::new(LocalEmbedder::new(64))).await.unwrap();
+        let mut known = None;
+        assert_eq!(catch_up(&root, &index, &mut known).await.unwrap().0, Read::All);
+
+        let copy = root.consolidated_dir().join("memory.md.restored");
+        std::fs::copy(root.memory(), &copy).unwrap();
+        std::fs::rename(&copy, root.memory()).unwrap();
+        age(&root.memory());
+        let new_inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(root.memory()).unwrap());
+        let recorded = async || index.sources().await.unwrap().files["consolidated/memory.md"].inode;
+        assert_ne!(recorded().await, new_inode);
+        assert_eq!(catch_up(&root, &index, &mut known).await.unwrap().0, Read::Nothing);
+        assert_eq!(recorded().await, new_inode, "the new stat is recorded");
+        // Another process's look now trusts it: the stat matches, the entry is not racy.
+        let before = index.sources().await.unwrap();
+        let looked = crate::index::sources::Sources::look(&root, Some(&before)).unwrap();
+        assert_eq!(looked, before);
         assert_eq!(index.digest().await.unwrap(), want(&root));
     }
 }

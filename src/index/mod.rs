@@ -494,6 +494,28 @@ impl Index {
         sources::read(&self.dir).await
     }
 
+    /// Take into the record the new stat of files `seen` found with their recorded content
+    /// ([`Sources::refreshed`]), if the writer lock is free: a reader never waits for a
+    /// writer, and a writer's sync records them anyway. Whether the record was written.
+    pub async fn refresh_sources(&self, seen: &Sources) -> Result<bool, IndexError> {
+        let path = self.lock_path.clone();
+        let lock = tokio::task::spawn_blocking(move || crate::lock::LockGuard::try_acquire(&path, "an index write"))
+            .await
+            .map_err(|e| IndexError::Io { path: self.lock_path.clone(), source: std::io::Error::other(e) })?;
+        let _lock = match lock {
+            Ok(lock) => lock,
+            Err(crate::lock::LockError::Held { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(stored) = sources::read(&self.dir).await else { return Ok(false) };
+        let refreshed = stored.clone().refreshed(seen);
+        if refreshed == stored {
+            return Ok(false);
+        }
+        sources::write(&self.dir, &refreshed).await?;
+        Ok(true)
+    }
+
     /// Make the rows for `scope` equal to `docs` (see [`Scope`]). Rows whose key is absent are
     /// deleted, rows whose content hash differs are upserted (re-embedded only if their text
     /// changed), equal rows are untouched. `progress(done, total)` counts deleted keys and
@@ -532,7 +554,7 @@ impl Index {
             (Some(seen), Scope::Paths(paths) | Scope::Appended(paths)) => sources::read(&self.dir)
                 .await
                 .filter(|stored| stored.same_settling(seen))
-                .map(|stored| stored.merged(seen, paths)),
+                .map(|stored| stored.merged(seen, paths).refreshed(seen)),
         };
         sources::forget(&self.dir).await?;
         let existing = self.existing(&table, &scope, docs).await?;
