@@ -319,7 +319,7 @@ async fn watcher_worker(
             },
         };
         let memory = changes.is_empty() || changes.iter().any(|p| p.ends_with("consolidated/memory.md"));
-        debug!(paths = changes.len(), memory, "files changed");
+        debug!(paths = changes.len(), memory, events = watcher.events_seen(), "files changed");
         if memory && let Err(e) = state.memory().reconcile().await {
             warn!(error = %e, "could not record hand edits of memory.md");
         }
