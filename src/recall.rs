@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use chrono::{Duration, Utc};
 
 use crate::files::{Root, content_hash};
-use crate::state::{Recall, StateError, append_jsonl, read_jsonl, rewrite_jsonl};
+use crate::state::{Recall, StateError, append_jsonl_unsynced, read_jsonl, rewrite_jsonl};
 
 /// Record that `ids` were returned for `query`, compacting the log when due.
 pub fn record(root: &Root, query: &str, ids: &[String], window_days: u32) -> Result<(), StateError> {
@@ -20,7 +20,9 @@ pub fn record(root: &Root, query: &str, ids: &[String], window_days: u32) -> Res
     let query = content_hash(query)[..12].to_string();
     let records: Vec<Recall> =
         ids.iter().map(|id| Recall { id: id.clone(), time: now, query: query.clone() }).collect();
-    append_jsonl(&root.recall(), &records)?;
+    // Not fsynced: a search must not wait for the disk (several ms on many), and a power cut
+    // can only cost the last searches' counts.
+    append_jsonl_unsynced(&root.recall(), &records)?;
     // Only the first record is read to decide: a search must not cost more the longer the
     // log (a daemon answering an agent appends to it thousands of times a day).
     let cutoff = now - Duration::days(window_days.into());
@@ -62,7 +64,7 @@ mod tests {
         let root = Root::new(dir.path());
         root.init().unwrap();
         let old = Recall { id: "m-old".into(), time: Utc::now() - Duration::days(40), query: "q".into() };
-        append_jsonl(&root.recall(), &[old]).unwrap();
+        crate::state::append_jsonl(&root.recall(), &[old]).unwrap();
         record(&root, "where do I live", &["m-1".into(), "m-1".into(), "m-2".into()], 30).unwrap();
         let counts = summary(&root, 30).unwrap();
         assert_eq!(counts.get("m-1"), Some(&2));
@@ -79,9 +81,26 @@ mod tests {
         root.init().unwrap();
         std::fs::write(root.recall(), "not json\n").unwrap();
         let old = Recall { id: "m-old".into(), time: Utc::now() - Duration::days(40), query: "q".into() };
-        append_jsonl(&root.recall(), &[old]).unwrap();
+        crate::state::append_jsonl(&root.recall(), &[old]).unwrap();
         record(&root, "q", &["m-1".into()], 30).unwrap();
         let text = std::fs::read_to_string(root.recall()).unwrap();
         assert!(!text.contains("m-old") && text.contains("m-1"), "{text}");
+    }
+
+    /// The log is not fsynced, so a power cut may leave its last line torn: that line is lost,
+    /// nothing else, and the next search's records start on a line of their own.
+    #[test]
+    fn a_torn_last_line_costs_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        record(&root, "q", &["m-1".into()], 30).unwrap();
+        let mut file = std::fs::OpenOptions::new().append(true).open(root.recall()).unwrap();
+        std::io::Write::write_all(&mut file, b"{\"id\":\"m-torn\",\"ti").unwrap();
+        record(&root, "q", &["m-2".into(), "m-1".into()], 30).unwrap();
+        let counts = summary(&root, 30).unwrap();
+        assert_eq!((counts.get("m-1"), counts.get("m-2"), counts.get("m-torn")), (Some(&2), Some(&1), None));
+        let text = std::fs::read_to_string(root.recall()).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
     }
 }

@@ -165,6 +165,17 @@ pub fn append_jsonl<T: Serialize>(path: &Path, records: &[T]) -> Result<(), Stat
         .map_err(|source| StateError::Append { path: path.display().to_string(), source })
 }
 
+/// Append records to a `.jsonl` log without waiting for the disk (see
+/// [`crate::files::atomic::append_lines`]): for the recall log, which every search writes.
+pub fn append_jsonl_unsynced<T: Serialize>(path: &Path, records: &[T]) -> Result<(), StateError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    crate::files::atomic::append_lines(path, json_lines(records).as_bytes())
+        .map(drop)
+        .map_err(|source| StateError::Append { path: path.display().to_string(), source })
+}
+
 /// One JSON document per line.
 pub fn json_lines<T: Serialize>(records: &[T]) -> String {
     let mut buf = String::new();

@@ -108,6 +108,13 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Append `content` to `path` and fsync it, starting on a fresh line if the file ends mid-line.
 pub fn append_durable(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    append_lines(path, content)?.sync_data()
+}
+
+/// Append `content` to `path`, starting on a fresh line if the file ends mid-line, without
+/// waiting for the disk: for logs where a power cut may cost the last lines but nothing else
+/// (a torn last line is skipped by the reader, and the next append starts a fresh one).
+pub fn append_lines(path: &Path, content: &[u8]) -> std::io::Result<std::fs::File> {
     let mut file = super::access::open_append(path)?;
     let len = file.metadata()?.len();
     let mut buf = Vec::with_capacity(content.len() + 1);
@@ -116,7 +123,7 @@ pub fn append_durable(path: &Path, content: &[u8]) -> std::io::Result<()> {
     }
     buf.extend_from_slice(content);
     file.write_all(&buf)?;
-    file.sync_data()
+    Ok(file)
 }
 
 pub(crate) fn ends_with_newline(file: &mut std::fs::File, len: u64) -> std::io::Result<bool> {
