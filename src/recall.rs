@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use chrono::{Duration, Utc};
 
 use crate::files::{Root, content_hash};
-use crate::state::{Recall, StateError, append_jsonl_unsynced, read_jsonl, rewrite_jsonl};
+use crate::state::{Recall, StateError, append_jsonl, read_jsonl, rewrite_jsonl};
 
 /// Record that `ids` were returned for `query`, compacting the log when due.
 pub fn record(root: &Root, query: &str, ids: &[String], window_days: u32) -> Result<(), StateError> {
@@ -22,7 +22,7 @@ pub fn record(root: &Root, query: &str, ids: &[String], window_days: u32) -> Res
         ids.iter().map(|id| Recall { id: id.clone(), time: now, query: query.clone() }).collect();
     // Not fsynced: a search must not wait for the disk (several ms on many), and a power cut
     // can only cost the last searches' counts.
-    append_jsonl_unsynced(&root.recall(), &records)?;
+    append_jsonl(&root.recall(), &records)?;
     // Only the first record is read to decide: a search must not cost more the longer the
     // log (a daemon answering an agent appends to it thousands of times a day).
     let cutoff = now - Duration::days(window_days.into());
@@ -64,7 +64,7 @@ mod tests {
         let root = Root::new(dir.path());
         root.init().unwrap();
         let old = Recall { id: "m-old".into(), time: Utc::now() - Duration::days(40), query: "q".into() };
-        crate::state::append_jsonl(&root.recall(), &[old]).unwrap();
+        append_jsonl(&root.recall(), &[old]).unwrap();
         record(&root, "where do I live", &["m-1".into(), "m-1".into(), "m-2".into()], 30).unwrap();
         let counts = summary(&root, 30).unwrap();
         assert_eq!(counts.get("m-1"), Some(&2));
@@ -81,7 +81,7 @@ mod tests {
         root.init().unwrap();
         std::fs::write(root.recall(), "not json\n").unwrap();
         let old = Recall { id: "m-old".into(), time: Utc::now() - Duration::days(40), query: "q".into() };
-        crate::state::append_jsonl(&root.recall(), &[old]).unwrap();
+        append_jsonl(&root.recall(), &[old]).unwrap();
         record(&root, "q", &["m-1".into()], 30).unwrap();
         let text = std::fs::read_to_string(root.recall()).unwrap();
         assert!(!text.contains("m-old") && text.contains("m-1"), "{text}");

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::files::Problem;
-use crate::files::atomic::{WriteError, append_durable, write_atomic};
+use crate::files::atomic::{WriteError, append_lines, write_atomic};
 
 /// The `state.json` schema version this build reads and writes.
 pub const STATE_VERSION: u32 = 1;
@@ -156,22 +156,14 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path, file: &str) -> Result<(Vec<T
     Ok((records, problems))
 }
 
-/// Append records to a `.jsonl` log durably.
+/// Append records to a `.jsonl` log without waiting for the disk (see
+/// [`crate::files::atomic::append_lines`]): for the recall log, which every search writes, and
+/// where a power cut may cost the last searches' records and nothing else.
 pub fn append_jsonl<T: Serialize>(path: &Path, records: &[T]) -> Result<(), StateError> {
     if records.is_empty() {
         return Ok(());
     }
-    append_durable(path, json_lines(records).as_bytes())
-        .map_err(|source| StateError::Append { path: path.display().to_string(), source })
-}
-
-/// Append records to a `.jsonl` log without waiting for the disk (see
-/// [`crate::files::atomic::append_lines`]): for the recall log, which every search writes.
-pub fn append_jsonl_unsynced<T: Serialize>(path: &Path, records: &[T]) -> Result<(), StateError> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    crate::files::atomic::append_lines(path, json_lines(records).as_bytes())
+    append_lines(path, json_lines(records).as_bytes())
         .map(drop)
         .map_err(|source| StateError::Append { path: path.display().to_string(), source })
 }
