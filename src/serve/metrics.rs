@@ -109,6 +109,8 @@ pub struct Metrics {
     settle_errors: AtomicU64,
     /// Responses by status code (a handful of distinct codes; the lock is held for an insert).
     responses: Mutex<BTreeMap<u16, u64>>,
+    /// Calls, passes, refreshes and settles so far: it stands still while the daemon is idle.
+    activity: AtomicU64,
 }
 
 /// Values read from the files at scrape time.
@@ -120,7 +122,13 @@ pub struct Gauges {
 }
 
 impl Metrics {
+    /// A number that changes whenever the daemon does anything counted here.
+    pub fn activity(&self) -> u64 {
+        self.activity.load(Ordering::Relaxed)
+    }
+
     pub fn call(&self, verb: Verb, door: Door) {
+        self.activity.fetch_add(1, Ordering::Relaxed);
         *self.calls.lock().unwrap_or_else(|e| e.into_inner()).entry((verb, door)).or_default() += 1;
     }
 
@@ -141,6 +149,7 @@ impl Metrics {
 
     /// Count a pass: its outcome, and for a pass that ran (gate open) its duration, LLM use and applied ops.
     pub fn pass(&self, outcome: PassOutcome, report: Option<&PassReport>, elapsed: Duration) {
+        self.activity.fetch_add(1, Ordering::Relaxed);
         self.gate_checks.fetch_add(1, Ordering::Relaxed);
         let index = PassOutcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
         self.passes[index].fetch_add(1, Ordering::Relaxed);
@@ -163,11 +172,13 @@ impl Metrics {
     }
 
     pub fn refreshed(&self, ok: bool) {
+        self.activity.fetch_add(1, Ordering::Relaxed);
         let counter = if ok { &self.refreshes } else { &self.refresh_errors };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn settled(&self, ok: bool) {
+        self.activity.fetch_add(1, Ordering::Relaxed);
         let counter = if ok { &self.settles } else { &self.settle_errors };
         counter.fetch_add(1, Ordering::Relaxed);
     }

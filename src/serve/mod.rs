@@ -16,6 +16,10 @@
 //! - `watcher`: [`Watcher`] events → tombstone entries deleted from `memory.md` by hand
 //!   (`Memory::reconcile`) → mark the index dirty and tell subscribers of `memory.md` and
 //!   `MEMORY.md` (`Memory::files_changed`; the MCP server's `resources/updated`).
+//! - `trimmer`: once the daemon has done nothing for [`TRIM_QUIET`] after doing something, hands
+//!   the memory its allocator holds free back to the system ([`release_free_memory`]). glibc
+//!   keeps what searches and index writes freed (at 100k entries, about 190 MiB after 300
+//!   searches); an idle daemon then holds what it uses.
 //!
 //! `memfold mcp` ([`serve_stdio`]) serves the same service's MCP tools on stdin/stdout, with a
 //! scheduler that runs only the passes asked for and a watcher of its own.
@@ -140,6 +144,7 @@ pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonErr
     workers.spawn("scheduler", scheduler.run(stop.clone()));
     workers.spawn("indexer", indexer_worker(state.clone(), stop.clone()));
     workers.spawn("watcher", watcher_worker(state.clone(), watcher, stop.clone()));
+    workers.spawn("trimmer", trimmer_worker(state.clone(), stop.clone()));
     state.memory().mark_dirty(); // the first refresh catches up with whatever changed while nobody watched
 
     let mut failure = None;
@@ -305,6 +310,52 @@ async fn indexer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) ->
     Ok(())
 }
 
+/// How long the daemon must have done nothing before the trimmer runs.
+pub const TRIM_QUIET: Duration = Duration::from_secs(5);
+
+/// When to hand freed memory back: at the first quiet tick after any activity, once.
+#[derive(Debug, Default)]
+struct Quiet {
+    seen: u64,
+    trimmed: bool,
+}
+
+impl Quiet {
+    /// Told the activity count at each tick; true when the daemon has just become quiet.
+    fn tick(&mut self, activity: u64) -> bool {
+        if activity != self.seen {
+            (self.seen, self.trimmed) = (activity, false);
+            return false;
+        }
+        !std::mem::replace(&mut self.trimmed, true)
+    }
+}
+
+async fn trimmer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+    // Not trimmed yet: start-up (opening and settling the index) is activity too.
+    let mut quiet = Quiet { seen: state.activity(), trimmed: false };
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => break,
+            _ = tokio::time::sleep(TRIM_QUIET) => {}
+        }
+        if quiet.tick(state.activity()) {
+            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+        }
+    }
+    Ok(())
+}
+
+/// Hand the memory the allocator holds free back to the system (glibc's `malloc_trim`, which
+/// also releases free pages inside its arenas, not only at their ends); elsewhere nothing.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes the allocator's own locks and only returns free pages.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 async fn watcher_worker(
     state: Arc<Service>,
     mut watcher: Watcher,
@@ -328,4 +379,20 @@ async fn watcher_worker(
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trimmer_runs_once_per_quiet_spell() {
+        let mut quiet = Quiet { seen: 0, trimmed: false };
+        assert!(quiet.tick(0), "quiet since start-up");
+        assert!(!quiet.tick(0), "once");
+        assert!(!quiet.tick(3), "busy");
+        assert!(!quiet.tick(7), "still busy");
+        assert!(quiet.tick(7), "quiet again");
+        assert!(!quiet.tick(7));
+    }
 }

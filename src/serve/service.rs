@@ -240,6 +240,12 @@ impl Service {
         self.metrics.call(verb, door);
     }
 
+    /// A number that changes whenever the daemon serves a call, runs a pass or refreshes or
+    /// settles the index, and stands still while it is idle.
+    pub fn activity(&self) -> u64 {
+        self.metrics.activity()
+    }
+
     /// One change of memory at a time (see the module docs); the scheduler runs its passes
     /// through this too.
     pub(super) async fn one_at_a_time<T>(&self, change: impl Future<Output = T>) -> T {

@@ -360,7 +360,7 @@ pub enum McpServeError {
 /// Serve MCP on stdin/stdout until the client closes stdin (`memfold mcp`). The service's
 /// scheduler runs the passes a tool asks for (no interval ticks: that is the daemon's job). A
 /// watcher on the root marks the index stale when another process or a person changes the files
-/// (so searches see it) and feeds `resources/updated`.
+/// (so searches see it) and feeds `resources/updated`; the trimmer runs as in the daemon.
 pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
     let dir = memory.root().dir();
     // notify reports canonical paths; the watcher must compare them with a canonical root.
@@ -368,7 +368,8 @@ pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
     let mut watcher = Watcher::start(&Root::new(canonical), super::WATCH_DEBOUNCE)?;
     let (service, scheduler) = Service::new(memory.clone(), false);
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let scheduling = tokio::spawn(scheduler.run(stop));
+    let scheduling = tokio::spawn(scheduler.run(stop.clone()));
+    let trimming = tokio::spawn(super::trimmer_worker(service.clone(), stop));
     let server = McpServer::new(service);
     let rewritten = memory.subscribe();
     let running = server
@@ -392,6 +393,7 @@ pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
     // finishes on its blocking thread).
     let _ = stop_tx.send(true);
     let _ = scheduling.await;
+    let _ = trimming.await;
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
     result
