@@ -174,7 +174,7 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
     if changed.is_empty() {
         // Files read again only to find their recorded content: record their new stat, so
         // the next look does not read them again.
-        if before.clone().refreshed(&seen) != before
+        if before.refreshed_by(&seen)
             && let Err(e) = index.refresh_sources(&seen).await
         {
             tracing::debug!(error = %e, "could not record the new stat of unchanged files");

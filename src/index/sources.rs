@@ -53,6 +53,11 @@ impl Seen {
     fn racy(&self) -> bool {
         self.mtime_ns > self.seen_ns - RACY
     }
+
+    /// Whether `new` saw the same content under a stat that spares a later look a read.
+    fn refreshed_by(&self, new: &Seen) -> bool {
+        new.hash == self.hash && (!self.same_stat(new) || (self.racy() && !new.racy()))
+    }
 }
 
 /// The source files of a root as seen at one moment, by path relative to the root.
@@ -114,14 +119,16 @@ impl Sources {
     /// are still the rows built from these files.
     pub fn refreshed(mut self, newer: &Sources) -> Sources {
         for (path, seen) in &mut self.files {
-            if let Some(new) = newer.files.get(path)
-                && new.hash == seen.hash
-                && (!seen.same_stat(new) || (seen.racy() && !new.racy()))
-            {
+            if let Some(new) = newer.files.get(path).filter(|new| seen.refreshed_by(new)) {
                 *seen = new.clone();
             }
         }
         self
+    }
+
+    /// Whether [`Sources::refreshed`] would take anything from `newer`.
+    pub fn refreshed_by(&self, newer: &Sources) -> bool {
+        self.files.iter().any(|(path, seen)| newer.files.get(path).is_some_and(|new| seen.refreshed_by(new)))
     }
 
     /// This record with the entries of `paths` taken from `newer` (absent there: removed).
@@ -253,8 +260,10 @@ mod tests {
         let old = &record.files["archive/2026-11-25.md"];
         let new = &looked.files["archive/2026-11-25.md"];
         assert!(!old.same_stat(new), "the look read the file again");
+        assert!(record.refreshed_by(&looked));
         let refreshed = record.clone().refreshed(&looked);
         assert_eq!(&refreshed.files["archive/2026-11-25.md"], new);
+        assert!(!refreshed.refreshed_by(&looked), "nothing left to take");
 
         // Other content is never taken: that is a change for a sync to make.
         std::fs::write(&day, "- two, longer\n").unwrap();
