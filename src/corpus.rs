@@ -437,6 +437,11 @@ mod tests {
         let new_inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(root.memory()).unwrap());
         let recorded = async || index.sources().await.unwrap().files["consolidated/memory.md"].inode;
         assert_ne!(recorded().await, new_inode);
+        // While a writer holds the index lock, a reader does not wait for it to record.
+        let writer = crate::lock::LockGuard::acquire(&root.index_dir().with_file_name("index.lock")).unwrap();
+        assert_eq!(catch_up(&root, &index, &mut known).await.unwrap().0, Read::Nothing);
+        assert_ne!(recorded().await, new_inode, "left to a later look");
+        drop(writer);
         assert_eq!(catch_up(&root, &index, &mut known).await.unwrap().0, Read::Nothing);
         assert_eq!(recorded().await, new_inode, "the new stat is recorded");
         // Another process's look now trusts it: the stat matches, the entry is not racy.

@@ -31,3 +31,16 @@ pub(super) async fn acquire(path: &Path) -> Result<LockGuard, IndexError> {
     .map_err(|e| LockError::Io { path: path.to_path_buf(), source: std::io::Error::other(e) })?
     .map_err(IndexError::from)
 }
+
+/// Take the writer lock at `path` if it is free: `None` when a writer holds it.
+pub(super) async fn try_acquire(path: &Path) -> Result<Option<LockGuard>, IndexError> {
+    let target = path.to_path_buf();
+    let taken = tokio::task::spawn_blocking(move || LockGuard::try_acquire(&target, "an index write"))
+        .await
+        .map_err(|e| LockError::Io { path: path.to_path_buf(), source: std::io::Error::other(e) })?;
+    match taken {
+        Ok(guard) => Ok(Some(guard)),
+        Err(LockError::Held { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -498,22 +498,14 @@ impl Index {
     /// ([`Sources::refreshed`]), if the writer lock is free: a reader never waits for a
     /// writer, and a writer's sync records them anyway. Whether the record was written.
     pub async fn refresh_sources(&self, seen: &Sources) -> Result<bool, IndexError> {
-        let path = self.lock_path.clone();
-        let lock = tokio::task::spawn_blocking(move || crate::lock::LockGuard::try_acquire(&path, "an index write"))
-            .await
-            .map_err(|e| IndexError::Io { path: self.lock_path.clone(), source: std::io::Error::other(e) })?;
-        let _lock = match lock {
-            Ok(lock) => lock,
-            Err(crate::lock::LockError::Held { .. }) => return Ok(false),
-            Err(e) => return Err(e.into()),
-        };
-        let Some(stored) = sources::read(&self.dir).await else { return Ok(false) };
-        let refreshed = stored.clone().refreshed(seen);
-        if refreshed == stored {
-            return Ok(false);
+        let Some(_lock) = lock::try_acquire(&self.lock_path).await? else { return Ok(false) };
+        match sources::read(&self.dir).await {
+            Some(stored) if stored.refreshed_by(seen) => {
+                sources::write(&self.dir, &stored.refreshed(seen)).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
-        sources::write(&self.dir, &refreshed).await?;
-        Ok(true)
     }
 
     /// Make the rows for `scope` equal to `docs` (see [`Scope`]). Rows whose key is absent are
