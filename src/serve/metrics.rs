@@ -109,8 +109,6 @@ pub struct Metrics {
     settle_errors: AtomicU64,
     /// Responses by status code (a handful of distinct codes; the lock is held for an insert).
     responses: Mutex<BTreeMap<u16, u64>>,
-    /// Calls, passes, refreshes and settles so far: it stands still while the daemon is idle.
-    activity: AtomicU64,
 }
 
 /// Values read from the files at scrape time.
@@ -122,13 +120,15 @@ pub struct Gauges {
 }
 
 impl Metrics {
-    /// A number that changes whenever the daemon does anything counted here.
+    /// Calls, gate checks, refreshes and settles so far, failed or not: a number that stands
+    /// still while the daemon is idle.
     pub fn activity(&self) -> u64 {
-        self.activity.load(Ordering::Relaxed)
+        let calls: u64 = self.calls.lock().unwrap_or_else(|e| e.into_inner()).values().sum();
+        let counted = [&self.gate_checks, &self.refreshes, &self.refresh_errors, &self.settles, &self.settle_errors];
+        calls + counted.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>()
     }
 
     pub fn call(&self, verb: Verb, door: Door) {
-        self.activity.fetch_add(1, Ordering::Relaxed);
         *self.calls.lock().unwrap_or_else(|e| e.into_inner()).entry((verb, door)).or_default() += 1;
     }
 
@@ -149,7 +149,6 @@ impl Metrics {
 
     /// Count a pass: its outcome, and for a pass that ran (gate open) its duration, LLM use and applied ops.
     pub fn pass(&self, outcome: PassOutcome, report: Option<&PassReport>, elapsed: Duration) {
-        self.activity.fetch_add(1, Ordering::Relaxed);
         self.gate_checks.fetch_add(1, Ordering::Relaxed);
         let index = PassOutcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
         self.passes[index].fetch_add(1, Ordering::Relaxed);
@@ -172,13 +171,11 @@ impl Metrics {
     }
 
     pub fn refreshed(&self, ok: bool) {
-        self.activity.fetch_add(1, Ordering::Relaxed);
         let counter = if ok { &self.refreshes } else { &self.refresh_errors };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn settled(&self, ok: bool) {
-        self.activity.fetch_add(1, Ordering::Relaxed);
         let counter = if ok { &self.settles } else { &self.settle_errors };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -329,6 +326,24 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn activity_moves_with_every_call_pass_refresh_and_settle_and_nothing_else() {
+        let m = Metrics::default();
+        let mut last = m.activity();
+        let mut moved = |m: &Metrics| std::mem::replace(&mut last, m.activity()) != m.activity();
+        m.call(Verb::Search, Door::Http);
+        assert!(moved(&m));
+        m.pass(PassOutcome::GateShut, None, Duration::ZERO);
+        assert!(moved(&m));
+        m.refreshed(false);
+        assert!(moved(&m));
+        m.settled(true);
+        assert!(moved(&m));
+        m.response(200);
+        m.facts_ingested(Verb::Add, 2);
+        assert!(!moved(&m), "counted by the call that did them");
+    }
 
     #[test]
     fn exposition_is_well_formed_and_histogram_is_cumulative() {
