@@ -5,7 +5,8 @@
 //! the two folders themselves (removing or renaming a folder gives one event for the folder
 //! only; the watcher then watches the folder now at that path). `.memfold/` is not watched: the
 //! index's store opens its files on every search, and on Linux each open would wake the
-//! watcher's thread. memfold's own temp files never count. The debouncer's callback is synchronous, so it only `try_send`s the
+//! watcher's thread. memfold's own temp files never count. The debouncer's callback is
+//! synchronous, so it only `try_send`s the
 //! changed paths into a bounded channel; when the channel is full the batch is dropped,
 //! which loses nothing because a refresh is already queued and every refresh re-reads all
 //! files and compares content hashes. memfold's own writes therefore cost a hash check and
@@ -117,24 +118,11 @@ impl Watcher {
                 debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
             }
         }
-        let mut watcher =
-            Watcher { debouncer, rx, folders: [root.archive_dir(), root.consolidated_dir()], events: events_seen };
-        for folder in watcher.folders.clone() {
-            watcher.watch_folder(&folder)?;
+        let folders = [root.archive_dir(), root.consolidated_dir()];
+        for folder in &folders {
+            watch_folder(&mut debouncer, folder)?;
         }
-        Ok(watcher)
-    }
-
-    /// Watch `folder` (not its subfolders) as it now is. A folder that does not exist is not an
-    /// error: its creation shows in the root's watch, and [`Watcher::next`] watches it then.
-    fn watch_folder(&mut self, folder: &Path) -> Result<(), WatchError> {
-        // A removed folder's watch is gone with it; one at a path made again is a new watch.
-        let _ = self.debouncer.unwatch(folder);
-        match self.debouncer.watch(folder, RecursiveMode::NonRecursive) {
-            Ok(()) => Ok(()),
-            Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) || !folder.is_dir() => Ok(()),
-            Err(source) => Err(WatchError::Notify { path: folder.to_path_buf(), source }),
-        }
+        Ok(Watcher { debouncer, rx, folders, events: events_seen })
     }
 
     /// The next batch of changes, merged with any further batches already waiting. When a
@@ -153,8 +141,8 @@ impl Watcher {
             }
         }
         if changes.is_empty() || changes.iter().any(|p| self.folders.contains(p)) {
-            for folder in self.folders.clone() {
-                if let Err(e) = self.watch_folder(&folder) {
+            for folder in &self.folders {
+                if let Err(e) = watch_folder(&mut self.debouncer, folder) {
                     tracing::warn!(error = %e, "could not watch a folder of memory's files; a refresh reads it anyway");
                     changes.clear();
                 }
@@ -169,9 +157,36 @@ impl Watcher {
     }
 }
 
+/// Watch `folder` (not its subfolders) as it now is. A folder that does not exist is not an
+/// error: its creation shows in the root's watch, and [`Watcher::next`] watches it then.
+fn watch_folder(debouncer: &mut Debouncer<notify::RecommendedWatcher, RecommendedCache>, folder: &Path) -> Result<(), WatchError> {
+    // A removed folder's watch is gone with it; one at a path made again is a new watch.
+    let _ = debouncer.unwatch(folder);
+    match debouncer.watch(folder, RecursiveMode::NonRecursive) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) || !folder.is_dir() => Ok(()),
+        Err(source) => Err(WatchError::Notify { path: folder.to_path_buf(), source }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A watcher over a fresh root, given as the daemon gives it (canonical).
+    fn watched() -> (tempfile::TempDir, Root, Watcher) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().canonicalize().unwrap());
+        root.init().unwrap();
+        let watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        (dir, root, watcher)
+    }
+
+    /// The next batch names `path`, or asks for a rescan.
+    async fn sees(watcher: &mut Watcher, path: &Path) {
+        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
+        assert!(changes.is_empty() || changes.contains(&path.to_path_buf()), "{path:?} not in {changes:?}");
+    }
 
     #[test]
     fn only_the_markdown_truth_is_watched() {
@@ -194,31 +209,23 @@ mod tests {
 
     #[tokio::test]
     async fn vim_style_and_rename_saves_are_both_seen() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path().canonicalize().unwrap());
-        root.init().unwrap();
-        let mut watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        let (_dir, root, mut watcher) = watched();
         let target = root.memory();
         // vim: write a swap/backup, then replace the file.
         std::fs::write(root.consolidated_dir().join("memory.md~"), "old").unwrap();
         std::fs::remove_file(&target).unwrap();
         std::fs::write(&target, "Likes tea.\n").unwrap();
-        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
-        assert!(changes.is_empty() || changes.contains(&target), "{changes:?}");
+        sees(&mut watcher, &target).await;
         // atomic save: temp file renamed over the target.
         let tmp = root.consolidated_dir().join("memory.md.tmp-editor");
         std::fs::write(&tmp, "Likes coffee.\n").unwrap();
         std::fs::rename(&tmp, &target).unwrap();
-        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
-        assert!(changes.is_empty() || changes.contains(&target), "{changes:?}");
+        sees(&mut watcher, &target).await;
     }
 
     #[tokio::test]
     async fn the_private_state_wakes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path().canonicalize().unwrap());
-        root.init().unwrap();
-        let mut watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        let (_dir, root, mut watcher) = watched();
         // What the index's store does on every search and write: open, read, make and remove
         // files and folders under `.memfold/`.
         let index = root.dir().join(".memfold").join("index").join("docs.lance").join("_versions");
@@ -236,28 +243,21 @@ mod tests {
         // A day file still counts.
         let day = root.archive_dir().join("2026-11-26.md");
         std::fs::write(&day, "- 09:00 Likes tea. <!--f f-1-->\n").unwrap();
-        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
-        assert!(changes.is_empty() || changes.contains(&day), "{changes:?}");
+        sees(&mut watcher, &day).await;
     }
 
     #[tokio::test]
     async fn a_folder_made_again_is_watched_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path().canonicalize().unwrap());
-        root.init().unwrap();
-        let mut watcher = Watcher::start(&root, Duration::from_millis(100)).unwrap();
+        let (_dir, root, mut watcher) = watched();
         let archive = root.archive_dir();
         std::fs::remove_dir_all(&archive).unwrap();
-        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
-        assert!(changes.is_empty() || changes.contains(&archive), "{changes:?}");
+        sees(&mut watcher, &archive).await;
         std::fs::create_dir(&archive).unwrap();
-        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
-        assert!(changes.is_empty() || changes.contains(&archive), "{changes:?}");
+        sees(&mut watcher, &archive).await;
         // A file in the new folder is seen.
         let day = archive.join("2026-11-26.md");
         std::fs::write(&day, "- 09:00 Likes tea. <!--f f-1-->\n").unwrap();
-        let changes = tokio::time::timeout(Duration::from_secs(10), watcher.next()).await.unwrap().unwrap();
-        assert!(changes.is_empty() || changes.contains(&day), "{changes:?}");
+        sees(&mut watcher, &day).await;
     }
 
     #[cfg(unix)]
