@@ -172,7 +172,6 @@ fn top_k_dot(
     }
     let dim = targets[0].vector.len();
     let scorer = Scorer::new(targets, dim)?;
-
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut out = Vec::with_capacity(queries.len());
     for (c, chunk) in queries.chunks(SCORE_BLOCK).enumerate() {

@@ -335,7 +335,7 @@ impl Keyer {
         let scored = super::cluster::Scorer::new(&nodes, dim).and_then(|scorer| {
             let mut out = Vec::with_capacity(vectors.len());
             for chunk in vectors.chunks(512) {
-                let q: Vec<f32> = chunk.iter().flat_map(|v| v.iter().copied().chain(std::iter::repeat(0.0)).take(dim)).collect();
+                let q: Vec<f32> = chunk.iter().flat_map(|v| super::cluster::pad(v, dim)).collect();
                 scorer.scores(q, chunk.len(), |scores| out.extend(scores.chunks(nodes.len()).map(score)))?;
             }
             Ok(out)
