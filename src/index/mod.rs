@@ -62,7 +62,9 @@
 //! (N = max(4k, 20)) by reciprocal rank fusion plus a recency term on `valid_from`; the exact
 //! score is documented in `index/rank.rs`. Each leg cuts its N by score and then key, never
 //! where lance stopped reading, so below the ANN threshold a search is a function of the rows
-//! and the question. The two legs run on separate tasks, so on two or more cores they run at
+//! and the question. Above it, where vector search is approximate and BM25 statistics are the
+//! full-text index's, the text leg breaks a tie at its cut among the rows lance returned
+//! rather than reading every tied row (a common word ties thousands). The two legs run on separate tasks, so on two or more cores they run at
 //! the same time.
 
 mod lock;

@@ -724,6 +724,33 @@ async fn ties_are_cut_by_key_whatever_order_the_rows_were_written_in() {
     }
 }
 
+/// Rows tied at the text leg's cut: read until every tied row is seen when ties must be exact
+/// (below the ANN threshold), else cut among the rows lance returned first: with more equal rows
+/// than the leg fetches, still only rows of the best score, in key order among themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ties_past_the_ann_threshold_are_cut_among_the_rows_returned() {
+    let root = tempfile::tempdir().unwrap();
+    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), BagOfWords::new("bow:v1:64", 64), tuning).await.unwrap();
+    let mut docs = corpus();
+    for i in 0..320 {
+        docs.push(fact(&format!("f-{i:03}"), &format!("Note {i} about the weather."), "2026-11-20"));
+    }
+    for i in (0..80).rev() {
+        docs.push(fact(&format!("f-tie-{i:02}"), "Feeds the neighbour's goldfish on Sundays.", "2026-11-20"));
+    }
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    assert!(meta::read(&index_dir(root.path())).await.unwrap().unwrap().ann_trained_rows.is_some());
+    let table = index.table();
+    let leg = |exact_ties| query::text_hits(&table, "goldfish Sundays", None, 5, exact_ties);
+    let exact: Vec<String> = leg(true).await.unwrap().into_iter().map(|(k, _, _)| k).collect();
+    assert_eq!(exact, ["f-tie-00", "f-tie-01", "f-tie-02", "f-tie-03", "f-tie-04"]);
+    let got: Vec<String> = leg(false).await.unwrap().into_iter().map(|(k, _, _)| k).collect();
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert!(got.iter().all(|k| k.starts_with("f-tie-")), "{got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+}
+
 /// BM25 scores are those of the rows the table holds: an index that saw rows deleted,
 /// rewritten and added since its full-text index was built scores every query exactly as one
 /// built from those rows at once.
