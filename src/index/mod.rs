@@ -67,6 +67,7 @@
 //! rather than reading every tied row (a common word ties thousands). The two legs run on separate tasks, so on two or more cores they run at
 //! the same time.
 
+mod held;
 mod lock;
 mod query;
 mod meta;
@@ -381,6 +382,8 @@ pub struct Index {
     /// The meta this process's embedder requires.
     want: Meta,
     tuning: IndexTuning,
+    /// Vectors held in memory for search, when [`Index::hold_vectors`] asked for them.
+    held: Arc<held::Slot>,
 }
 
 impl std::fmt::Debug for Index {
@@ -446,7 +449,15 @@ impl Index {
             embedder,
             want,
             tuning,
+            held: Arc::default(),
         })
+    }
+
+    /// From now on keep the table's vectors in memory for search (see `index/held.rs`): a
+    /// process that searches often, the daemon, calls this once; it returns when they are read.
+    pub async fn hold_vectors(&self) {
+        self.held.enable();
+        self.held.clone().read(self.table()).await;
     }
 
     /// The content hash of `doc`, as [`Index::digest`] reports it for the doc's row.

@@ -29,12 +29,27 @@ impl Index {
         let filter = rank::search_filter(&kinds, opts.as_of);
         let vector = self.embed(&[query.to_string()]).await?.remove(0);
         self.check_dim(&vector)?;
+        // Above the ANN threshold the search is approximate anyway (and BM25 statistics are
+        // those of the full-text index, not of the rows): a tie at the text leg's cut is broken
+        // among the rows lance returned, instead of reading every tied row, and the vector leg
+        // may scan vectors held in memory.
+        let exact_ties = meta::read(&self.dir).await?.is_none_or(|m| m.ann_trained_rows.is_none());
+        let held = match exact_ties {
+            true => None,
+            false => self.held.current(&table).await,
+        };
         // Both legs are CPU work done while their streams are polled; spawned, the vector leg
         // runs on another worker thread instead of taking turns with the text leg.
         let refine = self.tuning.vector_refine_factor;
         let by_vector = {
-            let (table, filter) = (table.clone(), filter.clone());
+            let (table, filter, kinds, as_of) = (table.clone(), filter.clone(), kinds.clone(), opts.as_of);
+            if held.is_some() {
+                self.held.count_served();
+            }
             tokio::spawn(async move {
+                if let Some(held) = held {
+                    return held_rows(&table, &held, &vector, &kinds, as_of, n).await;
+                }
                 top_rows(n, false, |limit| {
                     let query = vector_query(&table, &vector, filter.as_deref(), limit, refine, &[HIT, DISTANCE]);
                     async move { hit_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
@@ -42,10 +57,6 @@ impl Index {
                 .await
             })
         };
-        // Above the ANN threshold the search is approximate anyway (and BM25 statistics are
-        // those of the full-text index, not of the rows): a tie at the text leg's cut is broken
-        // among the rows lance returned, instead of reading every tied row.
-        let exact_ties = meta::read(&self.dir).await?.is_none_or(|m| m.ann_trained_rows.is_none());
         let by_text = text_hits(&table, query, filter.as_deref(), n, exact_ties).await;
         let by_text = match by_text {
             Ok(rows) => rows,
@@ -288,6 +299,44 @@ pub(super) async fn text_hits(
             }),
         })
         .collect()
+}
+
+/// The vector leg from held vectors: the best `n` of the rows whose quantised vectors are
+/// nearest, by their exact cosine distance (as lance computes it), ties by key.
+pub(super) async fn held_rows(
+    table: &Table,
+    held: &held::Held,
+    vector: &[f32],
+    kinds: &[DocKind],
+    as_of: Option<NaiveDate>,
+    n: usize,
+) -> Result<Vec<(String, f64, Hit)>, IndexError> {
+    let ids = held.candidates(vector, kinds, as_of, n + rank::TIE_SLACK);
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let take = table.take_row_ids(ids).select(Select::columns(&[HIT, VECTOR]));
+    let mut out = Vec::new();
+    for batch in collect(take.execute().await, "read the nearest rows").await? {
+        for (hit, row) in rows::hits(&batch)?.into_iter().zip(rows::vectors(&batch, VECTOR)?) {
+            out.push((hit.key.clone(), f64::from(cosine_distance(vector, &row)), hit));
+        }
+    }
+    Ok(rank::cut(out, n, usize::MAX, false).unwrap_or_default())
+}
+
+/// `1 - cos(a, b)`, lance's cosine distance; 1 for a zero vector.
+pub(super) fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut aa, mut bb) = (0f32, 0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    match aa * bb {
+        0.0 => 1.0,
+        norms => 1.0 - dot / norms.sqrt(),
+    }
 }
 
 /// A leg's rows as `(key, leg score, row id)`.

@@ -957,3 +957,106 @@ async fn settle_folds_small_writes_back_into_the_indices() {
     assert_eq!(index.settle().await.unwrap(), Settled::default(), "nothing left to settle");
     assert_eq!(index.table().version().await.unwrap(), version, "a settle with nothing to do writes nothing");
 }
+
+/// A memory of `n` docs of all three kinds with varied words, over the test's ANN threshold.
+fn varied(n: usize) -> Vec<Doc> {
+    let words = [
+        "apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor", "salmon", "lantern",
+        "copper", "meadow", "cousin", "dentist", "bicycle", "market",
+    ];
+    (0..n)
+        .map(|i| {
+            let text = format!(
+                "{} {} near the {} with {}",
+                words[i % 18],
+                words[(i / 18) % 18],
+                words[(i * 7 + 3) % 18],
+                words[(i * 11 + 5) % 18]
+            );
+            match i % 4 {
+                0 => fact(&format!("f-{i:03}"), &text, "2026-11-20"),
+                1 => history(&format!("m-{i:03}"), 1, &text, "2025-01-01", "2026-01-01"),
+                _ => entry(&format!("m-{i:03}"), &text, "2026-02-01"),
+            }
+        })
+        .collect()
+}
+
+/// The `n` docs passing the filter nearest to `vector` by exact cosine distance, ties by key.
+fn brute_force(docs: &[Doc], embedder: &BagOfWords, vector: &[f32], kinds: &[DocKind], as_of: Option<NaiveDate>, n: usize) -> Vec<String> {
+    let mut scored: Vec<(f32, String)> = docs
+        .iter()
+        .filter(|d| kinds.contains(&d.kind))
+        .filter(|d| as_of.is_none_or(|day| d.valid_from <= day && d.valid_until.is_none_or(|u| u > day)))
+        .map(|d| (query::cosine_distance(vector, &embedder.vector(&d.text)), d.key.clone()))
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    scored.into_iter().take(n).map(|(_, k)| k).collect()
+}
+
+/// Held vectors answer the vector leg with the exact nearest rows, filters applied, where
+/// lance's ANN index only estimates them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_vectors_give_the_exact_nearest_rows() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
+    let docs = varied(480);
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    index.hold_vectors().await;
+    let table = index.table();
+    let held = index.held.current(&table).await.expect("the vectors of the latest version are held");
+    let filters: [(&[DocKind], Option<NaiveDate>); 3] = [
+        (&[DocKind::Entry, DocKind::Fact], None),
+        (&[DocKind::History], None),
+        (&DocKind::ALL, Some(day("2025-06-01"))),
+    ];
+    for query in ["apple river", "violin near the harbor", "winter coffee market", "cousin dentist bicycle salmon"] {
+        let vector = embedder.vector(query);
+        for (kinds, as_of) in filters {
+            let got: Vec<String> =
+                query::held_rows(&table, &held, &vector, kinds, as_of, 6).await.unwrap().into_iter().map(|(k, _, _)| k).collect();
+            assert_eq!(got, brute_force(&docs, &embedder, &vector, kinds, as_of, 6), "{query} {kinds:?} {as_of:?}");
+        }
+    }
+    let served = index.held.served();
+    let hits = index.search("violin near the harbor", &opts(5)).await.unwrap();
+    assert_eq!(hits.len(), 5);
+    assert_eq!(index.held.served(), served + 1, "the search's vector leg scanned the held vectors");
+}
+
+/// Held vectors of an older table version are never used: after a write the search goes to
+/// lance, and the new version's vectors are read once it has been the latest for a while.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_vectors_of_an_older_version_are_never_used() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
+    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
+    let mut docs = varied(400);
+    docs.push(fact("f-lighthouse", "Painted the lighthouse keeper's boat.", "2026-11-21"));
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    index.hold_vectors().await;
+    let lighthouse = SearchOpts { kinds: Some(vec![DocKind::Fact]), ..opts(3) };
+    assert_eq!(keys(&index.search("lighthouse keeper boat", &lighthouse).await.unwrap())[0], "f-lighthouse");
+    let served = index.held.served();
+    assert_eq!(served, 1);
+
+    docs.pop();
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    for _ in 0..2 {
+        let hits = index.search("lighthouse keeper boat", &lighthouse).await.unwrap();
+        assert!(!keys(&hits).contains(&"f-lighthouse"), "{hits:#?}");
+        assert_eq!(index.held.served(), served, "searched with the vectors of the version before the write");
+    }
+    // Seen for long enough, the new version's vectors are read and used.
+    tokio::time::sleep(held::HOLD_AFTER_QUIET).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while index.held.served() == served {
+        assert!(Instant::now() < deadline, "the new version's vectors were never held");
+        let hits = index.search("lighthouse keeper boat", &lighthouse).await.unwrap();
+        assert!(!keys(&hits).contains(&"f-lighthouse"), "{hits:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
