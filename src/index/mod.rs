@@ -453,11 +453,18 @@ impl Index {
         })
     }
 
-    /// From now on keep the table's vectors in memory for search (see `index/held.rs`): a
-    /// process that searches often, the daemon, calls this once; it returns when they are read.
-    pub async fn hold_vectors(&self) {
-        self.held.enable();
-        self.held.clone().read(self.table()).await;
+    /// From now on keep the table's vectors in memory for search (see `index/held.rs`), read
+    /// in the background; the first call reads them, later ones do nothing.
+    pub fn hold_vectors(&self) {
+        if self.held.enable() {
+            tokio::spawn(self.held.clone().read(self.table()));
+        }
+    }
+
+    #[cfg(test)]
+    /// Whether [`Index::hold_vectors`] was called.
+    pub fn holds_vectors(&self) -> bool {
+        self.held.enabled()
     }
 
     /// The content hash of `doc`, as [`Index::digest`] reports it for the doc's row.

@@ -48,18 +48,19 @@ impl Index {
             }
             tokio::spawn(async move {
                 if let Some(held) = held {
-                    return held_rows(&table, &held, &vector, &kinds, as_of, n).await;
+                    let near = held.nearest(&vector, &kinds, as_of, n);
+                    return Ok(near.into_iter().map(|r| (r.key, r.distance, Found::At(r.id, r.valid_from))).collect());
                 }
                 top_rows(n, false, |limit| {
                     let query = vector_query(&table, &vector, filter.as_deref(), limit, refine, &[HIT, DISTANCE]);
-                    async move { hit_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
+                    async move { found_rows(&collect(query?.execute().await, "vector search").await?, DISTANCE) }
                 })
                 .await
             })
         };
         let by_text = text_hits(&table, query, filter.as_deref(), n, exact_ties).await;
         let by_text = match by_text {
-            Ok(rows) => rows,
+            Ok(rows) => rows.into_iter().map(|(key, score, hit)| (key, score, Found::Hit(hit))).collect(),
             Err(e) => {
                 by_vector.abort();
                 return Err(e);
@@ -68,12 +69,20 @@ impl Index {
         let by_vector = by_vector.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
 
         let mut hits: HashMap<String, Hit> = HashMap::new();
+        let mut at: HashMap<String, (u64, NaiveDate)> = HashMap::new();
         let mut legs: Vec<Vec<String>> = Vec::new();
         for rows in [by_vector, by_text] {
             let mut keys = Vec::with_capacity(rows.len());
-            for (key, _, hit) in rows {
+            for (key, _, found) in rows {
                 keys.push(key.clone());
-                hits.entry(key).or_insert(hit);
+                match found {
+                    Found::Hit(hit) => {
+                        hits.entry(key).or_insert(hit);
+                    }
+                    Found::At(id, from) => {
+                        at.entry(key).or_insert((id, from));
+                    }
+                }
             }
             legs.push(keys);
         }
@@ -81,13 +90,22 @@ impl Index {
         let mut scored: Vec<(String, f64)> = rank::fuse(&legs)
             .into_iter()
             .map(|(key, fused)| {
-                let from = hits[&key].valid_from;
+                let from = hits.get(&key).map_or_else(|| at[&key].1, |hit| hit.valid_from);
                 let recency = rank::recency(from, opts.today, opts.recency_weight, opts.recency_half_life_days);
                 (key, fused + recency)
             })
             .collect();
         scored.sort_by(rank::by_score_then_key);
         scored.truncate(opts.k);
+        // Rows only held vectors found are read now, the ones kept only.
+        let missing: Vec<(String, f64, u64)> = scored
+            .iter()
+            .filter(|(key, _)| !hits.contains_key(key))
+            .map(|(key, score)| (key.clone(), *score, at[key].0))
+            .collect();
+        if !missing.is_empty() {
+            hits.extend(take_hits(&table, missing).await?.into_iter().map(|(key, _, hit)| (key, hit)));
+        }
         Ok(scored
             .into_iter()
             .map(|(key, score)| {
@@ -281,6 +299,12 @@ pub(super) async fn text_hits(
         async move { id_rows(&leg.await?, SCORE) }
     })
     .await?;
+    take_hits(table, chosen).await
+}
+
+/// The hits of rows chosen by row id, `(key, score, id)`, as `(key, score, hit)` in the order
+/// given.
+async fn take_hits(table: &Table, chosen: Vec<(String, f64, u64)>) -> Result<Vec<(String, f64, Hit)>, IndexError> {
     let ids: Vec<u64> = chosen.iter().map(|(_, _, id)| *id).collect();
     let mut hits: HashMap<String, Hit> = HashMap::with_capacity(ids.len());
     let take = table.take_row_ids(ids).select(Select::columns(&[HIT]));
@@ -301,42 +325,16 @@ pub(super) async fn text_hits(
         .collect()
 }
 
-/// The vector leg from held vectors: the best `n` of the rows whose quantised vectors are
-/// nearest, by their exact cosine distance (as lance computes it), ties by key.
-pub(super) async fn held_rows(
-    table: &Table,
-    held: &held::Held,
-    vector: &[f32],
-    kinds: &[DocKind],
-    as_of: Option<NaiveDate>,
-    n: usize,
-) -> Result<Vec<(String, f64, Hit)>, IndexError> {
-    let ids = held.candidates(vector, kinds, as_of, n + rank::TIE_SLACK);
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let take = table.take_row_ids(ids).select(Select::columns(&[HIT, VECTOR]));
-    let mut out = Vec::new();
-    for batch in collect(take.execute().await, "read the nearest rows").await? {
-        for (hit, row) in rows::hits(&batch)?.into_iter().zip(rows::vectors(&batch, VECTOR)?) {
-            out.push((hit.key.clone(), f64::from(cosine_distance(vector, &row)), hit));
-        }
-    }
-    Ok(rank::cut(out, n, usize::MAX, false).unwrap_or_default())
+/// What a search leg knows of a row: its hit, or (from held vectors) its row id and
+/// `valid_from`, to read the hit by if the row is kept.
+enum Found {
+    Hit(Hit),
+    At(u64, NaiveDate),
 }
 
-/// `1 - cos(a, b)`, lance's cosine distance; 1 for a zero vector.
-pub(super) fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
-    let (mut dot, mut aa, mut bb) = (0f32, 0f32, 0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        aa += x * x;
-        bb += y * y;
-    }
-    match aa * bb {
-        0.0 => 1.0,
-        norms => 1.0 - dot / norms.sqrt(),
-    }
+/// A vector leg's rows from lance, with their hits.
+fn found_rows(batches: &[RecordBatch], score_column: &str) -> Result<Vec<(String, f64, Found)>, IndexError> {
+    Ok(hit_rows(batches, score_column)?.into_iter().map(|(key, score, hit)| (key, score, Found::Hit(hit))).collect())
 }
 
 /// A leg's rows as `(key, leg score, row id)`.

@@ -83,6 +83,11 @@ pub(super) fn date_to_days(date: NaiveDate) -> i32 {
     (date - EPOCH).num_days() as i32
 }
 
+/// The inverse of [`date_to_days`].
+pub(super) fn days_to_date(days: i32) -> NaiveDate {
+    EPOCH + chrono::Duration::days(i64::from(days))
+}
+
 /// One record batch holding `docs` with their `hashes` and `vectors` (same order).
 pub(super) fn batch(
     schema: &SchemaRef,
@@ -230,10 +235,6 @@ pub(super) fn hits(batch: &RecordBatch) -> Result<Vec<Hit>, IndexError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn days_to_date(days: i32) -> NaiveDate {
-        EPOCH + chrono::Duration::days(i64::from(days))
-    }
 
     /// A date column (nulls become `None`).
     fn dates(batch: &RecordBatch, name: &str) -> Result<Vec<Option<NaiveDate>>, IndexError> {

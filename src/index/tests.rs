@@ -982,20 +982,43 @@ fn varied(n: usize) -> Vec<Doc> {
         .collect()
 }
 
-/// The `n` docs passing the filter nearest to `vector` by exact cosine distance, ties by key.
-fn brute_force(docs: &[Doc], embedder: &BagOfWords, vector: &[f32], kinds: &[DocKind], as_of: Option<NaiveDate>, n: usize) -> Vec<String> {
-    let mut scored: Vec<(f32, String)> = docs
+/// Turn holding vectors on and wait until the latest version's are held.
+async fn holding(index: &Index) -> Arc<held::Held> {
+    index.hold_vectors();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(held) = index.held.current(&index.table()).await {
+            return held;
+        }
+        assert!(Instant::now() < deadline, "the vectors were never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The exact cosine distances of the `n` docs passing the filter nearest to `vector`, and the
+/// distance of every doc by key.
+fn brute_force(
+    docs: &[Doc],
+    embedder: &BagOfWords,
+    vector: &[f32],
+    kinds: &[DocKind],
+    as_of: Option<NaiveDate>,
+    n: usize,
+) -> (Vec<f32>, HashMap<String, f32>) {
+    let all: HashMap<String, f32> = docs
         .iter()
         .filter(|d| kinds.contains(&d.kind))
         .filter(|d| as_of.is_none_or(|day| d.valid_from <= day && d.valid_until.is_none_or(|u| u > day)))
-        .map(|d| (query::cosine_distance(vector, &embedder.vector(&d.text)), d.key.clone()))
+        .map(|d| (d.key.clone(), held::cosine_distance(vector, &embedder.vector(&d.text))))
         .collect();
-    scored.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    scored.into_iter().take(n).map(|(_, k)| k).collect()
+    let mut best: Vec<f32> = all.values().copied().collect();
+    best.sort_by(f32::total_cmp);
+    best.truncate(n);
+    (best, all)
 }
 
-/// Held vectors answer the vector leg with the exact nearest rows, filters applied, where
-/// lance's ANN index only estimates them.
+/// Held vectors answer the vector leg with the exact nearest rows (up to distances within
+/// 1e-4 of each other), filters applied, where lance's ANN index only estimates them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_vectors_give_the_exact_nearest_rows() {
     let root = tempfile::tempdir().unwrap();
@@ -1004,9 +1027,7 @@ async fn held_vectors_give_the_exact_nearest_rows() {
     let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
     let docs = varied(480);
     index.sync(&docs, Scope::All, None).await.unwrap();
-    index.hold_vectors().await;
-    let table = index.table();
-    let held = index.held.current(&table).await.expect("the vectors of the latest version are held");
+    let held = holding(&index).await;
     let filters: [(&[DocKind], Option<NaiveDate>); 3] = [
         (&[DocKind::Entry, DocKind::Fact], None),
         (&[DocKind::History], None),
@@ -1015,15 +1036,31 @@ async fn held_vectors_give_the_exact_nearest_rows() {
     for query in ["apple river", "violin near the harbor", "winter coffee market", "cousin dentist bicycle salmon"] {
         let vector = embedder.vector(query);
         for (kinds, as_of) in filters {
-            let got: Vec<String> =
-                query::held_rows(&table, &held, &vector, kinds, as_of, 6).await.unwrap().into_iter().map(|(k, _, _)| k).collect();
-            assert_eq!(got, brute_force(&docs, &embedder, &vector, kinds, as_of, 6), "{query} {kinds:?} {as_of:?}");
+            let got = held.nearest(&vector, kinds, as_of, 6);
+            let (best, all) = brute_force(&docs, &embedder, &vector, kinds, as_of, 6);
+            assert_eq!(got.len(), best.len(), "{query} {kinds:?} {as_of:?}");
+            for (row, want) in got.iter().zip(&best) {
+                let exact = all.get(&row.key).unwrap_or_else(|| panic!("{} does not pass the filter", row.key));
+                assert!((exact - want).abs() < 1e-4, "{query} {kinds:?} {as_of:?}: {} at {exact}, want {want}", row.key);
+                assert!((row.distance as f32 - exact).abs() < 1e-4, "{}: {} vs {exact}", row.key, row.distance);
+                let doc = docs.iter().find(|d| d.key == row.key).unwrap();
+                assert_eq!(row.valid_from, doc.valid_from);
+            }
         }
     }
     let served = index.held.served();
     let hits = index.search("violin near the harbor", &opts(5)).await.unwrap();
     assert_eq!(hits.len(), 5);
     assert_eq!(index.held.served(), served + 1, "the search's vector leg scanned the held vectors");
+    // Every hit is whole: rows only the held vectors found were read by row id (words no
+    // doc has leave the text leg empty).
+    assert!(index.lexical("zebra quokka", &[], 3).await.unwrap().is_empty());
+    let only_held = index.search("zebra quokka", &opts(3)).await.unwrap();
+    assert_eq!(only_held.len(), 3);
+    for hit in hits.iter().chain(&only_held) {
+        let doc = docs.iter().find(|d| d.key == hit.key).unwrap();
+        assert_eq!((hit.text.as_str(), hit.kind, hit.valid_from), (doc.text.as_str(), doc.kind, doc.valid_from));
+    }
 }
 
 /// Held vectors of an older table version are never used: after a write the search goes to
@@ -1037,7 +1074,7 @@ async fn held_vectors_of_an_older_version_are_never_used() {
     let mut docs = varied(400);
     docs.push(fact("f-lighthouse", "Painted the lighthouse keeper's boat.", "2026-11-21"));
     index.sync(&docs, Scope::All, None).await.unwrap();
-    index.hold_vectors().await;
+    holding(&index).await;
     let lighthouse = SearchOpts { kinds: Some(vec![DocKind::Fact]), ..opts(3) };
     assert_eq!(keys(&index.search("lighthouse keeper boat", &lighthouse).await.unwrap())[0], "f-lighthouse");
     let served = index.held.served();

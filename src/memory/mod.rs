@@ -34,7 +34,7 @@ mod search;
 pub mod views;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::NaiveDate;
@@ -143,6 +143,8 @@ struct Inner {
     taxonomy: Taxonomy,
     fresh: Freshness,
     rewritten: broadcast::Sender<Rewritten>,
+    /// Whether the index, once open, holds its vectors in memory ([`Memory::hold_vectors`]).
+    hold_vectors: AtomicBool,
 }
 
 /// Generation counters that say whether the index may be behind the files.
@@ -223,6 +225,7 @@ impl Memory {
                     writes: AtomicU64::new(0),
                 },
                 rewritten: broadcast::channel(16).0,
+                hold_vectors: AtomicBool::new(false),
             }),
         };
         let me = memory.clone();
@@ -249,9 +252,22 @@ impl Memory {
             .index
             .get_or_try_init(|| async {
                 let index = corpus::open_index(&self.inner.root, &self.inner.config).await?;
+                if self.inner.hold_vectors.load(Ordering::SeqCst) {
+                    index.hold_vectors();
+                }
                 Ok::<_, Error>(Arc::new(index))
             })
             .await
+    }
+
+    /// Have the index hold its vectors in memory for searches (`index/held.rs`), for a process
+    /// that searches often (the daemon, `memfold mcp`): read in the background once the index
+    /// is open, now if it already is.
+    pub(crate) fn hold_vectors(&self) {
+        self.inner.hold_vectors.store(true, Ordering::SeqCst);
+        if let Some(index) = self.inner.index.get() {
+            index.hold_vectors();
+        }
     }
 
     /// The aspect keys of this root: the taxonomy (built in, extended by
@@ -469,5 +485,24 @@ mod tests {
         assert_eq!(heard(&[canonical.memory_md()]), [Rewritten::Promoted]);
         assert_eq!(heard(&[root.memory(), root.history()]), [Rewritten::Memory]);
         assert_eq!(heard(&[]), [Rewritten::Memory, Rewritten::Promoted], "a rescan may have changed both");
+    }
+
+    /// A process that asked for held vectors gets them from an index opened before or after it
+    /// asked; one that did not, never.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_vectors_are_asked_for_before_or_after_the_index_opens() {
+        for (before, after) in [(true, false), (false, true), (false, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            Root::new(dir.path()).init().unwrap();
+            let memory = Memory::open(Config { root: dir.path().to_path_buf(), ..Config::default() }).await.unwrap();
+            if before {
+                memory.hold_vectors();
+            }
+            let index = memory.index().await.unwrap().clone();
+            if after {
+                memory.hold_vectors();
+            }
+            assert_eq!(index.holds_vectors(), before || after);
+        }
     }
 }

@@ -105,7 +105,7 @@ pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonErr
     let requested = bind.parse().ok();
     token::resolve(&config, &root, requested)?; // refuse before binding what would not be served
     memory.index().await.map_err(DaemonError::Index)?;
-    hold_vectors(&memory);
+    memory.hold_vectors();
     let listener = tokio::net::TcpListener::bind(&bind)
         .await
         .map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
@@ -309,18 +309,6 @@ async fn indexer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) ->
         }
     }
     Ok(())
-}
-
-/// Have the index keep its vectors in memory for searches (`index/held.rs`), read in the
-/// background: until they are, searches use lance's vector index.
-fn hold_vectors(memory: &Memory) {
-    let memory = memory.clone();
-    tokio::spawn(async move {
-        match memory.index().await {
-            Ok(index) => index.hold_vectors().await,
-            Err(e) => warn!(error = %e, "index unavailable; searches will not use held vectors"),
-        }
-    });
 }
 
 /// How long the daemon must have done nothing before the trimmer runs.

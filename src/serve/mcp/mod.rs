@@ -366,7 +366,7 @@ pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
     // notify reports canonical paths; the watcher must compare them with a canonical root.
     let canonical = dir.canonicalize().map_err(|source| McpServeError::Root { path: dir.to_path_buf(), source })?;
     let mut watcher = Watcher::start(&Root::new(canonical), super::WATCH_DEBOUNCE)?;
-    super::hold_vectors(&memory);
+    memory.hold_vectors();
     let (service, scheduler) = Service::new(memory.clone(), false);
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let scheduling = tokio::spawn(scheduler.run(stop.clone()));
