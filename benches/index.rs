@@ -5,7 +5,8 @@
 //! - a full sync of every doc into an empty index without the ANN index (embed + write + full-text index),
 //! - building the ANN vector index (what the first sync past the threshold adds),
 //! - an incremental sync changing 1% of the docs,
-//! - search p50 / p99 over 200 queries, without and with an as-of filter,
+//! - search p50 / p99 over 200 queries, without and with an as-of filter, searching with
+//!   lance's indices and then with the vectors held in memory (as the daemon does),
 //! - how many of the exact 10 nearest entries and facts of each query the vector leg's 40
 //!   candidates hold (the ANN index's recall, against a brute-force scan done here),
 //!
@@ -180,12 +181,27 @@ async fn bench(n: usize, dir: &Path) {
     };
     let (p50, p99) = search_latency(&index, &queries, &opts).await;
     println!("{n:>7} rows  search                p50 {:>6.2} ms  p99 {:>6.2} ms", ms(p50), ms(p99));
-    let as_of = SearchOpts { as_of: NaiveDate::from_ymd_opt(2025, 9, 1), ..opts };
+    let as_of = SearchOpts { as_of: NaiveDate::from_ymd_opt(2025, 9, 1), ..opts.clone() };
     let (p50, p99) = search_latency(&index, &queries, &as_of).await;
     println!("{n:>7} rows  search --as-of        p50 {:>6.2} ms  p99 {:>6.2} ms", ms(p50), ms(p99));
     let (among_40, top_10) = ann_recall(&index, &embedder, &docs, &queries).await;
     println!("{n:>7} rows  exact top 10 among the vector leg's 40   {:>5.1} %", 100.0 * among_40);
     println!("{n:>7} rows  exact top 10 among its first 10 (true recall@10)   {:>5.1} %", 100.0 * top_10);
+    // What a daemon does: the vectors held in memory, scanned whole (index/held.rs).
+    index.hold_vectors();
+    let t = Instant::now();
+    while !index.vectors_held().await {
+        assert!(t.elapsed() < Duration::from_secs(120), "the vectors were never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("{n:>7} rows  vectors held after    {:>8.2} s", t.elapsed().as_secs_f64());
+    let (p50, p99) = search_latency(&index, &queries, &opts).await;
+    println!("{n:>7} rows  search, vectors held  p50 {:>6.2} ms  p99 {:>6.2} ms", ms(p50), ms(p99));
+    let (p50, p99) = search_latency(&index, &queries, &as_of).await;
+    println!("{n:>7} rows  search --as-of, held  p50 {:>6.2} ms  p99 {:>6.2} ms", ms(p50), ms(p99));
+    let (among_40, top_10) = ann_recall(&index, &embedder, &docs, &queries).await;
+    println!("{n:>7} rows  held: exact top 10 among the vector leg's 40   {:>5.1} %", 100.0 * among_40);
+    println!("{n:>7} rows  held: exact top 10 among its first 10 (true recall@10)   {:>5.1} %", 100.0 * top_10);
 }
 
 /// The index tuning, with `MEMFOLD_BENCH_REFINE=FACTOR` to try another re-ranking depth.

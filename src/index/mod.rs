@@ -461,6 +461,12 @@ impl Index {
         }
     }
 
+    #[cfg(any(test, feature = "testkit"))]
+    /// Whether the vectors of the table's latest version are held (see [`Index::hold_vectors`]).
+    pub async fn vectors_held(&self) -> bool {
+        self.held.current(&self.table()).await.is_some()
+    }
+
     #[cfg(test)]
     /// Whether [`Index::hold_vectors`] was called.
     pub fn holds_vectors(&self) -> bool {

@@ -33,7 +33,7 @@ impl Index {
         // those of the full-text index, not of the rows): a tie at the text leg's cut is broken
         // among the rows lance returned, instead of reading every tied row, and the vector leg
         // may scan vectors held in memory.
-        let exact_ties = meta::read(&self.dir).await?.is_none_or(|m| m.ann_trained_rows.is_none());
+        let exact_ties = self.exact_ties().await?;
         let held = match exact_ties {
             true => None,
             false => self.held.current(&table).await,
@@ -116,6 +116,11 @@ impl Index {
             .collect())
     }
 
+    /// Whether search must be exact, ties included: below the ANN threshold (no vector index).
+    async fn exact_ties(&self) -> Result<bool, IndexError> {
+        Ok(meta::read(&self.dir).await?.is_none_or(|m| m.ann_trained_rows.is_none()))
+    }
+
     fn check_dim(&self, vector: &[f32]) -> Result<(), IndexError> {
         match vector.len() == self.want.dim {
             true => Ok(()),
@@ -137,6 +142,13 @@ impl Index {
             return Ok(Vec::new());
         }
         self.check_dim(vector)?;
+        if exclude_keys.is_empty() && !self.exact_ties().await? {
+            let table = self.table();
+            if let Some(held) = self.held.current(&table).await {
+                let kinds = if kinds.is_empty() { &DocKind::ALL[..] } else { kinds };
+                return Ok(held.nearest(vector, kinds, None, k).into_iter().map(|r| (r.key, (1.0 - r.distance) as f32)).collect());
+            }
+        }
         let mut parts: Vec<String> = rank::kind_filter(kinds).into_iter().collect();
         if !exclude_keys.is_empty() {
             parts.push(rank::key_list(exclude_keys, true));

@@ -1046,6 +1046,10 @@ async fn held_vectors_give_the_exact_nearest_rows() {
                 let doc = docs.iter().find(|d| d.key == row.key).unwrap();
                 assert_eq!(row.valid_from, doc.valid_from);
             }
+            if as_of.is_none() {
+                let near = index.nearest(&vector, kinds, 6, &[]).await.unwrap();
+                assert_eq!(near.iter().map(|(k, _)| k).collect::<Vec<_>>(), got.iter().map(|r| &r.key).collect::<Vec<_>>());
+            }
         }
     }
     let served = index.held.served();
