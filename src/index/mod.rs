@@ -64,8 +64,10 @@
 //! where lance stopped reading, so below the ANN threshold a search is a function of the rows
 //! and the question. Above it, where vector search is approximate and BM25 statistics are the
 //! full-text index's, the text leg breaks a tie at its cut among the rows lance returned
-//! rather than reading every tied row (a common word ties thousands). The two legs run on separate tasks, so on two or more cores they run at
-//! the same time.
+//! rather than reading every tied row (a common word ties thousands), and a process that
+//! asked for it ([`Index::hold_vectors`], the daemon) scans vectors held in memory instead of
+//! asking lance (`index/held.rs`). The two legs run on separate tasks, so on two or more cores
+//! they run at the same time.
 
 mod held;
 mod lock;
