@@ -4,16 +4,17 @@
 //! lance answers a vector query in about 9 ms at 100k rows, most of it fixed cost (planning,
 //! reading index partitions, handing work between threads), not distance arithmetic; reading
 //! rows back by id costs about 70 us a row. A daemon that searches often keeps instead, per row,
-//! its key, row id, kind and dates and its unit vector in two bytes per dimension: a coarse
-//! code (the vector in steps of its largest component / 127) and a fine one (what the coarse
-//! step left, in steps 254 times smaller). The leg scans every row's coarse codes (about 2.5 ms
-//! at 100k on one core), keeps the best [`RERANK`] times `n`, ranks those by the cosine of the
-//! query with their fine-grained vectors (within about 1e-5 of the exact one: the order of
-//! rows that are not tied) and cuts `n` by that distance, then key. It reads nothing from
-//! lance; the search takes the hits of the rows it returns by row id. Scanning every row, it
-//! misses no neighbour the ANN index's partitions would hide (the coarse scan alone ranked
-//! only 94% of the exact 10 nearest first at 100k, hence the fine codes). At MiniLM's and
-//! `local`'s 384 dimensions that is about 80 MB at 100k rows.
+//! its key, row id, kind and dates and its unit vector in a byte and a half per dimension: a
+//! coarse code in half a byte (the vector in steps of its largest component / 7) and a fine
+//! byte (what the coarse step left, in steps 254 times smaller). The leg scans every row's
+//! coarse codes on two threads (19 MB at 100k rows, which stay in a 32 MB cache where a byte
+//! per dimension did not), keeps the best [`RERANK`] times `n` estimates, ranks those by the
+//! cosine of the query with their fine-grained vectors (within about 1e-4 of the exact one)
+//! and cuts `n` by that distance, then key. It reads nothing from lance; the search takes the
+//! hits of the rows it keeps by row id. Scanning every row, it misses no neighbour the ANN
+//! index's partitions would hide: in the index bench at 100k its first 10 held 99.8% of the
+//! exact 10 nearest, its 40 all of them. At MiniLM's and `local`'s 384 dimensions that is
+//! about 61 MB at 100k rows.
 //!
 //! **Never stale.** What is held belongs to one table version. Each search asks the table for
 //! its latest version (the connection reads other processes' writes at once) and uses the held
@@ -57,8 +58,10 @@ pub(super) struct Held {
     from: Vec<i32>,
     /// `i32::MAX` for rows still valid.
     until: Vec<i32>,
-    /// `dim` coarse codes per row: the unit vector divided by the row's scale, rounded.
-    codes: Vec<i8>,
+    /// Bytes of coarse codes per row: `dim` half-bytes, two per byte, dimension 2k in the low
+    /// half of byte k's pair (see [`quantise`]).
+    width: usize,
+    coarse: Vec<u8>,
     /// `dim` fine codes per row: what the coarse codes left, in steps of scale / [`FINE`].
     fine: Vec<i8>,
     scales: Vec<f32>,
@@ -109,7 +112,8 @@ impl Held {
             kinds: Vec::new(),
             from: Vec::new(),
             until: Vec::new(),
-            codes: Vec::new(),
+            width: 0,
+            coarse: Vec::new(),
             fine: Vec::new(),
             scales: Vec::new(),
         };
@@ -128,9 +132,9 @@ impl Held {
             held.from.extend(days(&batch, VALID_FROM)?.into_iter().map(|d| d.unwrap_or(i32::MIN)));
             held.until.extend(days(&batch, VALID_UNTIL)?.into_iter().map(|d| d.unwrap_or(i32::MAX)));
             let (dim, values) = flat_vectors(&batch)?;
-            held.dim = dim;
+            (held.dim, held.width) = (dim, dim.div_ceil(2));
             for vector in values.chunks_exact(dim.max(1)) {
-                held.scales.push(quantise(vector, &mut held.codes, Some(&mut held.fine)));
+                held.scales.push(quantise(vector, &mut held.coarse, &mut held.fine));
             }
         }
         let after = table.version().await.db("table version")?;
@@ -145,7 +149,7 @@ impl Held {
         self.kinds.shrink_to_fit();
         self.from.shrink_to_fit();
         self.until.shrink_to_fit();
-        self.codes.shrink_to_fit();
+        self.coarse.shrink_to_fit();
         self.fine.shrink_to_fit();
         self.scales.shrink_to_fit();
     }
@@ -160,17 +164,16 @@ impl Held {
         if self.dim != vector.len() || n == 0 {
             return Vec::new();
         }
-        let mut query = Vec::with_capacity(self.dim);
-        let query_scale = quantise(vector, &mut query, None);
+        let scan = Scan::new(vector);
         let day = as_of.map(rows::date_to_days);
         let mut scores = vec![0i32; self.ids.len()];
         // Two threads: one core alone cannot read the codes from memory as fast as two.
         let half = self.ids.len() / 2;
         let (first, second) = scores.split_at_mut(half);
-        let (codes_first, codes_second) = self.codes.split_at(half * self.dim);
+        let (codes_first, codes_second) = self.coarse.split_at(half * self.width);
         std::thread::scope(|scope| {
-            scope.spawn(|| dots(&query, codes_second, self.dim, second));
-            dots(&query, codes_first, self.dim, first);
+            scope.spawn(|| dots(&scan, codes_second, self.width, second));
+            dots(&scan, codes_first, self.width, first);
         });
         // The best m estimates, worst on top: most rows are turned away by one comparison.
         let m = n.saturating_mul(RERANK);
@@ -179,7 +182,7 @@ impl Held {
             if !kinds.contains(&self.kinds[i]) || day.is_some_and(|d| self.from[i] > d || self.until[i] <= d) {
                 continue;
             }
-            let estimate = Estimate(*score as f32 * query_scale * self.scales[i], i);
+            let estimate = Estimate(*score as f32 * scan.scale * self.scales[i], i);
             if best.len() < m {
                 best.push(Reverse(estimate));
             } else if best.peek().is_some_and(|Reverse(worst)| estimate > *worst) {
@@ -203,12 +206,10 @@ impl Held {
 
     /// Cosine distance of `vector` to row `row` as its coarse and fine codes give it.
     fn distance(&self, vector: &[f32], row: usize) -> f32 {
-        let range = row * self.dim..(row + 1) * self.dim;
+        let coarse = &self.coarse[row * self.width..(row + 1) * self.width];
+        let fine = &self.fine[row * self.dim..(row + 1) * self.dim];
         let scale = self.scales[row];
-        let rebuilt = self.codes[range.clone()]
-            .iter()
-            .zip(&self.fine[range])
-            .map(|(c, f)| (f32::from(*c) + f32::from(*f) / FINE) * scale);
+        let rebuilt = (0..self.dim).map(|j| (f32::from(half_byte(coarse, j)) + f32::from(fine[j]) / FINE) * scale);
         let (mut dot, mut vv, mut rr) = (0f32, 0f32, 0f32);
         for (x, r) in vector.iter().zip(rebuilt) {
             dot += x * r;
@@ -222,7 +223,7 @@ impl Held {
     }
 
     fn bytes(&self) -> usize {
-        self.codes.len() + self.fine.len() + self.keys.len() + self.ids.len() * (8 + 4 + 4 + 4 + 4 + 1)
+        self.coarse.len() + self.fine.len() + self.keys.len() + self.ids.len() * (8 + 4 + 4 + 4 + 4 + 1)
     }
 }
 
@@ -317,31 +318,30 @@ impl Slot {
     }
 }
 
-/// Append `vector`'s codes to `codes` (and what they leave to `fine`) and return its scale:
-/// the vector divided by its length, each component as the nearest multiple of the scale (a
-/// zero vector: zeros, scale 0).
-fn quantise(vector: &[f32], codes: &mut Vec<i8>, fine: Option<&mut Vec<i8>>) -> f32 {
+/// Half-byte steps of a row from its largest component to zero.
+const COARSE: f32 = 7.0;
+/// Added to a coarse code (-7..=7) to store it in a half byte.
+const OFFSET: i8 = 8;
+
+/// Append `vector`'s coarse codes to `coarse` and what they leave to `fine`, and return its
+/// scale: the vector divided by its length, each component as the nearest multiple of the
+/// scale, between -7 and 7 (stored plus [`OFFSET`], two to a byte), and the rest in
+/// [`FINE`]ths of the scale. A zero vector: zeros, scale 0.
+fn quantise(vector: &[f32], coarse: &mut Vec<u8>, fine: &mut Vec<i8>) -> f32 {
     let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
     let largest = vector.iter().fold(0f32, |m, v| m.max(v.abs()));
-    if norm == 0.0 || largest == 0.0 || !norm.is_finite() {
-        codes.extend(std::iter::repeat_n(0, vector.len()));
-        if let Some(fine) = fine {
-            fine.extend(std::iter::repeat_n(0, vector.len()));
-        }
-        return 0.0;
+    let scale = if norm == 0.0 || largest == 0.0 || !norm.is_finite() { 0.0 } else { largest / norm / COARSE };
+    let mut halves = Vec::with_capacity(vector.len() + 1);
+    for v in vector {
+        let x = if scale == 0.0 { 0.0 } else { v / norm / scale };
+        let code = x.round().clamp(-COARSE, COARSE);
+        halves.push((code as i8 + OFFSET) as u8);
+        fine.push(((x - code) * FINE).round().clamp(-127.0, 127.0) as i8);
     }
-    let scale = largest / norm / 127.0;
-    let steps = vector.iter().map(|v| v / norm / scale);
-    match fine {
-        None => codes.extend(steps.map(|x| x.round().clamp(-127.0, 127.0) as i8)),
-        Some(fine) => {
-            for x in steps {
-                let coarse = x.round().clamp(-127.0, 127.0);
-                codes.push(coarse as i8);
-                fine.push(((x - coarse) * FINE).round().clamp(-127.0, 127.0) as i8);
-            }
-        }
+    if halves.len() % 2 == 1 {
+        halves.push(OFFSET as u8);
     }
+    coarse.extend(halves.chunks_exact(2).map(|pair| pair[0] | (pair[1] << 4)));
     scale
 }
 
@@ -360,37 +360,108 @@ pub(super) fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-/// `out[i]` = the dot product of `query` with the i-th row of `codes` (`dim` codes per row).
-fn dots(query: &[i8], codes: &[i8], dim: usize, out: &mut [i32]) {
+/// The coarse code of dimension `j` of a row's packed codes.
+fn half_byte(coarse: &[u8], j: usize) -> i8 {
+    let byte = coarse[j / 2];
+    let half = if j.is_multiple_of(2) { byte & 0x0f } else { byte >> 4 };
+    half as i8 - OFFSET
+}
+
+/// A query as the scan reads it: its unit vector in steps of its largest component / 127,
+/// the codes of even and of odd dimensions apart (they meet the low and the high half of each
+/// byte of a row), their sum, and the step.
+struct Scan {
+    even: Vec<i8>,
+    odd: Vec<i8>,
+    sum: i32,
+    scale: f32,
+}
+
+impl Scan {
+    fn new(vector: &[f32]) -> Scan {
+        let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let largest = vector.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = if norm == 0.0 || largest == 0.0 || !norm.is_finite() { 0.0 } else { largest / norm / 127.0 };
+        let code = |v: f32| if scale == 0.0 { 0 } else { (v / norm / scale).round().clamp(-127.0, 127.0) as i8 };
+        let width = vector.len().div_ceil(2);
+        let at = |j: usize| vector.get(j).map_or(0, |v| code(*v));
+        let even: Vec<i8> = (0..width).map(|k| at(2 * k)).collect();
+        let odd: Vec<i8> = (0..width).map(|k| at(2 * k + 1)).collect();
+        let sum = even.iter().chain(&odd).map(|c| i32::from(*c)).sum();
+        Scan { even, odd, sum, scale }
+    }
+}
+
+/// `out[i]` = the dot product of the query's codes with the coarse codes of the i-th row of
+/// `coarse` (`width` bytes per row).
+fn dots(scan: &Scan, coarse: &[u8], width: usize, out: &mut [i32]) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { dots_avx2(query, codes, dim, out) };
+        return unsafe { dots_avx2(scan, coarse, width, out) };
     }
-    dots_any(query, codes, dim, out)
+    dots_any(scan, coarse, width, out)
 }
 
+fn dots_any(scan: &Scan, coarse: &[u8], width: usize, out: &mut [i32]) {
+    for (row, score) in coarse.chunks_exact(width).zip(out.iter_mut()) {
+        *score = tail(scan, row, 0) - i32::from(OFFSET) * scan.sum;
+    }
+}
+
+/// The stored (offset) codes' dot product with the query from byte `from` of a row on.
+fn tail(scan: &Scan, row: &[u8], from: usize) -> i32 {
+    row[from..]
+        .iter()
+        .zip(&scan.even[from..])
+        .zip(&scan.odd[from..])
+        .map(|((b, e), o)| i32::from(*e) * i32::from(b & 0x0f) + i32::from(*o) * i32::from(b >> 4))
+        .sum()
+}
+
+/// [`dots_any`] 32 bytes (64 dimensions) at a time: the half bytes times the query's codes,
+/// summed in pairs into 16 bits (at most 2 x 2 x 15 x 127), then into 32.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn dots_avx2(query: &[i8], codes: &[i8], dim: usize, out: &mut [i32]) {
-    dots_any(query, codes, dim, out)
+fn dots_avx2(scan: &Scan, coarse: &[u8], width: usize, out: &mut [i32]) {
+    use std::arch::x86_64::*;
+    let steps = width / 32;
+    let low = _mm256_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    macro_rules! load {
+        ($bytes:expr) => {{
+            let bytes: &[u8] = $bytes;
+            assert!(bytes.len() >= 32);
+            // SAFETY: 32 bytes are there to read (checked above); unaligned loads are allowed.
+            unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
+        }};
+    }
+    let (even, odd): (&[u8], &[u8]) = (bytemuck_i8(&scan.even), bytemuck_i8(&scan.odd));
+    for (row, score) in coarse.chunks_exact(width).zip(out.iter_mut()) {
+        let mut acc = _mm256_setzero_si256();
+        for s in 0..steps {
+            let at = s * 32;
+            let v = load!(&row[at..]);
+            let lo = _mm256_and_si256(v, low);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            let pairs = _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, load!(&even[at..])),
+                _mm256_maddubs_epi16(hi, load!(&odd[at..])),
+            );
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+        }
+        let sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        let sum = _mm_hadd_epi32(sum, sum);
+        let sum = _mm_hadd_epi32(sum, sum);
+        *score = _mm_cvtsi128_si32(sum) + tail(scan, row, steps * 32) - i32::from(OFFSET) * scan.sum;
+    }
 }
 
-/// Written so that the compiler vectorises it: 16 independent sums per row.
-#[inline(always)]
-fn dots_any(query: &[i8], codes: &[i8], dim: usize, out: &mut [i32]) {
-    const LANES: usize = 16;
-    let whole = dim / LANES * LANES;
-    for (row, score) in codes.chunks_exact(dim).zip(out.iter_mut()) {
-        let mut acc = [0i32; LANES];
-        for (q, c) in query[..whole].chunks_exact(LANES).zip(row[..whole].chunks_exact(LANES)) {
-            for lane in 0..LANES {
-                acc[lane] += i32::from(q[lane]) * i32::from(c[lane]);
-            }
-        }
-        let tail: i32 = query[whole..].iter().zip(&row[whole..]).map(|(q, c)| i32::from(*q) * i32::from(*c)).sum();
-        *score = acc.iter().sum::<i32>() + tail;
-    }
+/// The same bytes read as unsigned (the intrinsics take the query's codes as bytes).
+#[cfg(target_arch = "x86_64")]
+fn bytemuck_i8(codes: &[i8]) -> &[u8] {
+    // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern is valid.
+    unsafe { std::slice::from_raw_parts(codes.as_ptr().cast(), codes.len()) }
 }
 
 /// A `Date32` column as days since 1970 (`None` for nulls).
@@ -427,36 +498,43 @@ mod tests {
             state ^= state << 17;
             (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
         };
-        let dim = 37; // not a multiple of the lanes: the tail counts too
-        let rows: Vec<Vec<f32>> = (0..500).map(|_| (0..dim).map(|_| next()).collect()).collect();
-        let query: Vec<f32> = (0..dim).map(|_| next()).collect();
-        let (mut codes, mut scales) = (Vec::new(), Vec::new());
-        let mut fine = Vec::new();
-        for row in &rows {
-            scales.push(quantise(row, &mut codes, Some(&mut fine)));
-        }
-        let mut q = Vec::new();
-        let qs = quantise(&query, &mut q, None);
-        let mut out = vec![0; rows.len()];
-        dots(&q, &codes, dim, &mut out);
-        let mut any = vec![0; rows.len()];
-        dots_any(&q, &codes, dim, &mut any);
-        assert_eq!(out, any);
-        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        for (i, row) in rows.iter().enumerate() {
-            let exact = row.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>() / norm(row) / norm(&query);
-            let estimate = out[i] as f32 * qs * scales[i];
-            assert!((exact - estimate).abs() < 0.02, "row {i}: {exact} vs {estimate}");
-            // With the fine codes the vector is all but exact.
-            let rebuilt: Vec<f32> = (0..dim)
-                .map(|j| (f32::from(codes[i * dim + j]) + f32::from(fine[i * dim + j]) / FINE) * scales[i])
-                .collect();
-            let close = 1.0 - cosine_distance(&rebuilt, &query);
-            assert!((exact - close).abs() < 1e-4, "row {i}: {exact} vs {close}");
+        // 131: odd, and not a multiple of 64 dimensions: the tail and the padding count too.
+        for dim in [131usize, 384] {
+            let width = dim.div_ceil(2);
+            let rows: Vec<Vec<f32>> = (0..300).map(|_| (0..dim).map(|_| next()).collect()).collect();
+            let query: Vec<f32> = (0..dim).map(|_| next()).collect();
+            let (mut coarse, mut fine, mut scales) = (Vec::new(), Vec::new(), Vec::new());
+            for row in &rows {
+                scales.push(quantise(row, &mut coarse, &mut fine));
+            }
+            assert_eq!((coarse.len(), fine.len()), (rows.len() * width, rows.len() * dim));
+            let scan = Scan::new(&query);
+            let mut out = vec![0; rows.len()];
+            dots(&scan, &coarse, width, &mut out);
+            let mut any = vec![0; rows.len()];
+            dots_any(&scan, &coarse, width, &mut any);
+            assert_eq!(out, any);
+            let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            for (i, row) in rows.iter().enumerate() {
+                let exact = row.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>() / norm(row) / norm(&query);
+                // The dot product of the codes, as the scan computes it.
+                let codes: i32 = (0..dim)
+                    .map(|j| i32::from(half_byte(&coarse[i * width..], j)) * i32::from(if j.is_multiple_of(2) { scan.even[j / 2] } else { scan.odd[j / 2] }))
+                    .sum();
+                assert_eq!(out[i], codes, "row {i}");
+                let estimate = out[i] as f32 * scan.scale * scales[i];
+                assert!((exact - estimate).abs() < 0.1, "row {i}: {exact} vs {estimate}");
+                // With the fine codes the vector is all but exact.
+                let rebuilt: Vec<f32> = (0..dim)
+                    .map(|j| (f32::from(half_byte(&coarse[i * width..], j)) + f32::from(fine[i * dim + j]) / FINE) * scales[i])
+                    .collect();
+                let close = 1.0 - cosine_distance(&rebuilt, &query);
+                assert!((exact - close).abs() < 1e-4, "row {i}: {exact} vs {close}");
+            }
         }
         // A zero vector is nobody's neighbour and breaks nothing.
-        let mut zero = Vec::new();
-        assert_eq!(quantise(&[0.0; 4], &mut zero, None), 0.0);
-        assert_eq!(zero, [0; 4]);
+        let (mut coarse, mut fine) = (Vec::new(), Vec::new());
+        assert_eq!(quantise(&[0.0; 3], &mut coarse, &mut fine), 0.0);
+        assert_eq!((coarse, fine), (vec![0x88, 0x08 | 0x80], vec![0; 3]));
     }
 }
