@@ -977,6 +977,8 @@ async fn mcp_over_http_needs_the_token_and_passes_the_tour() {
     assert!(text.contains("memfold_calls_total{verb=\"add\",door=\"mcp\"} 3\n"), "{text}");
     assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 2\n"), "{text}");
     assert!(text.contains("memfold_passes_total{outcome=\"dry_run\"} 1\n"), "{text}");
+    // A memory this small is searched exactly, without held vectors (below the ANN threshold).
+    assert!(text.contains("memfold_searches_held_vectors_total 0\n"), "{text}");
     let status = mcp::ok(&client, "memory_status", json!({})).await;
     let passes = status["daemon"]["passes"].as_array().unwrap();
     let runs: Vec<&Value> = passes.iter().filter(|p| p["applied"] == true).map(|p| &p["run"]).collect();

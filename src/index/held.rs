@@ -255,7 +255,6 @@ impl Slot {
         !self.on.swap(true, Ordering::SeqCst)
     }
 
-    #[cfg(test)]
     pub(super) fn served(&self) -> u64 {
         self.served.load(Ordering::Relaxed)
     }

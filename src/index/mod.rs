@@ -463,6 +463,11 @@ impl Index {
         }
     }
 
+    /// Searches whose vector leg scanned held vectors (the others asked lance).
+    pub fn searches_with_held_vectors(&self) -> u64 {
+        self.held.served()
+    }
+
     #[cfg(any(test, feature = "testkit"))]
     /// Whether the vectors of the table's latest version are held (see [`Index::hold_vectors`]).
     pub async fn vectors_held(&self) -> bool {

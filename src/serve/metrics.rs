@@ -117,6 +117,8 @@ pub struct Gauges {
     pub pending_facts: Option<usize>,
     pub entries: Option<usize>,
     pub uptime: Duration,
+    /// Searches whose vector leg scanned the vectors the index holds (a count the index keeps).
+    pub held_searches: Option<u64>,
 }
 
 impl Metrics {
@@ -310,6 +312,14 @@ impl Metrics {
                 &plain(pending as u64),
             );
         }
+        if let Some(held) = gauges.held_searches {
+            family(
+                "memfold_searches_held_vectors_total",
+                "counter",
+                "Searches whose vector leg scanned the vectors the daemon holds in memory (the others asked LanceDB).",
+                &plain(held),
+            );
+        }
         if let Some(entries) = gauges.entries {
             family("memfold_entries", "gauge", "Current entries in consolidated/memory.md.", &plain(entries as u64));
         }
@@ -354,7 +364,12 @@ mod tests {
         m.pass(PassOutcome::Failed, None, Duration::from_secs(2000));
         m.pass(PassOutcome::GateShut, None, Duration::ZERO);
         m.response(200);
-        let text = m.render(Gauges { pending_facts: Some(7), entries: Some(2), uptime: Duration::from_secs(1) });
+        let text = m.render(Gauges {
+            pending_facts: Some(7),
+            entries: Some(2),
+            uptime: Duration::from_secs(1),
+            held_searches: Some(5),
+        });
         assert!(text.contains("memfold_facts_ingested_total{via=\"facts\"} 3\n"), "{text}");
         assert!(text.contains("memfold_calls_total{verb=\"add\",door=\"mcp\"} 1\n"), "{text}");
         assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 1\n"));
@@ -365,6 +380,7 @@ mod tests {
         assert!(text.contains("memfold_pass_duration_seconds_bucket{le=\"+Inf\"} 2\n"));
         assert!(text.contains("memfold_pass_duration_seconds_count 2\n"));
         assert!(text.contains("memfold_pending_facts 7\n"));
+        assert!(text.contains("memfold_searches_held_vectors_total 5\n"), "{text}");
         assert!(text.contains("memfold_http_responses_total{code=\"200\"} 1\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();

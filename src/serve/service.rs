@@ -440,11 +440,17 @@ impl Service {
     /// The Prometheus text of every counter, with the gauges read from the files now.
     pub async fn metrics_text(&self) -> String {
         let uptime = self.started.elapsed();
+        let held_searches = self.memory.index().await.ok().map(|index| index.searches_with_held_vectors());
         let gauges = match self.memory.status().await {
-            Ok(status) => Gauges { pending_facts: Some(status.pending_facts), entries: Some(status.entries), uptime },
+            Ok(status) => Gauges {
+                pending_facts: Some(status.pending_facts),
+                entries: Some(status.entries),
+                uptime,
+                held_searches,
+            },
             Err(e) => {
                 tracing::warn!(error = %e, "metrics: could not read the files; leaving out the file gauges");
-                Gauges { uptime, ..Gauges::default() }
+                Gauges { uptime, held_searches, ..Gauges::default() }
             }
         };
         self.metrics.render(gauges)
