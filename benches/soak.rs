@@ -9,7 +9,8 @@
 //!   searches and at the end;
 //! - the index's bytes on disk and table versions before and after;
 //! - search p50 over 200 queries on a freshly started daemon, before the soak and after it
-//!   (after: once the restarted daemon has settled its index, and how long that took);
+//!   (after: once the restarted daemon has settled its index, and how long that took), and how
+//!   many of them the vectors the daemon holds in memory served;
 //! - the commit it ran on.
 //!
 //! Run: `cargo bench --bench soak` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (default 10000;
@@ -122,17 +123,30 @@ impl Daemon {
         (field("VmRSS:"), field("RssAnon:"))
     }
 
-    /// Search p50 over the queries, after one warm-up pass over the first 20.
-    async fn p50(&self, queries: &[String]) -> Duration {
+    /// Search p50 over the queries, after one warm-up pass over the first 20, and how many of
+    /// them the vectors the daemon holds served (`/metrics`; the others asked LanceDB).
+    async fn p50(&self, queries: &[String]) -> (Duration, u64) {
         for q in queries.iter().take(20) {
             self.search(q).await;
         }
+        let held = self.held_searches().await;
         let mut times = Vec::with_capacity(queries.len());
         for q in queries {
             times.push(self.search(q).await);
         }
+        let held = self.held_searches().await - held;
         times.sort();
-        times[times.len() / 2]
+        (times[times.len() / 2], held)
+    }
+
+    /// `memfold_searches_held_vectors_total` from `/metrics`.
+    async fn held_searches(&self) -> u64 {
+        let response = self.client.get(format!("{}/metrics", self.base)).bearer_auth(&self.token).send().await.unwrap();
+        let text = response.text().await.unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("memfold_searches_held_vectors_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no held-search count in /metrics:\n{text}"))
     }
 }
 
@@ -171,7 +185,7 @@ async fn soak(entries: usize, requests: usize) {
         queries.iter().map(|q| q.split_whitespace().take(5).collect::<Vec<_>>().join(" ")).collect();
 
     let started = Instant::now();
-    let (before_p50, before_rss) = {
+    let ((before_p50, before_held), before_rss) = {
         let daemon = Daemon::start(&root_dir).await;
         daemon.settled().await;
         let p50 = daemon.p50(&queries).await;
@@ -208,7 +222,7 @@ async fn soak(entries: usize, requests: usize) {
     let (after_bytes, after_versions) = disk(&root_dir);
     let restarted = Daemon::start(&root_dir).await;
     let settling = restarted.settled().await;
-    let after_p50 = restarted.p50(&queries).await;
+    let (after_p50, after_held) = restarted.p50(&queries).await;
     let after_rss = restarted.rss_mib();
     drop(restarted);
     if std::env::var_os("MEMFOLD_BENCH_KEEP").is_some() {
@@ -246,6 +260,10 @@ async fn soak(entries: usize, requests: usize) {
         ms(before_p50),
         ms(after_p50),
         after_p50.as_secs_f64() / before_p50.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "  of those {} searches, held vectors served {before_held} before and {after_held} after (the others asked LanceDB)",
+        queries.len()
     );
 }
 
