@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arrow_array::{Array, Date32Array, FixedSizeListArray, Float32Array};
 use futures::TryStreamExt;
 use chrono::NaiveDate;
 use lancedb::Table;
@@ -129,9 +128,9 @@ impl Held {
                 held.kinds.push(DocKind::parse(&kind).ok_or_else(|| IndexError::Corrupt(format!("row of kind {kind:?}")))?);
             }
             held.ids.extend(rows::row_ids(&batch)?);
-            held.from.extend(days(&batch, VALID_FROM)?.into_iter().map(|d| d.unwrap_or(i32::MIN)));
-            held.until.extend(days(&batch, VALID_UNTIL)?.into_iter().map(|d| d.unwrap_or(i32::MAX)));
-            let (dim, values) = flat_vectors(&batch)?;
+            held.from.extend(rows::days(&batch, VALID_FROM)?.into_iter().map(|d| d.unwrap_or(i32::MIN)));
+            held.until.extend(rows::days(&batch, VALID_UNTIL)?.into_iter().map(|d| d.unwrap_or(i32::MAX)));
+            let (dim, values) = rows::flat_vectors(&batch, VECTOR)?;
             (held.dim, held.width) = (dim, dim.div_ceil(2));
             for vector in values.chunks_exact(dim.max(1)) {
                 held.scales.push(quantise(vector, &mut held.coarse, &mut held.fine));
@@ -210,16 +209,7 @@ impl Held {
         let fine = &self.fine[row * self.dim..(row + 1) * self.dim];
         let scale = self.scales[row];
         let rebuilt = (0..self.dim).map(|j| (f32::from(half_byte(coarse, j)) + f32::from(fine[j]) / FINE) * scale);
-        let (mut dot, mut vv, mut rr) = (0f32, 0f32, 0f32);
-        for (x, r) in vector.iter().zip(rebuilt) {
-            dot += x * r;
-            vv += x * x;
-            rr += r * r;
-        }
-        match vv * rr {
-            0.0 => 1.0,
-            norms => 1.0 - dot / norms.sqrt(),
-        }
+        cosine_distance(vector, rebuilt)
     }
 
     fn bytes(&self) -> usize {
@@ -327,9 +317,7 @@ const OFFSET: i8 = 8;
 /// scale, between -7 and 7 (stored plus [`OFFSET`], two to a byte), and the rest in
 /// [`FINE`]ths of the scale. A zero vector: zeros, scale 0.
 fn quantise(vector: &[f32], coarse: &mut Vec<u8>, fine: &mut Vec<i8>) -> f32 {
-    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
-    let largest = vector.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let scale = if norm == 0.0 || largest == 0.0 || !norm.is_finite() { 0.0 } else { largest / norm / COARSE };
+    let (norm, scale) = unit_step(vector, COARSE);
     let mut halves = Vec::with_capacity(vector.len() + 1);
     for v in vector {
         let x = if scale == 0.0 { 0.0 } else { v / norm / scale };
@@ -344,9 +332,17 @@ fn quantise(vector: &[f32], coarse: &mut Vec<u8>, fine: &mut Vec<i8>) -> f32 {
     scale
 }
 
+/// `vector`'s length, and the step that puts its largest component of the unit vector at
+/// `steps` steps from zero (0 for a zero or non-finite vector).
+fn unit_step(vector: &[f32], steps: f32) -> (f32, f32) {
+    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+    let largest = vector.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let scale = if norm == 0.0 || largest == 0.0 || !norm.is_finite() { 0.0 } else { largest / norm / steps };
+    (norm, scale)
+}
+
 /// `1 - cos(a, b)`, lance's cosine distance; 1 for a zero vector.
-#[cfg(test)]
-pub(super) fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn cosine_distance(a: &[f32], b: impl IntoIterator<Item = f32>) -> f32 {
     let (mut dot, mut aa, mut bb) = (0f32, 0f32, 0f32);
     for (x, y) in a.iter().zip(b) {
         dot += x * y;
@@ -378,9 +374,7 @@ struct Scan {
 
 impl Scan {
     fn new(vector: &[f32]) -> Scan {
-        let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
-        let largest = vector.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let scale = if norm == 0.0 || largest == 0.0 || !norm.is_finite() { 0.0 } else { largest / norm / 127.0 };
+        let (norm, scale) = unit_step(vector, 127.0);
         let code = |v: f32| if scale == 0.0 { 0 } else { (v / norm / scale).round().clamp(-127.0, 127.0) as i8 };
         let width = vector.len().div_ceil(2);
         let at = |j: usize| vector.get(j).map_or(0, |v| code(*v));
@@ -463,27 +457,6 @@ fn bytemuck_i8(codes: &[i8]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(codes.as_ptr().cast(), codes.len()) }
 }
 
-/// A `Date32` column as days since 1970 (`None` for nulls).
-fn days(batch: &arrow_array::RecordBatch, name: &str) -> Result<Vec<Option<i32>>, IndexError> {
-    let array = batch.column_by_name(name).ok_or_else(|| IndexError::Corrupt(format!("no column {name}")))?;
-    let dates = array
-        .as_any()
-        .downcast_ref::<Date32Array>()
-        .ok_or_else(|| IndexError::Corrupt(format!("column {name} has type {}", array.data_type())))?;
-    Ok(dates.iter().collect())
-}
-
-/// The vector column's width and its values, row after row.
-fn flat_vectors(batch: &arrow_array::RecordBatch) -> Result<(usize, &[f32]), IndexError> {
-    let array = batch.column_by_name(VECTOR).ok_or_else(|| IndexError::Corrupt(format!("no column {VECTOR}")))?;
-    let wrong = || IndexError::Corrupt(format!("column {VECTOR} has type {}", array.data_type()));
-    let list = array.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(wrong)?;
-    let values = list.values().as_any().downcast_ref::<Float32Array>().ok_or_else(wrong)?;
-    let dim = list.value_length() as usize;
-    let start = list.offset() * dim;
-    Ok((dim, &values.values()[start..start + list.len() * dim]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,7 +500,7 @@ mod tests {
                 let rebuilt: Vec<f32> = (0..dim)
                     .map(|j| (f32::from(half_byte(&coarse[i * width..], j)) + f32::from(fine[i * dim + j]) / FINE) * scales[i])
                     .collect();
-                let close = 1.0 - cosine_distance(&rebuilt, &query);
+                let close = 1.0 - cosine_distance(&query, rebuilt);
                 assert!((exact - close).abs() < 1e-4, "row {i}: {exact} vs {close}");
             }
         }

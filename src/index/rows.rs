@@ -168,18 +168,25 @@ pub(super) fn row_ids(batch: &RecordBatch) -> Result<Vec<u64>, IndexError> {
 
 /// The vector column, one `Vec<f32>` per row.
 pub(super) fn vectors(batch: &RecordBatch, name: &str) -> Result<Vec<Vec<f32>>, IndexError> {
+    let (dim, values) = flat_vectors(batch, name)?;
+    Ok((0..batch.num_rows()).map(|row| values[row * dim..(row + 1) * dim].to_vec()).collect())
+}
+
+/// The vector column's width and its values, row after row.
+pub(super) fn flat_vectors<'a>(batch: &'a RecordBatch, name: &str) -> Result<(usize, &'a [f32]), IndexError> {
     let array = column(batch, name)?;
     let list = array.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(|| wrong_type(name, array))?;
-    let values = list.values();
-    let values = values.as_any().downcast_ref::<Float32Array>().ok_or_else(|| wrong_type(name, array))?;
+    let values = list.values().as_any().downcast_ref::<Float32Array>().ok_or_else(|| wrong_type(name, array))?;
     let dim = list.value_length() as usize;
-    let offset = list.offset();
-    Ok((0..list.len())
-        .map(|row| {
-            let start = (offset + row) * dim;
-            values.values()[start..start + dim].to_vec()
-        })
-        .collect())
+    let start = list.offset() * dim;
+    Ok((dim, &values.values()[start..start + list.len() * dim]))
+}
+
+/// A `Date32` column as days since 1970 (nulls become `None`).
+pub(super) fn days(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i32>>, IndexError> {
+    let array = column(batch, name)?;
+    let a = array.as_any().downcast_ref::<Date32Array>().ok_or_else(|| wrong_type(name, array))?;
+    Ok(a.iter().collect())
 }
 
 /// The `hit` column's JSON: a [`Hit`] without its score.
@@ -238,9 +245,7 @@ mod tests {
 
     /// A date column (nulls become `None`).
     fn dates(batch: &RecordBatch, name: &str) -> Result<Vec<Option<NaiveDate>>, IndexError> {
-        let array = column(batch, name)?;
-        let a = array.as_any().downcast_ref::<Date32Array>().ok_or_else(|| wrong_type(name, array))?;
-        Ok(a.iter().map(|v| v.map(days_to_date)).collect())
+        Ok(days(batch, name)?.into_iter().map(|v| v.map(days_to_date)).collect())
     }
 
     fn doc() -> Doc {

@@ -1009,7 +1009,7 @@ fn brute_force(
         .iter()
         .filter(|d| kinds.contains(&d.kind))
         .filter(|d| as_of.is_none_or(|day| d.valid_from <= day && d.valid_until.is_none_or(|u| u > day)))
-        .map(|d| (d.key.clone(), held::cosine_distance(vector, &embedder.vector(&d.text))))
+        .map(|d| (d.key.clone(), held::cosine_distance(vector, embedder.vector(&d.text))))
         .collect();
     let mut best: Vec<f32> = all.values().copied().collect();
     best.sort_by(f32::total_cmp);
