@@ -240,9 +240,19 @@ impl Slot {
         self.on.load(Ordering::Relaxed)
     }
 
-    /// Turn holding on; true if it was off.
-    pub(super) fn enable(&self) -> bool {
-        !self.on.swap(true, Ordering::SeqCst)
+    /// Turn holding on and, the first time, read the table's vectors in the background.
+    pub(super) fn hold(self: &Arc<Self>, table: &Table) {
+        if !self.on.swap(true, Ordering::SeqCst) {
+            self.start_reading(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), table);
+        }
+    }
+
+    /// Read `table`'s vectors in the background, unless a read is already under way.
+    fn start_reading(self: &Arc<Self>, state: &mut State, table: &Table) {
+        if !state.reading {
+            state.reading = true;
+            tokio::spawn(self.clone().read(table.clone()));
+        }
     }
 
     pub(super) fn served(&self) -> u64 {
@@ -274,9 +284,8 @@ impl Slot {
         state.held = None;
         match state.seen {
             Some((seen, since)) if seen == version => {
-                if since.elapsed() >= HOLD_AFTER_QUIET && !state.reading {
-                    state.reading = true;
-                    tokio::spawn(self.clone().read(table.clone()));
+                if since.elapsed() >= HOLD_AFTER_QUIET {
+                    self.start_reading(&mut state, table);
                 }
             }
             _ => state.seen = Some((version, Instant::now())),
@@ -285,7 +294,7 @@ impl Slot {
     }
 
     /// Read the table's vectors now and hold them.
-    pub(super) async fn read(self: Arc<Self>, table: Table) {
+    async fn read(self: Arc<Self>, table: Table) {
         let started = Instant::now();
         let read = Held::read(&table).await;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -458,9 +458,7 @@ impl Index {
     /// From now on keep the table's vectors in memory for search (see `index/held.rs`), read
     /// in the background; the first call reads them, later ones do nothing.
     pub fn hold_vectors(&self) {
-        if self.held.enable() {
-            tokio::spawn(self.held.clone().read(self.table()));
-        }
+        self.held.hold(&self.table());
     }
 
     /// Searches whose vector leg scanned held vectors (the others asked lance).
