@@ -139,6 +139,13 @@ async fn open(root: &Path, embedder: Arc<BagOfWords>) -> Index {
     Index::open(&index_dir(root), embedder).await.unwrap()
 }
 
+/// [`open`] with a vector index from 300 rows (batches of 128), so a test's few hundred docs
+/// are searched as a large memory is.
+async fn open_past_ann(root: &Path, embedder: Arc<BagOfWords>) -> Index {
+    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
+    Index::open_with(&index_dir(root), embedder, tuning).await.unwrap()
+}
+
 fn keys(hits: &[Hit]) -> Vec<&str> {
     hits.iter().map(|h| h.key.as_str()).collect()
 }
@@ -503,8 +510,7 @@ async fn nearest_lexical_and_vectors() {
 async fn ann_index_past_the_threshold_keeps_filters() {
     let root = tempfile::tempdir().unwrap();
     let embedder = BagOfWords::new("bow:v1:32", 32);
-    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
-    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
+    let index = open_past_ann(root.path(), embedder.clone()).await;
     let words = ["apple", "river", "train", "music", "garden", "winter", "paper", "coffee", "violin", "harbor"];
     let mut docs = Vec::new();
     for i in 0..400usize {
@@ -730,8 +736,7 @@ async fn ties_are_cut_by_key_whatever_order_the_rows_were_written_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ties_past_the_ann_threshold_are_cut_among_the_rows_returned() {
     let root = tempfile::tempdir().unwrap();
-    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
-    let index = Index::open_with(&index_dir(root.path()), BagOfWords::new("bow:v1:64", 64), tuning).await.unwrap();
+    let index = open_past_ann(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
     let mut docs = corpus();
     for i in 0..320 {
         docs.push(fact(&format!("f-{i:03}"), &format!("Note {i} about the weather."), "2026-11-20"));
@@ -1023,8 +1028,7 @@ fn brute_force(
 async fn held_vectors_give_the_exact_nearest_rows() {
     let root = tempfile::tempdir().unwrap();
     let embedder = BagOfWords::new("bow:v1:32", 32);
-    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
-    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
+    let index = open_past_ann(root.path(), embedder.clone()).await;
     let docs = varied(480);
     index.sync(&docs, Scope::All, None).await.unwrap();
     let held = holding(&index).await;
@@ -1073,8 +1077,7 @@ async fn held_vectors_give_the_exact_nearest_rows() {
 async fn held_vectors_of_an_older_version_are_never_used() {
     let root = tempfile::tempdir().unwrap();
     let embedder = BagOfWords::new("bow:v1:32", 32);
-    let tuning = IndexTuning { ann_min_rows: 300, write_batch: 128, ..IndexTuning::default() };
-    let index = Index::open_with(&index_dir(root.path()), embedder.clone(), tuning).await.unwrap();
+    let index = open_past_ann(root.path(), embedder.clone()).await;
     let mut docs = varied(400);
     docs.push(fact("f-lighthouse", "Painted the lighthouse keeper's boat.", "2026-11-21"));
     index.sync(&docs, Scope::All, None).await.unwrap();
