@@ -1,28 +1,30 @@
-//! The table's vectors held in memory by a long-running process, for the vector leg of
-//! [`Index::search`] past the ANN threshold.
+//! The table's rows held in memory by a long-running process, for [`Index::search`] past the
+//! ANN threshold.
 //!
 //! lance answers a vector query in about 9 ms at 100k rows, most of it fixed cost (planning,
 //! reading index partitions, handing work between threads), not distance arithmetic; reading
-//! rows back by id costs about 70 us a row. A daemon that searches often keeps instead, per row,
-//! its key, row id, kind and dates and its unit vector in a byte and a half per dimension: a
-//! coarse code in half a byte (the vector in steps of its largest component / 7) and a fine
-//! byte (what the coarse step left, in steps 254 times smaller). The leg scans every row's
-//! coarse codes on two threads (19 MB at 100k rows, which stay in a 32 MB cache where a byte
-//! per dimension did not), keeps the best [`RERANK`] times `n` estimates, ranks those by the
-//! cosine of the query with their fine-grained vectors (within about 1e-4 of the exact one)
-//! and cuts `n` by that distance, then key. It reads nothing from lance; the search takes the
-//! hits of the rows it keeps by row id. Scanning every row, it misses no neighbour the ANN
+//! rows back by id costs about 70 us a row, and a full-text search that returns hits and
+//! applies a filter about 6 ms where one that returns row ids and scores takes 2. A daemon
+//! that searches often keeps instead, per row, its key, row id, kind, dates and hit (as
+//! stored) and its unit vector in a byte and a half per dimension: a coarse code in half a
+//! byte (the vector in steps of its largest component / 7) and a fine byte (what the coarse
+//! step left, in steps 254 times smaller). The vector leg scans every row's coarse codes on two
+//! threads (19 MB at 100k rows, which stay in a 32 MB cache where a byte per dimension did
+//! not), keeps the best [`RERANK`] times `n` estimates, ranks those by the cosine of the query
+//! with their fine-grained vectors (within about 1e-4 of the exact one) and cuts `n` by that
+//! distance, then key. The text leg asks lance for row ids and scores, finds the rows here by
+//! id and filters them here. Scanning every row, the vector leg misses no neighbour the ANN
 //! index's partitions would hide: in the index bench at 100k its first 10 held 99.8% of the
-//! exact 10 nearest, its 40 all of them. At MiniLM's and `local`'s 384 dimensions that is
-//! about 61 MB at 100k rows.
+//! exact 10 nearest, its 40 all of them. At MiniLM's and `local`'s 384 dimensions the vectors
+//! take about 61 MB at 100k rows and the hits about as much as the markdown.
 //!
 //! **Never stale.** What is held belongs to one table version. Each search asks the table for
 //! its latest version (the connection reads other processes' writes at once) and uses the held
-//! vectors only when they are of that version; otherwise it searches with lance, as a process
-//! without held vectors does. Once a search has seen the same version for
-//! [`HOLD_AFTER_QUIET`], the vectors of that version are read again in the background (about
-//! 0.5 s at 100k rows), so a steady stream of writes costs no rereading, only lance's speed.
-//! A read that saw the version change under it is thrown away.
+//! rows only when they are of that version; otherwise it searches with lance, as a process
+//! without held rows does. Once a version has been the latest for [`HOLD_AFTER_QUIET`], seen
+//! by a search or made by a write of this process, its rows are read again in the background
+//! (about 0.7 s at 100k rows), searched or not; a steady stream of writes costs no rereading,
+//! only lance's speed. A read that saw the version change under it is thrown away.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -36,8 +38,8 @@ use lancedb::Table;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use tracing::{debug, info, warn};
 
-use super::rows::{self, KEY, KIND, VALID_FROM, VALID_UNTIL, VECTOR};
-use super::{DbContext, DocKind, IndexError};
+use super::rows::{self, HIT, KEY, KIND, VALID_FROM, VALID_UNTIL, VECTOR};
+use super::{DbContext, DocKind, Hit, IndexError};
 
 /// How long a table version must have been the latest a search saw before its vectors are read.
 pub const HOLD_AFTER_QUIET: Duration = Duration::from_secs(1);
@@ -50,9 +52,14 @@ pub(super) struct Held {
     version: u64,
     dim: usize,
     ids: Vec<u64>,
+    /// Rows in the order of their ids, to find a row by the id a full-text search returns.
+    by_id: Vec<u32>,
     /// Every row's key, one after another; row i's ends at `key_ends[i]`.
     keys: String,
     key_ends: Vec<u32>,
+    /// Every row's hit as stored (JSON), the same way.
+    hits: String,
+    hit_ends: Vec<u32>,
     kinds: Vec<DocKind>,
     from: Vec<i32>,
     /// `i32::MAX` for rows still valid.
@@ -91,7 +98,8 @@ impl PartialOrd for Estimate {
 pub(super) struct Near {
     pub key: String,
     pub distance: f64,
-    pub id: u64,
+    /// The row's place among the held rows (see [`Held::hit`]).
+    pub row: usize,
     pub valid_from: NaiveDate,
 }
 
@@ -100,14 +108,17 @@ impl Held {
     /// version while reading.
     async fn read(table: &Table) -> Result<Option<Held>, IndexError> {
         let version = table.version().await.db("table version")?;
-        let columns = [KEY, KIND, VALID_FROM, VALID_UNTIL, VECTOR];
+        let columns = [KEY, KIND, VALID_FROM, VALID_UNTIL, HIT, VECTOR];
         let query = table.query().select(Select::columns(&columns)).with_row_id();
         let mut held = Held {
             version,
             dim: 0,
             ids: Vec::new(),
+            by_id: Vec::new(),
             keys: String::new(),
             key_ends: Vec::new(),
+            hits: String::new(),
+            hit_ends: Vec::new(),
             kinds: Vec::new(),
             from: Vec::new(),
             until: Vec::new(),
@@ -119,11 +130,8 @@ impl Held {
         // Batch by batch: the vectors as floats would take twice what is held.
         let mut stream = query.execute().await.db("read the vectors to hold")?;
         while let Some(batch) = stream.try_next().await.db("read the vectors to hold")? {
-            for key in rows::strings(&batch, KEY)? {
-                held.keys.push_str(&key);
-                let end = u32::try_from(held.keys.len()).map_err(|_| IndexError::Corrupt("keys over 4 GB".into()))?;
-                held.key_ends.push(end);
-            }
+            append(&mut held.keys, &mut held.key_ends, rows::strings(&batch, KEY)?)?;
+            append(&mut held.hits, &mut held.hit_ends, rows::strings(&batch, HIT)?)?;
             for kind in rows::strings(&batch, KIND)? {
                 held.kinds.push(DocKind::parse(&kind).ok_or_else(|| IndexError::Corrupt(format!("row of kind {kind:?}")))?);
             }
@@ -137,14 +145,20 @@ impl Held {
             }
         }
         let after = table.version().await.db("table version")?;
+        let rows = u32::try_from(held.ids.len()).map_err(|_| IndexError::Corrupt("over 4 billion rows".into()))?;
+        held.by_id = (0..rows).collect();
+        held.by_id.sort_unstable_by_key(|&row| held.ids[row as usize]);
         held.shrink();
         Ok((after == version).then_some(held))
     }
 
     fn shrink(&mut self) {
         self.ids.shrink_to_fit();
+        self.by_id.shrink_to_fit();
         self.keys.shrink_to_fit();
         self.key_ends.shrink_to_fit();
+        self.hits.shrink_to_fit();
+        self.hit_ends.shrink_to_fit();
         self.kinds.shrink_to_fit();
         self.from.shrink_to_fit();
         self.until.shrink_to_fit();
@@ -153,9 +167,36 @@ impl Held {
         self.scales.shrink_to_fit();
     }
 
+    pub(super) fn version(&self) -> u64 {
+        self.version
+    }
+
     fn key(&self, row: usize) -> &str {
-        let start = if row == 0 { 0 } else { self.key_ends[row - 1] as usize };
-        &self.keys[start..self.key_ends[row] as usize]
+        nth(&self.keys, &self.key_ends, row)
+    }
+
+    /// Row `row`'s hit, with score 0.
+    pub(super) fn hit(&self, row: usize) -> Result<Hit, IndexError> {
+        rows::hit(nth(&self.hits, &self.hit_ends, row))
+    }
+
+    /// Whether row `row` is of one of `kinds` and, on day `as_of`, valid.
+    fn passes(&self, row: usize, kinds: &[DocKind], as_of: Option<i32>) -> bool {
+        kinds.contains(&self.kinds[row]) && as_of.is_none_or(|d| self.from[row] <= d && d < self.until[row])
+    }
+
+    /// The row with id `id`, with its key and `valid_from`, if it is of one of `kinds` and
+    /// valid on `as_of`: `Some(None)` when it is not, `None` when no row held has that id.
+    pub(super) fn row(
+        &self,
+        id: u64,
+        kinds: &[DocKind],
+        as_of: Option<NaiveDate>,
+    ) -> Option<Option<(usize, &str, NaiveDate)>> {
+        let at = self.by_id.binary_search_by_key(&id, |&row| self.ids[row as usize]).ok()?;
+        let row = self.by_id[at] as usize;
+        let passes = self.passes(row, kinds, as_of.map(rows::date_to_days));
+        Some(passes.then(|| (row, self.key(row), rows::days_to_date(self.from[row]))))
     }
 
     /// The `n` rows passing the filter nearest to `vector`, best first, ties by key.
@@ -178,7 +219,7 @@ impl Held {
         let m = n.saturating_mul(RERANK);
         let mut best: BinaryHeap<Reverse<Estimate>> = BinaryHeap::with_capacity(m + 1);
         for (i, score) in scores.iter().enumerate() {
-            if !kinds.contains(&self.kinds[i]) || day.is_some_and(|d| self.from[i] > d || self.until[i] <= d) {
+            if !self.passes(i, kinds, day) {
                 continue;
             }
             let estimate = Estimate(*score as f32 * scan.scale * self.scales[i], i);
@@ -197,7 +238,7 @@ impl Held {
             .map(|(distance, i)| Near {
                 key: self.key(i).to_string(),
                 distance: f64::from(distance),
-                id: self.ids[i],
+                row: i,
                 valid_from: rows::days_to_date(self.from[i]),
             })
             .collect()
@@ -213,8 +254,23 @@ impl Held {
     }
 
     fn bytes(&self) -> usize {
-        self.coarse.len() + self.fine.len() + self.keys.len() + self.ids.len() * (8 + 4 + 4 + 4 + 4 + 1)
+        self.coarse.len() + self.fine.len() + self.keys.len() + self.hits.len() + self.ids.len() * (8 + 4 + 4 + 4 + 4 + 4 + 4 + 1)
     }
+}
+
+/// Append `values` to `all`, recording where each ends in `ends`.
+fn append(all: &mut String, ends: &mut Vec<u32>, values: Vec<String>) -> Result<(), IndexError> {
+    for value in values {
+        all.push_str(&value);
+        ends.push(u32::try_from(all.len()).map_err(|_| IndexError::Corrupt("a held column over 4 GB".into()))?);
+    }
+    Ok(())
+}
+
+/// The `row`-th of the values [`append`] put in `all`.
+fn nth<'a>(all: &'a str, ends: &[u32], row: usize) -> &'a str {
+    let start = if row == 0 { 0 } else { ends[row - 1] as usize };
+    &all[start..ends[row] as usize]
 }
 
 /// The held vectors of one index, and when to read them again.
@@ -229,9 +285,11 @@ pub(super) struct Slot {
 #[derive(Default)]
 struct State {
     held: Option<Arc<Held>>,
-    /// The latest version a search saw, and since when.
+    /// The latest version a search or a write of this process saw, and since when.
     seen: Option<(u64, Instant)>,
     reading: bool,
+    /// A task waits for the table to be quiet to read its vectors.
+    waiting: bool,
 }
 
 impl Slot {
@@ -255,6 +313,60 @@ impl Slot {
         }
     }
 
+    /// This process made a new table version: read its vectors once it has been the latest for
+    /// [`HOLD_AFTER_QUIET`], searched or not.
+    pub(super) fn changed(self: &Arc<Self>, table: &Table) {
+        if self.on.load(Ordering::Relaxed) {
+            self.start_waiting(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), table);
+        }
+    }
+
+    /// Wait in the background for the table to keep one version for [`HOLD_AFTER_QUIET`], then
+    /// read it, unless a task already waits.
+    fn start_waiting(self: &Arc<Self>, state: &mut State, table: &Table) {
+        if !state.waiting {
+            state.waiting = true;
+            tokio::spawn(self.clone().read_when_quiet(table.clone()));
+        }
+    }
+
+    async fn read_when_quiet(self: Arc<Self>, table: Table) {
+        let mut wait = HOLD_AFTER_QUIET;
+        loop {
+            tokio::time::sleep(wait).await;
+            let version = table.version().await;
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let Ok(version) = version else {
+                state.waiting = false;
+                return;
+            };
+            if state.held.as_ref().is_some_and(|h| h.version == version) {
+                state.waiting = false;
+                return;
+            }
+            match state.seen {
+                Some((seen, since)) if seen == version => match HOLD_AFTER_QUIET.checked_sub(since.elapsed()) {
+                    Some(left) if !left.is_zero() => wait = left,
+                    _ => {
+                        state.waiting = false;
+                        self.start_reading(&mut state, &table);
+                        return;
+                    }
+                },
+                _ => {
+                    state.seen = Some((version, Instant::now()));
+                    wait = HOLD_AFTER_QUIET;
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    /// The version of the vectors held, without asking the table for its latest.
+    pub(super) fn held_version(&self) -> Option<u64> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).held.as_ref().map(|h| h.version)
+    }
+
     pub(super) fn served(&self) -> u64 {
         self.served.load(Ordering::Relaxed)
     }
@@ -264,7 +376,8 @@ impl Slot {
     }
 
     /// The held vectors if they are of the table's latest version. Otherwise `None`, and once
-    /// that version has been the latest for [`HOLD_AFTER_QUIET`], a read of it in the background.
+    /// that version has been the latest for [`HOLD_AFTER_QUIET`], a read of it in the background
+    /// (started by this search or, when no search comes, by the task waiting for it).
     pub(super) async fn current(self: &Arc<Self>, table: &Table) -> Option<Arc<Held>> {
         if !self.on.load(Ordering::Relaxed) {
             return None;
@@ -288,7 +401,10 @@ impl Slot {
                     self.start_reading(&mut state, table);
                 }
             }
-            _ => state.seen = Some((version, Instant::now())),
+            _ => {
+                state.seen = Some((version, Instant::now()));
+                self.start_waiting(&mut state, table);
+            }
         }
         None
     }
@@ -310,7 +426,10 @@ impl Slot {
                 );
                 state.held = Some(Arc::new(held));
             }
-            Ok(None) => debug!("the table changed while its vectors were read; reading them later"),
+            Ok(None) => {
+                debug!("the table changed while its vectors were read; reading them once it is quiet");
+                self.start_waiting(&mut state, &table);
+            }
             Err(e) => warn!(error = %e, "could not read the index's vectors; searching with lance"),
         }
     }

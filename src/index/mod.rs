@@ -66,8 +66,9 @@
 //! full-text index's, the text leg breaks a tie at its cut among the rows lance returned
 //! rather than reading every tied row (a common word ties thousands), and a process that
 //! asked for it ([`Index::hold_vectors`], the daemon) scans vectors held in memory instead of
-//! asking lance (`index/held.rs`). The two legs run on separate tasks, so on two or more cores
-//! they run at the same time.
+//! asking lance, asks lance's full-text search for row ids and scores only, and takes keys,
+//! filters and hits from the rows it holds (`index/held.rs`). The two legs run on separate
+//! tasks, so on two or more cores they run at the same time.
 
 mod held;
 mod lock;
@@ -675,6 +676,7 @@ impl Index {
         let maintained = self.maintain(&table, &mut meta).await?;
         if stats.upserted + stats.deleted > 0 || maintained {
             self.prune(&table).await?;
+            self.held.changed(&table);
         }
         if maintained {
             // A new or rebuilt index may no longer fit the cache sized for the old one, and a
@@ -976,6 +978,7 @@ impl Index {
         }
         if table.version().await.db("table version")? != version {
             self.prune(&table).await?;
+            self.held.changed(&table);
             info!(
                 rows,
                 folded = done.folded_rows,

@@ -219,24 +219,24 @@ fn hit_json(doc: &Doc) -> String {
 
 /// The `hit` column parsed, with score 0.
 pub(super) fn hits(batch: &RecordBatch) -> Result<Vec<Hit>, IndexError> {
-    strings(batch, HIT)?
-        .into_iter()
-        .map(|json| {
-            let h: StoredHit<String> = serde_json::from_str(&json)
-                .map_err(|e| IndexError::Corrupt(format!("hit column holds {json:?}: {e}")))?;
-            Ok(Hit {
-                key: h.key,
-                id: h.id,
-                kind: h.kind,
-                text: h.text,
-                score: 0.0,
-                sources: h.sources,
-                path: h.path,
-                valid_from: h.valid_from,
-                valid_until: h.valid_until,
-            })
-        })
-        .collect()
+    strings(batch, HIT)?.iter().map(|json| hit(json)).collect()
+}
+
+/// One value of the `hit` column parsed, with score 0.
+pub(super) fn hit(json: &str) -> Result<Hit, IndexError> {
+    let h: StoredHit<String> =
+        serde_json::from_str(json).map_err(|e| IndexError::Corrupt(format!("hit column holds {json:?}: {e}")))?;
+    Ok(Hit {
+        key: h.key,
+        id: h.id,
+        kind: h.kind,
+        text: h.text,
+        score: 0.0,
+        sources: h.sources,
+        path: h.path,
+        valid_from: h.valid_from,
+        valid_until: h.valid_until,
+    })
 }
 
 #[cfg(test)]

@@ -1104,3 +1104,83 @@ async fn held_vectors_of_an_older_version_are_never_used() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The text leg over held rows finds what lance's filtered full-text search finds: the same
+/// scores in the same order and, above the last score kept, the same rows; the filter applied
+/// by the held rows, or given to lance when too few of the unfiltered rows pass it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_text_leg_finds_what_the_filtered_text_leg_finds() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let index = open_past_ann(root.path(), embedder.clone()).await;
+    let docs = varied(480);
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let held = holding(&index).await;
+    let table = index.table();
+    // Entries and facts are three rows in four; history rows (the only ones valid on
+    // 2025-06-01) one in four, too few among the unfiltered best for the held filter alone.
+    let filters: [(&[DocKind], Option<NaiveDate>); 4] = [
+        (&[DocKind::Entry, DocKind::Fact], None),
+        (&[DocKind::History], None),
+        (&DocKind::ALL, Some(day("2025-06-01"))),
+        (&DocKind::ALL, None),
+    ];
+    for query in ["apple river", "violin near the harbor", "winter coffee market dentist", "salmon"] {
+        for (kinds, as_of) in filters {
+            let filter = rank::search_filter(kinds, as_of);
+            let n = 12;
+            let got = query::held_text_rows(&table, &held, query, filter.as_deref(), (kinds, as_of), n)
+                .await
+                .unwrap()
+                .expect("every row lance returned is held");
+            let want = query::text_hits(&table, query, filter.as_deref(), n, false).await.unwrap();
+            let label = format!("{query:?} {kinds:?} {as_of:?}");
+            assert!(!want.is_empty(), "{label}");
+            let scores = |rows: &[(String, f64)]| rows.iter().map(|(_, s)| *s).collect::<Vec<_>>();
+            let got: Vec<(String, f64)> = got.into_iter().map(|(k, s, _)| (k, s)).collect();
+            let want: Vec<(String, f64)> = want.into_iter().map(|(k, s, _)| (k, s)).collect();
+            assert_eq!(scores(&got), scores(&want), "{label}");
+            let last = want.last().unwrap().1;
+            let above = |rows: &[(String, f64)]| rows.iter().filter(|(_, s)| *s > last).map(|(k, _)| k.clone()).collect::<Vec<_>>();
+            assert_eq!(above(&got), above(&want), "{label}");
+            for (key, _) in &got {
+                let doc = docs.iter().find(|d| &d.key == key).unwrap();
+                assert!(kinds.contains(&doc.kind), "{label}: {key}");
+                assert!(as_of.is_none_or(|d| doc.valid_from <= d && doc.valid_until.is_none_or(|u| u > d)), "{label}: {key}");
+            }
+        }
+    }
+    // After a write the rows held are another version's: the held text leg declines.
+    index.sync(&docs[..400], Scope::All, None).await.unwrap();
+    let after = query::held_text_rows(&index.table(), &held, "apple river", None, (&DocKind::ALL, None), 12).await;
+    assert!(after.unwrap().is_none());
+}
+
+/// After this process writes, the new version's vectors are read once it has been quiet for
+/// [`held::HOLD_AFTER_QUIET`], with no search asking for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_held_again_without_a_search() {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let index = open_past_ann(root.path(), embedder.clone()).await;
+    let mut docs = varied(400);
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    holding(&index).await;
+    let before = index.held.held_version().unwrap();
+    // Past any wait the first read started: what reads the next version is the write.
+    tokio::time::sleep(2 * held::HOLD_AFTER_QUIET).await;
+    let served = index.held.served();
+    docs.push(fact("f-lighthouse", "Painted the lighthouse keeper's boat.", "2026-11-21"));
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let latest = index.table().version().await.unwrap();
+    assert!(latest > before);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while index.held.held_version() != Some(latest) {
+        assert!(Instant::now() < deadline, "the written version's vectors were never read");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(index.held.served(), served, "no search ran");
+    let lighthouse = SearchOpts { kinds: Some(vec![DocKind::Fact]), ..opts(3) };
+    assert_eq!(keys(&index.search("lighthouse keeper boat", &lighthouse).await.unwrap())[0], "f-lighthouse");
+    assert_eq!(index.held.served(), served + 1, "the first search after the write scanned held vectors");
+}
