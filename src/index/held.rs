@@ -298,10 +298,12 @@ impl Slot {
         self.on.load(Ordering::Relaxed)
     }
 
-    /// Turn holding on and, the first time, read the table's vectors in the background.
+    /// Turn holding on and, the first time, read the table's rows in the background once its
+    /// version has been the latest for [`HOLD_AFTER_QUIET`] (a daemon settles its index as it
+    /// starts: rows read before that would be thrown away).
     pub(super) fn hold(self: &Arc<Self>, table: &Table) {
         if !self.on.swap(true, Ordering::SeqCst) {
-            self.start_reading(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), table);
+            self.start_waiting(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), table);
         }
     }
 
@@ -331,32 +333,33 @@ impl Slot {
     }
 
     async fn read_when_quiet(self: Arc<Self>, table: Table) {
-        let mut wait = HOLD_AFTER_QUIET;
-        loop {
+        while let Some(wait) = self.quiet_step(&table, table.version().await.ok()) {
             tokio::time::sleep(wait).await;
-            let version = table.version().await;
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            let Ok(version) = version else {
-                state.waiting = false;
-                return;
-            };
-            if state.held.as_ref().is_some_and(|h| h.version == version) {
-                state.waiting = false;
-                return;
-            }
-            match state.seen {
-                Some((seen, since)) if seen == version => match HOLD_AFTER_QUIET.checked_sub(since.elapsed()) {
-                    Some(left) if !left.is_zero() => wait = left,
-                    _ => {
-                        state.waiting = false;
-                        self.start_reading(&mut state, &table);
-                        return;
-                    }
-                },
+        }
+    }
+
+    /// One look of [`Slot::read_when_quiet`] at the table's latest `version`: how long to wait
+    /// before the next, or `None` when it is done (the version is held, is being read, or is
+    /// unknown).
+    fn quiet_step(self: &Arc<Self>, table: &Table, version: Option<u64>) -> Option<Duration> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let version = version.filter(|v| state.held.as_ref().is_none_or(|h| h.version != *v));
+        let Some(version) = version else {
+            state.waiting = false;
+            return None;
+        };
+        match state.seen {
+            Some((seen, since)) if seen == version => match HOLD_AFTER_QUIET.checked_sub(since.elapsed()) {
+                Some(left) if !left.is_zero() => Some(left),
                 _ => {
-                    state.seen = Some((version, Instant::now()));
-                    wait = HOLD_AFTER_QUIET;
+                    state.waiting = false;
+                    self.start_reading(&mut state, table);
+                    None
                 }
+            },
+            _ => {
+                state.seen = Some((version, Instant::now()));
+                Some(HOLD_AFTER_QUIET)
             }
         }
     }

@@ -456,8 +456,8 @@ impl Index {
         })
     }
 
-    /// From now on keep the table's vectors in memory for search (see `index/held.rs`), read
-    /// in the background; the first call reads them, later ones do nothing.
+    /// From now on keep the table's rows in memory for search (see `index/held.rs`), read in
+    /// the background once the table has kept one version for a second; later calls do nothing.
     pub fn hold_vectors(&self) {
         self.held.hold(&self.table());
     }
