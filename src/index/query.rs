@@ -59,17 +59,16 @@ impl Index {
                 .await
             })
         };
-        let by_text = match &held {
-            Some(held) => held_text_rows(&table, held, query, filter.as_deref(), (&kinds, opts.as_of), n).await,
-            None => Ok(None),
-        };
-        let by_text = match by_text {
-            Ok(Some(rows)) => Ok(rows),
-            Ok(None) => text_hits(&table, query, filter.as_deref(), n, exact_ties)
-                .await
-                .map(|rows| rows.into_iter().map(|(key, score, hit)| (key, score, Found::Hit(hit))).collect()),
-            Err(e) => Err(e),
-        };
+        let by_text: Result<Vec<LegRow>, IndexError> = async {
+            if let Some(held) = &held
+                && let Some(rows) = held_text_rows(&table, held, query, filter.as_deref(), (&kinds, opts.as_of), n).await?
+            {
+                return Ok(rows);
+            }
+            let rows = text_hits(&table, query, filter.as_deref(), n, exact_ties).await?;
+            Ok(rows.into_iter().map(|(key, score, hit)| (key, score, Found::Hit(hit))).collect())
+        }
+        .await;
         let by_text = match by_text {
             Ok(rows) => rows,
             Err(e) => {
