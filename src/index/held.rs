@@ -16,7 +16,7 @@
 //! id and filters them here. Scanning every row, the vector leg misses no neighbour the ANN
 //! index's partitions would hide: in the index bench at 100k its first 10 held 99.8% of the
 //! exact 10 nearest, its 40 all of them. At MiniLM's and `local`'s 384 dimensions the vectors
-//! take about 61 MB at 100k rows and the hits about as much as the markdown.
+//! take about 61 MB at 100k rows and the hits about 21 MB (a little more than the markdown).
 //!
 //! **Never stale.** What is held belongs to one table version. Each search asks the table for
 //! its latest version (the connection reads other processes' writes at once) and uses the held

@@ -1060,8 +1060,8 @@ async fn held_vectors_give_the_exact_nearest_rows() {
     let hits = index.search("violin near the harbor", &opts(5)).await.unwrap();
     assert_eq!(hits.len(), 5);
     assert_eq!(index.held.served(), served + 1, "the search's vector leg scanned the held vectors");
-    // Every hit is whole: rows only the held vectors found were read by row id (words no
-    // doc has leave the text leg empty).
+    // Every hit is whole: the hits of rows the legs found among the held rows are the held
+    // ones (words no doc has leave the text leg empty).
     assert!(index.lexical("zebra quokka", &[], 3).await.unwrap().is_empty());
     let only_held = index.search("zebra quokka", &opts(3)).await.unwrap();
     assert_eq!(only_held.len(), 3);
