@@ -48,18 +48,16 @@ pub const HOLD_AFTER_QUIET: Duration = Duration::from_secs(1);
 pub const RERANK: usize = 4;
 
 /// One table version's vectors, quantised, with what the search filters on and returns.
+#[derive(Default)]
 pub(super) struct Held {
     version: u64,
     dim: usize,
     ids: Vec<u64>,
     /// Rows in the order of their ids, to find a row by the id a full-text search returns.
     by_id: Vec<u32>,
-    /// Every row's key, one after another; row i's ends at `key_ends[i]`.
-    keys: String,
-    key_ends: Vec<u32>,
-    /// Every row's hit as stored (JSON), the same way.
-    hits: String,
-    hit_ends: Vec<u32>,
+    keys: Strings,
+    /// Every row's hit as stored (JSON).
+    hits: Strings,
     kinds: Vec<DocKind>,
     from: Vec<i32>,
     /// `i32::MAX` for rows still valid.
@@ -110,28 +108,12 @@ impl Held {
         let version = table.version().await.db("table version")?;
         let columns = [KEY, KIND, VALID_FROM, VALID_UNTIL, HIT, VECTOR];
         let query = table.query().select(Select::columns(&columns)).with_row_id();
-        let mut held = Held {
-            version,
-            dim: 0,
-            ids: Vec::new(),
-            by_id: Vec::new(),
-            keys: String::new(),
-            key_ends: Vec::new(),
-            hits: String::new(),
-            hit_ends: Vec::new(),
-            kinds: Vec::new(),
-            from: Vec::new(),
-            until: Vec::new(),
-            width: 0,
-            coarse: Vec::new(),
-            fine: Vec::new(),
-            scales: Vec::new(),
-        };
+        let mut held = Held { version, ..Held::default() };
         // Batch by batch: the vectors as floats would take twice what is held.
         let mut stream = query.execute().await.db("read the vectors to hold")?;
         while let Some(batch) = stream.try_next().await.db("read the vectors to hold")? {
-            append(&mut held.keys, &mut held.key_ends, rows::strings(&batch, KEY)?)?;
-            append(&mut held.hits, &mut held.hit_ends, rows::strings(&batch, HIT)?)?;
+            held.keys.extend(rows::strings(&batch, KEY)?)?;
+            held.hits.extend(rows::strings(&batch, HIT)?)?;
             for kind in rows::strings(&batch, KIND)? {
                 held.kinds.push(DocKind::parse(&kind).ok_or_else(|| IndexError::Corrupt(format!("row of kind {kind:?}")))?);
             }
@@ -156,9 +138,7 @@ impl Held {
         self.ids.shrink_to_fit();
         self.by_id.shrink_to_fit();
         self.keys.shrink_to_fit();
-        self.key_ends.shrink_to_fit();
         self.hits.shrink_to_fit();
-        self.hit_ends.shrink_to_fit();
         self.kinds.shrink_to_fit();
         self.from.shrink_to_fit();
         self.until.shrink_to_fit();
@@ -172,12 +152,12 @@ impl Held {
     }
 
     fn key(&self, row: usize) -> &str {
-        nth(&self.keys, &self.key_ends, row)
+        self.keys.get(row)
     }
 
     /// Row `row`'s hit, with score 0.
     pub(super) fn hit(&self, row: usize) -> Result<Hit, IndexError> {
-        rows::hit(nth(&self.hits, &self.hit_ends, row))
+        rows::hit(self.hits.get(row))
     }
 
     /// Whether row `row` is of one of `kinds` and, on day `as_of`, valid.
@@ -254,23 +234,41 @@ impl Held {
     }
 
     fn bytes(&self) -> usize {
-        self.coarse.len() + self.fine.len() + self.keys.len() + self.hits.len() + self.ids.len() * (8 + 4 + 4 + 4 + 4 + 4 + 4 + 1)
+        // Per row: id, place in `by_id`, from, until, scale, kind.
+        self.coarse.len() + self.fine.len() + self.keys.bytes() + self.hits.bytes() + self.ids.len() * (8 + 4 + 4 + 4 + 4 + 1)
     }
 }
 
-/// Append `values` to `all`, recording where each ends in `ends`.
-fn append(all: &mut String, ends: &mut Vec<u32>, values: Vec<String>) -> Result<(), IndexError> {
-    for value in values {
-        all.push_str(&value);
-        ends.push(u32::try_from(all.len()).map_err(|_| IndexError::Corrupt("a held column over 4 GB".into()))?);
-    }
-    Ok(())
+/// One string per row, one after another in a single buffer; row i's ends at `ends[i]`.
+#[derive(Default)]
+struct Strings {
+    all: String,
+    ends: Vec<u32>,
 }
 
-/// The `row`-th of the values [`append`] put in `all`.
-fn nth<'a>(all: &'a str, ends: &[u32], row: usize) -> &'a str {
-    let start = if row == 0 { 0 } else { ends[row - 1] as usize };
-    &all[start..ends[row] as usize]
+impl Strings {
+    fn extend(&mut self, values: Vec<String>) -> Result<(), IndexError> {
+        for value in values {
+            self.all.push_str(&value);
+            let end = u32::try_from(self.all.len()).map_err(|_| IndexError::Corrupt("a held column over 4 GB".into()))?;
+            self.ends.push(end);
+        }
+        Ok(())
+    }
+
+    fn get(&self, row: usize) -> &str {
+        let start = if row == 0 { 0 } else { self.ends[row - 1] as usize };
+        &self.all[start..self.ends[row] as usize]
+    }
+
+    fn shrink_to_fit(&mut self) {
+        self.all.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+
+    fn bytes(&self) -> usize {
+        self.all.len() + 4 * self.ends.len()
+    }
 }
 
 /// The held vectors of one index, and when to read them again.

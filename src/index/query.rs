@@ -109,7 +109,9 @@ impl Index {
         scored.truncate(opts.k);
         // Rows found among the held rows have their hits there; only the ones kept are parsed.
         for (key, _) in &scored {
-            if let (false, Some(held)) = (hits.contains_key(key), &held) {
+            if !hits.contains_key(key)
+                && let Some(held) = &held
+            {
                 hits.insert(key.clone(), held.hit(at[key].0)?);
             }
         }
