@@ -987,6 +987,24 @@ fn varied(n: usize) -> Vec<Doc> {
         .collect()
 }
 
+/// An index past the ANN threshold over [`varied`]`(480)`, holding its rows: its temp dir,
+/// embedder, docs and held rows.
+async fn holding_varied() -> (tempfile::TempDir, Arc<BagOfWords>, Index, Vec<Doc>, Arc<held::Held>) {
+    let root = tempfile::tempdir().unwrap();
+    let embedder = BagOfWords::new("bow:v1:32", 32);
+    let index = open_past_ann(root.path(), embedder.clone()).await;
+    let docs = varied(480);
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let held = holding(&index).await;
+    (root, embedder, index, docs, held)
+}
+
+/// The filters the held-row tests check: entries and facts (three rows in four of
+/// [`varied`]), history rows (one in four), and every kind as of 2025-06-01 (history rows only).
+fn held_filters() -> [(&'static [DocKind], Option<NaiveDate>); 3] {
+    [(&[DocKind::Entry, DocKind::Fact], None), (&[DocKind::History], None), (&DocKind::ALL, Some(day("2025-06-01")))]
+}
+
 /// Turn holding vectors on and wait until the latest version's are held.
 async fn holding(index: &Index) -> Arc<held::Held> {
     index.hold_vectors();
@@ -1026,20 +1044,10 @@ fn brute_force(
 /// 1e-4 of each other), filters applied, where lance's ANN index only estimates them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_vectors_give_the_exact_nearest_rows() {
-    let root = tempfile::tempdir().unwrap();
-    let embedder = BagOfWords::new("bow:v1:32", 32);
-    let index = open_past_ann(root.path(), embedder.clone()).await;
-    let docs = varied(480);
-    index.sync(&docs, Scope::All, None).await.unwrap();
-    let held = holding(&index).await;
-    let filters: [(&[DocKind], Option<NaiveDate>); 3] = [
-        (&[DocKind::Entry, DocKind::Fact], None),
-        (&[DocKind::History], None),
-        (&DocKind::ALL, Some(day("2025-06-01"))),
-    ];
+    let (_root, embedder, index, docs, held) = holding_varied().await;
     for query in ["apple river", "violin near the harbor", "winter coffee market", "cousin dentist bicycle salmon"] {
         let vector = embedder.vector(query);
-        for (kinds, as_of) in filters {
+        for (kinds, as_of) in held_filters() {
             let got = held.nearest(&vector, kinds, as_of, 6);
             let (best, all) = brute_force(&docs, &embedder, &vector, kinds, as_of, 6);
             assert_eq!(got.len(), best.len(), "{query} {kinds:?} {as_of:?}");
@@ -1110,23 +1118,13 @@ async fn held_vectors_of_an_older_version_are_never_used() {
 /// by the held rows, or given to lance when too few of the unfiltered rows pass it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_text_leg_finds_what_the_filtered_text_leg_finds() {
-    let root = tempfile::tempdir().unwrap();
-    let embedder = BagOfWords::new("bow:v1:32", 32);
-    let index = open_past_ann(root.path(), embedder.clone()).await;
-    let docs = varied(480);
-    index.sync(&docs, Scope::All, None).await.unwrap();
-    let held = holding(&index).await;
+    let (_root, _, index, docs, held) = holding_varied().await;
     let table = index.table();
-    // Entries and facts are three rows in four; history rows (the only ones valid on
-    // 2025-06-01) one in four, too few among the unfiltered best for the held filter alone.
-    let filters: [(&[DocKind], Option<NaiveDate>); 4] = [
-        (&[DocKind::Entry, DocKind::Fact], None),
-        (&[DocKind::History], None),
-        (&DocKind::ALL, Some(day("2025-06-01"))),
-        (&DocKind::ALL, None),
-    ];
+    // History rows (the only ones valid on 2025-06-01) are too few among the unfiltered best
+    // for the held filter alone; with every kind and no date there is no filter at all.
+    let filters = held_filters().into_iter().chain([(&DocKind::ALL[..], None)]);
     for query in ["apple river", "violin near the harbor", "winter coffee market dentist", "salmon"] {
-        for (kinds, as_of) in filters {
+        for (kinds, as_of) in filters.clone() {
             let filter = rank::search_filter(kinds, as_of);
             let n = 12;
             let got = query::held_text_rows(&table, &held, query, filter.as_deref(), (kinds, as_of), n)
