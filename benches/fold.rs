@@ -18,7 +18,10 @@
 //! `MEMFOLD_TEST_MINILM_DIR`), `MEMFOLD_BENCH_KEYS` (`offline`, the default; `none`: aspect
 //! keys off; `llm`: besides the offline keys, a scripted LLM keys each fact and each pair's
 //! entry with the set's own aspect, as a keyer that is always right would: the ceiling of what
-//! LLM keys can bring), `MEMFOLD_BENCH_ASPECT_K` and `MEMFOLD_BENCH_NEIGHBOR_K`.
+//! LLM keys can bring), `MEMFOLD_BENCH_ASPECT_K` and `MEMFOLD_BENCH_NEIGHBOR_K`;
+//! `MEMFOLD_BENCH_DECIDER=off` measures reach and cost only; `MEMFOLD_BENCH_DEBUG=miss` lists the
+//! pairs whose entry a fact's call did not show (`2`: every pair's keys and rank, `ops`: the
+//! offline decider's ops).
 //! Run: `cargo bench --bench fold` (or `--profile dev`; it times nothing).
 
 use std::collections::{BTreeMap, HashMap};
@@ -208,9 +211,14 @@ async fn main() {
             tally.pairs += 1;
             if shown.get(added[n].id.as_str()).is_some_and(|s| s.contains(&entry_of(i).as_str())) {
                 tally.reached += 1;
+            } else if std::env::var("MEMFOLD_BENCH_DEBUG").as_deref() == Ok("miss") {
+                println!("MISS [{} {}] {}\t=> {}", pairs[i].kind, pairs[i].style, pairs[i].fact, pairs[i].entry);
             }
         }
         drop(memory);
+        if std::env::var("MEMFOLD_BENCH_DECIDER").as_deref() == Ok("off") {
+            continue;
+        }
 
         // The offline decider, for real.
         let dir = tempfile::tempdir().unwrap();

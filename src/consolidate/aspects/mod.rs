@@ -381,7 +381,35 @@ impl Keyer {
             }
             at += 1;
         }
-        USER.to_string()
+        if self.opens_with_someone(&raw, stems) { SOMEONE.to_string() } else { USER.to_string() }
+    }
+
+    /// Whether a text that names no subject it knows opens with the name of a person it does not
+    /// know ("Sasha transferred …", "Dima's engaged", a nickname of a known name): a capitalised
+    /// first word that is no cue of the taxonomy, no weekday or month, followed by a possessive
+    /// or a verb in the past tense, in a text that does not speak of "I" or "we".
+    fn opens_with_someone(&self, raw: &[&str], stems: &[String]) -> bool {
+        const FIRST_PERSON: &[&str] = &["i", "me", "my", "mine", "myself", "we", "us", "our", "ours"];
+        const NOT_NAMES: &[&str] = &[
+            "the", "a", "an", "this", "that", "these", "those", "it", "he", "she", "they", "his", "her", "their",
+            "someone", "everyone", "nobody", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+            "sunday", "january", "february", "march", "april", "may", "june", "july", "august", "september",
+            "october", "november", "december", "today", "yesterday", "tonight", "last", "next", "new", "old",
+        ];
+        let (Some(first), Some(second)) = (raw.first(), raw.get(1)) else { return false };
+        let lower = first.to_lowercase();
+        let past = |w: &str| w.chars().count() > 4 && w.ends_with("ed");
+        let capitalised =
+            first.chars().next().is_some_and(char::is_uppercase) && first.chars().skip(1).any(char::is_lowercase);
+        let a_cue = self.cue_index.contains_key(&stems[0])
+            || self.taxonomy.subjects.iter().any(|(_, cues)| cues.iter().any(|c| c[0] == stems[0]));
+        capitalised
+            && (*second == "s" || past(&second.to_lowercase()))
+            && !past(&lower)
+            && !lower.ends_with("ing")
+            && !NOT_NAMES.contains(&lower.as_str())
+            && !a_cue
+            && !raw.iter().any(|w| FIRST_PERSON.contains(&w.to_lowercase().as_str()))
     }
 }
 
@@ -677,6 +705,13 @@ mod tests {
         assert_eq!(subject("Théo is doing the afternoon pickup now."), "partner");
         assert_eq!(subject("Took Bruno in for his shots."), "dog");
         assert_eq!(subject("Got a pixie cut on Saturday."), USER);
+        // A name it does not know, opening the text: someone (not the user), who may be anyone.
+        assert_eq!(subject("Sasha transferred over to the security group last month."), SOMEONE);
+        assert_eq!(subject("Dima's engaged to Hannah."), SOMEONE);
+        assert_eq!(subject("Rent increased to 1,790 in July."), USER, "a thing the taxonomy knows");
+        assert_eq!(subject("Defended the thesis in April."), USER);
+        assert_eq!(subject("Monday's game moved to the evening."), USER);
+        assert_eq!(subject("Sasha said I should apply."), USER, "a text about what I do");
         let dad = subject("Théo's dad is back on his feet.");
         assert!(compatible(&dad, "parent in law"), "{dad}");
     }
