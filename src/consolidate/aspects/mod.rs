@@ -12,7 +12,8 @@
 //! `consolidation.aspects_file`): the offline [`Keyer`] tags a text with the attributes whose cue
 //! words it contains and those whose example sentences its vector is nearest to, and with the
 //! subject its words name (a relation word, or a name learned from entries such as "Partner
-//! Théo …", [`Names`]). With an LLM configured, facts also carry the keys the LLM gave them
+//! Théo …", [`Names`]; `someone` when it opens with a name it does not know, such as a
+//! nickname). With an LLM configured, facts also carry the keys the LLM gave them
 //! (at extraction, or in one keying call per pass), cached by text under `.memfold/`
 //! ([`cache`]); an entry carries the keys of the facts it was made from.
 //!
