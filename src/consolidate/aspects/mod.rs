@@ -402,15 +402,18 @@ impl Keyer {
         let past = |w: &str| w.chars().count() > 4 && w.ends_with("ed");
         let capitalised =
             first.chars().next().is_some_and(char::is_uppercase) && first.chars().skip(1).any(char::is_lowercase);
-        let a_cue = self.cue_index.contains_key(&stems[0])
-            || self.taxonomy.subjects.iter().any(|(_, cues)| cues.iter().any(|c| c[0] == stems[0]));
+        // Checked last: every text that names no subject comes here, and most fail at once.
+        let a_cue = || {
+            self.cue_index.contains_key(&stems[0])
+                || self.taxonomy.subjects.iter().any(|(_, cues)| cues.iter().any(|c| c[0] == stems[0]))
+        };
         capitalised
             && (*second == "s" || past(&second.to_lowercase()))
             && !past(&lower)
             && !lower.ends_with("ing")
             && !NOT_NAMES.contains(&lower.as_str())
-            && !a_cue
             && !raw.iter().any(|w| FIRST_PERSON.contains(&w.to_lowercase().as_str()))
+            && !a_cue()
     }
 }
 
