@@ -95,6 +95,9 @@ struct TaxonomyFile {
 #[derive(Debug, Clone)]
 pub struct Taxonomy {
     subjects: Vec<(String, Vec<Vec<String>>)>,
+    /// Each subject cue, with the first subject that lists it: what [`Taxonomy::subject_of`]
+    /// looks up for every word of every text.
+    subject_cues: HashMap<Vec<String>, usize>,
     aspects: Vec<AspectDef>,
     /// Per aspect: its cues as stems.
     cues: Vec<Vec<Vec<String>>>,
@@ -130,9 +133,16 @@ impl Taxonomy {
             }
         }
         let stems = |cues: &[String]| cues.iter().map(|c| words::stems(c)).filter(|c| !c.is_empty()).collect();
-        let subjects = all.subject.iter().map(|s| (s.name.to_lowercase(), stems(&s.cues))).collect();
+        let subjects: Vec<(String, Vec<Vec<String>>)> =
+            all.subject.iter().map(|s| (s.name.to_lowercase(), stems(&s.cues))).collect();
+        let mut subject_cues = HashMap::new();
+        for (at, (_, cues)) in subjects.iter().enumerate() {
+            for cue in cues {
+                subject_cues.entry(cue.clone()).or_insert(at);
+            }
+        }
         let cues = all.aspect.iter().map(|a| stems(&a.cues)).collect();
-        Ok(Taxonomy { subjects, aspects: all.aspect, cues })
+        Ok(Taxonomy { subjects, subject_cues, aspects: all.aspect, cues })
     }
 
 
@@ -148,7 +158,7 @@ impl Taxonomy {
 
     /// The subject class a word or phrase names ("husband" → `partner`), if any.
     fn subject_of(&self, phrase: &[String]) -> Option<&str> {
-        self.subjects.iter().find(|(_, cues)| cues.iter().any(|c| c == phrase)).map(|(name, _)| name.as_str())
+        self.subject_cues.get(phrase).map(|&at| self.subjects[at].0.as_str())
     }
 
     /// Read a key as an LLM writes it ("user / employer", "husband / job"): the subject is
