@@ -405,7 +405,7 @@ impl Keyer {
             "the", "a", "an", "this", "that", "these", "those", "it", "he", "she", "they", "his", "her", "their",
             "someone", "everyone", "nobody", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
             "sunday", "january", "february", "march", "april", "may", "june", "july", "august", "september",
-            "october", "november", "december", "today", "yesterday", "tonight", "last", "next", "new", "old",
+            "october", "november", "december", "today", "yesterday", "tonight", "tomorrow", "last", "next", "new", "old",
         ];
         let (Some(first), Some(second)) = (raw.first(), raw.get(1)) else { return false };
         let lower = first.to_lowercase();
@@ -725,6 +725,7 @@ mod tests {
         assert_eq!(subject("Rent increased to 1,790 in July."), USER, "a thing the taxonomy knows");
         assert_eq!(subject("Defended the thesis in April."), USER);
         assert_eq!(subject("Monday's game moved to the evening."), USER);
+        assert_eq!(subject("Tomorrow's checkup moved to the afternoon."), USER);
         assert_eq!(subject("Sasha said I should apply."), USER, "a text about what I do");
         let dad = subject("Théo's dad is back on his feet.");
         assert!(compatible(&dad, "parent in law"), "{dad}");
