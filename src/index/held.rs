@@ -24,7 +24,9 @@
 //! without held rows does. Once a version has been the latest for [`HOLD_AFTER_QUIET`], seen
 //! by a search or made by a write of this process, its rows are read again in the background
 //! (about 0.7 s at 100k rows), searched or not; a steady stream of writes costs no rereading,
-//! only lance's speed. A read that saw the version change under it is thrown away.
+//! only lance's speed. A settle (which runs as a daemon starts and once writes have been quiet
+//! for a while) reads them at once: the writes it waited for are over. A read that saw the
+//! version change under it is thrown away.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -318,6 +320,20 @@ impl Slot {
     pub(super) fn changed(self: &Arc<Self>, table: &Table) {
         if self.on.load(Ordering::Relaxed) {
             self.start_waiting(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), table);
+        }
+    }
+
+    /// The index was settled: read the latest version's rows now, unless they are held or being
+    /// read. A settle comes after the writes went quiet (or as the daemon starts), so the wait
+    /// for quiet would only keep searches on lance for another [`HOLD_AFTER_QUIET`].
+    pub(super) async fn settled(self: &Arc<Self>, table: &Table) {
+        if !self.on.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(version) = table.version().await else { return };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.held.as_ref().is_none_or(|h| h.version != version) {
+            self.start_reading(&mut state, table);
         }
     }
 

@@ -978,7 +978,6 @@ impl Index {
         }
         if table.version().await.db("table version")? != version {
             self.prune(&table).await?;
-            self.held.changed(&table);
             info!(
                 rows,
                 folded = done.folded_rows,
@@ -990,6 +989,7 @@ impl Index {
             );
         }
         self.resize_cache().await?;
+        self.held.settled(&table).await;
         Ok(done)
     }
 

@@ -1154,6 +1154,29 @@ async fn held_text_leg_finds_what_the_filtered_text_leg_finds() {
     assert!(after.unwrap().is_none());
 }
 
+/// A settle comes when writes have gone quiet (or as a daemon starts): the settled version's
+/// rows are read at once, not after another [`held::HOLD_AFTER_QUIET`] of lance searches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_holds_the_settled_rows_at_once() {
+    let root = tempfile::tempdir().unwrap();
+    let (index, mut docs) = small_ann_index(root.path()).await;
+    holding(&index).await;
+    for i in 0..30 {
+        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", WORDS[i % 10]), "2026-03-01"));
+        index.sync(&docs, Scope::All, None).await.unwrap();
+    }
+    let done = index.settle().await.unwrap();
+    let settled = Instant::now();
+    assert!(done.folded_rows > 0 || done.compacted, "the writes left work to settle: {done:?}");
+    let latest = index.table().version().await.unwrap();
+    while index.held.held_version() != Some(latest) {
+        // Waiting for quiet, the rows would be read no sooner than HOLD_AFTER_QUIET after the
+        // settle made its version.
+        assert!(settled.elapsed() < held::HOLD_AFTER_QUIET / 2, "the settled version's rows were not read at once");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// After this process writes, the new version's vectors are read once it has been quiet for
 /// [`held::HOLD_AFTER_QUIET`], with no search asking for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
