@@ -44,6 +44,7 @@ pub mod memory;
 pub mod serve;
 
 internal!(
+    alloc,
     clock,
     commit,
     consolidate,

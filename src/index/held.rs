@@ -410,8 +410,15 @@ impl Slot {
         if let Some(held) = state.held.as_ref().filter(|h| h.version == version) {
             return Some(held.clone());
         }
-        // Vectors of an older version are never used again.
-        state.held = None;
+        // Vectors of an older version are never used again. What they took goes back to the
+        // system now: a stream of writes keeps a daemon from the idle moments when freed memory
+        // is handed back otherwise.
+        if let Some(old) = state.held.take() {
+            tokio::task::spawn_blocking(move || {
+                drop(old);
+                crate::alloc::release_free_memory();
+            });
+        }
         match state.seen {
             Some((seen, since)) if seen == version => {
                 if since.elapsed() >= HOLD_AFTER_QUIET {
@@ -430,6 +437,8 @@ impl Slot {
     async fn read(self: Arc<Self>, table: Table) {
         let started = Instant::now();
         let read = Held::read(&table).await;
+        // The read's batches and grown vectors are free now: about twice what is held.
+        let _ = tokio::task::spawn_blocking(crate::alloc::release_free_memory).await;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.reading = false;
         match read {

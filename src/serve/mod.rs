@@ -53,6 +53,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
 
+use crate::alloc::release_free_memory;
 use crate::error::Error;
 use crate::files::Root;
 use crate::lock::{LockError, LockGuard};
@@ -345,16 +346,6 @@ async fn trimmer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) ->
         }
     }
     Ok(())
-}
-
-/// Hand the memory the allocator holds free back to the system (glibc's `malloc_trim`, which
-/// also releases free pages inside its arenas, not only at their ends); elsewhere nothing.
-pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes the allocator's own locks and only returns free pages.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 async fn watcher_worker(
