@@ -682,6 +682,10 @@ impl Index {
             // A new or rebuilt index may no longer fit the cache sized for the old one, and a
             // partition that does not fit is read from disk again by every search.
             self.resize_cache().await?;
+            // Folding rows into the indices and compacting free what they built with; a
+            // daemon under a steady stream of writes is never idle long enough to hand it
+            // back otherwise.
+            let _ = tokio::task::spawn_blocking(crate::alloc::release_free_memory).await;
         }
         if let Some(record) = &record {
             sources::write(&self.dir, record).await?;
