@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use memfold::files::Root;
+use memfold::store::Root;
 use run::memfold;
 
 const RUNS: usize = 20;
@@ -76,7 +76,7 @@ fn bench(entries: usize) {
         reindex.as_secs_f64(),
         entries as f64 / reindex.as_secs_f64(),
         report.join("; "),
-        memfold::files::tree_bytes(&root_dir.join(".memfold/index")) as f64 / 1e6,
+        memfold::store::tree_bytes(&root_dir.join(".memfold/index")) as f64 / 1e6,
     );
 
     // The first pass over as many new facts: `add --stdin`, then `consolidate --force` (local

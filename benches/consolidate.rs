@@ -21,11 +21,11 @@
 use std::time::Instant;
 
 use memfold::config::Config;
-use memfold::consolidate::pass::PassOptions;
-use memfold::files::Root;
-use memfold::files::archive::{self, NewFact};
-use memfold::files::entries::{Entry, EntryFile, EntryMeta};
 use memfold::memory::Memory;
+use memfold::planning::consolidate::pass::PassOptions;
+use memfold::store::Root;
+use memfold::store::archive::{self, NewFact};
+use memfold::store::entries::{Entry, EntryFile, EntryMeta};
 use memfold::testkit::{FakeOpenAi, FakeReply};
 
 fn peak_rss_mb() -> f64 {

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use memfold::files::Root;
-use memfold::files::archive;
-use memfold::files::entries::EntryFile;
+use memfold::store::Root;
+use memfold::store::archive;
+use memfold::store::entries::EntryFile;
 use memfold::testkit::{FakeOpenAi, FakeReply, churn_reply};
 use serde_json::{Value, json};
 

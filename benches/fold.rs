@@ -28,11 +28,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use memfold::config::{Config, EmbeddingProvider};
-use memfold::consolidate::pass::PassOptions;
-use memfold::files::Root;
-use memfold::files::archive::{self, NewFact};
-use memfold::files::entries::{Entry, EntryFile, EntryMeta};
 use memfold::memory::Memory;
+use memfold::planning::consolidate::pass::PassOptions;
+use memfold::store::Root;
+use memfold::store::archive::{self, NewFact};
+use memfold::store::entries::{Entry, EntryFile, EntryMeta};
 use memfold::testkit::{FakeOpenAi, FakeReply, copy_dir};
 
 #[derive(Debug, Clone)]
@@ -144,7 +144,7 @@ async fn main() {
         let lines: String = pairs
             .iter()
             .map(|p| {
-                let text = memfold::files::content_hash(archive::clean_text(&p.entry));
+                let text = memfold::store::content_hash(archive::clean_text(&p.entry));
                 format!("{}\n", serde_json::json!({"text": text, "keys": [p.aspect]}))
             })
             .collect();
@@ -175,7 +175,7 @@ async fn main() {
     };
     // Entries embedded once, into the base root's cache, which every pass copies.
     {
-        let index = memfold::corpus::open_index(&root, &config(false, base.path())).await.unwrap();
+        let index = memfold::index::corpus::open_index(&root, &config(false, base.path())).await.unwrap();
         let texts: Vec<String> = file.entries().map(|e| e.content.clone()).collect();
         index.embedder().embed(&texts).await.unwrap();
     }
@@ -315,9 +315,9 @@ async fn main() {
 /// attribute, and the entry's place among the fact's aspect candidates (to see why a fact
 /// misses its entry).
 async fn debug_keys(pairs: &[Pair], chosen: &[usize], file: &EntryFile, config: &Config) {
-    use memfold::consolidate::aspects::{Key, Keyer, KeyerParams, Names, Taxonomy, candidates};
+    use memfold::planning::consolidate::aspects::{Key, Keyer, KeyerParams, Names, Taxonomy, candidates};
     let root = Root::new(&config.root);
-    let index = memfold::corpus::open_index(&root, config).await.unwrap();
+    let index = memfold::index::corpus::open_index(&root, config).await.unwrap();
     let embedder = index.embedder();
     let keyer = Keyer::new(Taxonomy::builtin(), embedder.as_ref(), KeyerParams::default()).await.unwrap();
     let names = Names::learn(file.entries().map(|e| e.content.as_str()), keyer.taxonomy());

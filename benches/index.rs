@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
-use memfold::embed::local::LocalEmbedder;
 use memfold::index::{Doc, DocKind, Index, IndexTuning, Scope, SearchOpts};
+use memfold::models::embed::local::LocalEmbedder;
 
 const QUERIES: usize = 200;
 const DIM: usize = 384;
@@ -268,7 +268,8 @@ fn main() {
     // Reindex throughput with in-process MiniLM (uncached: every text is embedded).
     if let Ok(model_dir) = std::env::var("MEMFOLD_BENCH_MINILM_DIR") {
         let n: usize = std::env::var("MEMFOLD_BENCH_MINILM_DOCS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000);
-        let embedder = Arc::new(memfold::embed::MiniLmEmbedder::load(Path::new(&model_dir), 32).expect("minilm model"));
+        let embedder =
+            Arc::new(memfold::models::embed::MiniLmEmbedder::load(Path::new(&model_dir), 32).expect("minilm model"));
         let dir = tempfile::tempdir().expect("temp dir");
         runtime.block_on(async {
             let mut rng = Rng(7);

@@ -20,9 +20,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::NaiveDate;
 use memfold::config::{Config, EmbeddingProvider};
-use memfold::consolidate::pass::PassOptions;
-use memfold::files::archive::NewFact;
 use memfold::memory::{Memory, SearchRequest};
+use memfold::planning::consolidate::pass::PassOptions;
+use memfold::store::archive::NewFact;
 use serde_json::Value;
 
 fn setting(name: &str, default: &str) -> String {

@@ -19,10 +19,10 @@ use chrono::NaiveDate;
 use serde_json::{Value, json};
 
 use memfold::config::Config;
-use memfold::consolidate::pass::PassOptions;
-use memfold::files::Root;
-use memfold::files::archive::{self, NewFact};
 use memfold::memory::Memory;
+use memfold::planning::consolidate::pass::PassOptions;
+use memfold::store::Root;
+use memfold::store::archive::{self, NewFact};
 use memfold::testkit::{FakeOpenAi, FakeReply, estimate_tokens, promotion_reply};
 
 const NAMES: &[&str] = &["Ana", "Bruno", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kofi"];
@@ -142,12 +142,12 @@ async fn main() {
         archive::append(&root, &facts, date.and_hms_opt(12, 0, 0).unwrap()).expect("archive");
         let report = memory.consolidate(PassOptions { force: true, dry_run: false }).await.expect("pass");
         assert!(report.failed_facts.is_empty(), "pass {p}: {:?}", report.failed_facts);
-        let entries = memfold::ledger::Ledger::load(&root).expect("ledger").memory.entries().count();
+        let entries = memfold::store::ledger::Ledger::load(&root).expect("ledger").memory.entries().count();
         entries_at.push(entries);
         // The agent searches: three questions, five hits each, most of them among a few entries
         // (the hit's position is drawn below a random bound, so early entries come up more).
         let ids: Vec<String> =
-            memfold::ledger::Ledger::load(&root).unwrap().memory.entries().map(|e| e.id().to_string()).collect();
+            memfold::store::ledger::Ledger::load(&root).unwrap().memory.entries().map(|e| e.id().to_string()).collect();
         for q in 0..3 {
             let hits: Vec<String> = (0..5)
                 .map(|_| {
@@ -155,7 +155,7 @@ async fn main() {
                     ids[rng.below(bound)].clone()
                 })
                 .collect();
-            memfold::recall::record(&root, &format!("question {p}.{q}"), &hits, config.recall.window_days)
+            memfold::store::recall::record(&root, &format!("question {p}.{q}"), &hits, config.recall.window_days)
                 .expect("recall");
         }
     }

@@ -35,7 +35,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use memfold::files::Root;
+use memfold::store::Root;
 use run::memfold;
 use serde_json::{Value, json};
 
@@ -182,7 +182,7 @@ fn disk(root: &Path) -> (u64, usize) {
     let versions = std::fs::read_dir(index.join("docs.lance/_versions")).map_or(0, |d| {
         d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "manifest")).count()
     });
-    (memfold::files::tree_bytes(&index), versions)
+    (memfold::store::tree_bytes(&index), versions)
 }
 
 fn mb(bytes: u64) -> f64 {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{Clock, Zone};
+use crate::sys::clock::{Clock, Zone};
 
 /// Errors while loading configuration.
 #[derive(Debug, thiserror::Error)]
@@ -294,7 +294,7 @@ pub struct ServerConfig {
     /// `POST /consolidate` answers 202 with a request id when a pass takes longer than this.
     pub request_timeout_secs: u64,
     /// Host names (with an optional port) the server answers to besides the loopback names
-    /// and the bind address ([`crate::serve`]'s guard).
+    /// and the bind address ([`crate::doors::daemon`]'s guard).
     pub allowed_hosts: Vec<String>,
     /// A request head must arrive within this many seconds of the connection opening, or of
     /// the previous response on a kept-alive connection (so it is the idle timeout too).
@@ -434,7 +434,7 @@ impl Config {
             return bad("time.zone", &message);
         }
         for entry in &self.server.allowed_hosts {
-            crate::serve::check_allowed_host(entry).or_else(|message| bad("server.allowed_hosts", &message))?;
+            check_allowed_host(entry).or_else(|message| bad("server.allowed_hosts", &message))?;
         }
         for (key, value) in [
             ("server.header_timeout_secs", self.server.header_timeout_secs as usize),
@@ -532,9 +532,91 @@ pub fn expand_tilde(path: &Path) -> PathBuf {
     }
 }
 
+/// A host name or IP address with an optional port, as in a `Host` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authority {
+    /// Lowercase; an IPv6 address in brackets and in its shortest form (`[::1]`).
+    pub name: String,
+    pub port: Option<u16>,
+}
+
+impl Authority {
+    /// Parse `name`, `name:port`, `[v6]` or `[v6]:port`; None for anything else (a scheme,
+    /// a path, user info, an empty name or port, characters no host name has).
+    pub fn parse(text: &str) -> Option<Authority> {
+        let (name, port) = if let Some(rest) = text.strip_prefix('[') {
+            let (v6, after) = rest.split_once(']')?;
+            let v6: std::net::Ipv6Addr = v6.parse().ok()?;
+            let port = match after {
+                "" => None,
+                _ => Some(after.strip_prefix(':')?),
+            };
+            (format!("[{v6}]"), port)
+        } else {
+            let (name, port) = match text.split_once(':') {
+                Some((name, port)) => (name, Some(port)),
+                None => (text, None),
+            };
+            let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+            if name.is_empty() || !name.chars().all(plain) {
+                return None;
+            }
+            (name.to_ascii_lowercase(), port)
+        };
+        let port = match port {
+            None => None,
+            Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                Some(digits.parse().ok()?)
+            }
+            Some(_) => return None,
+        };
+        Some(Authority { name, port })
+    }
+
+    pub(crate) fn of(ip: std::net::IpAddr, port: u16) -> Authority {
+        let name = match ip {
+            std::net::IpAddr::V4(ip) => ip.to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        };
+        Authority { name, port: Some(port) }
+    }
+
+    /// The port a client meant: the one given, else `default` (the scheme's).
+    pub(crate) fn port_or(&self, default: u16) -> u16 {
+        self.port.unwrap_or(default)
+    }
+}
+
+impl std::fmt::Display for Authority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}:{port}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// Check a `server.allowed_hosts` entry: a host name or IP address, with an optional port.
+pub fn check_allowed_host(entry: &str) -> Result<(), String> {
+    match Authority::parse(entry.trim()) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "{entry:?} is not a host name or IP address with an optional port (e.g. \"memfold.lan\", \"10.0.0.5:7878\", \"[fd00::5]\")"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allowed_host_entries_are_checked() {
+        assert!(check_allowed_host("memfold.lan").is_ok());
+        assert!(check_allowed_host("[fd00::5]:7878").is_ok());
+        let err = check_allowed_host("http://memfold.lan").unwrap_err();
+        assert!(err.contains("http://memfold.lan"), "{err}");
+    }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

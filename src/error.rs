@@ -3,15 +3,15 @@
 //! Adapters map [`Kind`] to their own terms (HTTP status, MCP tool error, CLI exit code) and
 //! show the message as it is; the message is the same everywhere.
 
-use crate::commit::CommitError;
-use crate::embed::EmbedError;
-use crate::files::archive::ArchiveError;
-use crate::files::atomic::WriteError;
 use crate::index::IndexError;
-use crate::ledger::LedgerError;
-use crate::llm::LlmError;
-use crate::lock::LockError;
-use crate::state::StateError;
+use crate::models::embed::EmbedError;
+use crate::models::llm::LlmError;
+use crate::store::archive::ArchiveError;
+use crate::store::atomic::WriteError;
+use crate::store::commit::CommitError;
+use crate::store::ledger::LedgerError;
+use crate::store::state::StateError;
+use crate::sys::lock::LockError;
 
 /// What went wrong in a use case.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +35,7 @@ pub enum Error {
     /// The write would put an entry where `memory.md` cannot read it back (inside a block a
     /// person or an older version left unclosed); nothing was written.
     #[error("{0}")]
-    Unreadable(crate::files::Problem),
+    Unreadable(crate::store::Problem),
     /// Refused because of what the files hold now (an undo whose entries changed since, a
     /// rejected plan, a run undone already); `ids` names what is in the way.
     #[error("{message}")]
@@ -184,22 +184,22 @@ impl From<CommitError> for Error {
     }
 }
 
-impl From<crate::corpus::RefreshError> for Error {
-    fn from(e: crate::corpus::RefreshError) -> Self {
+impl From<crate::index::corpus::RefreshError> for Error {
+    fn from(e: crate::index::corpus::RefreshError) -> Self {
         match e {
-            crate::corpus::RefreshError::Ledger(e) => e.into(),
-            crate::corpus::RefreshError::Index(e) => e.into(),
-            crate::corpus::RefreshError::Archive(e) => e.into(),
-            crate::corpus::RefreshError::Look { path, source } => Error::Read { path, source },
+            crate::index::corpus::RefreshError::Ledger(e) => e.into(),
+            crate::index::corpus::RefreshError::Index(e) => e.into(),
+            crate::index::corpus::RefreshError::Archive(e) => e.into(),
+            crate::index::corpus::RefreshError::Look { path, source } => Error::Read { path, source },
         }
     }
 }
 
-impl From<crate::corpus::OpenError> for Error {
-    fn from(e: crate::corpus::OpenError) -> Self {
+impl From<crate::index::corpus::OpenError> for Error {
+    fn from(e: crate::index::corpus::OpenError) -> Self {
         match e {
-            crate::corpus::OpenError::Embed(e) => e.into(),
-            crate::corpus::OpenError::Index(e) => e.into(),
+            crate::index::corpus::OpenError::Embed(e) => e.into(),
+            crate::index::corpus::OpenError::Index(e) => e.into(),
         }
     }
 }

@@ -1,13 +1,22 @@
 //! memfold keeps an AI agent's long-term memory as plain markdown and consolidates it in the background.
 //!
-//! The modules follow the data flow: facts are appended to the archive (`files::archive`), the
-//! index makes everything searchable (`index`, `corpus`, `embed`), `consolidate` folds new
-//! facts into `consolidated/memory.md` and `promote` rewrites `MEMORY.md`. Every change to
-//! memory's files goes through `commit`. [`Memory`] is the use-case layer, one method per verb
-//! in the files of [`memory`]; the [`cli`] calls it, and the daemon's doors (the HTTP API and
-//! the MCP server) call [`serve::Service`], which owns a `Memory` and the daemon's ingest
-//! batching, pass scheduler and metrics. The data flow and the invariants are described in
-//! docs/ARCHITECTURE.md.
+//! The folders are the layers, from the outside in (docs/ARCHITECTURE.md draws them):
+//!
+//! - [`doors`]: how people, agents and programs reach memory: the command line, the HTTP API,
+//!   the MCP server, the review page, the daemon that serves them, and the one text renderer
+//!   the command line and MCP share;
+//! - [`service`]: the one service behind the daemon's doors (ingest batching, the pass
+//!   scheduler, metrics, the file watcher and the background workers);
+//! - [`memory`]: the use cases, one method of [`Memory`] per verb, and the views they return;
+//! - `planning`: pure functions from what was read to one change: consolidation, promotion
+//!   of `MEMORY.md`, review and undo, forgetting;
+//! - `store`: the markdown files and the state beside them, and the one writer (`commit`);
+//! - `index`: the LanceDB index derived from the files;
+//! - `models`: the embedders and the chat client;
+//! - `sys`: what the operating system provides: the clock, file locks, file modes, the allocator.
+//!
+//! Dependencies point down that list: a door calls the service (or, for the command line,
+//! [`Memory`]); nothing below `doors` knows of a door.
 //!
 //! # The public surface
 //!
@@ -19,9 +28,9 @@
 //!   serialisable as the CLI's `--json` prints them;
 //! - [`config`]: [`config::Config`] and its sections, loaded as `memfold` loads them;
 //! - [`error`]: [`error::Error`] and its [`error::Kind`];
-//! - [`serve`]: the daemon ([`serve::serve`]), its [`serve::Service`], and the MCP server on
-//!   stdin/stdout ([`serve::serve_stdio`]);
-//! - [`cli`]: the command line the `memfold` binary runs.
+//! - [`service`]: the [`service::Service`] behind the daemon's doors;
+//! - [`doors`]: the daemon ([`doors::daemon::serve`]), the MCP server on stdin/stdout
+//!   ([`doors::mcp::serve_stdio`]) and the command line the `memfold` binary runs ([`doors::cli`]).
 //!
 //! Every other module is private to the crate. The `testkit` feature (tests and benches only,
 //! never a user's build) adds [`testkit`](crate) — a fake OpenAI-compatible server — and opens
@@ -37,35 +46,13 @@ macro_rules! internal {
     )*};
 }
 
-pub mod cli;
 pub mod config;
+pub mod doors;
 pub mod error;
 pub mod memory;
-pub mod serve;
+pub mod service;
 
-internal!(
-    alloc,
-    clock,
-    commit,
-    consolidate,
-    corpus,
-    diff,
-    embed,
-    files,
-    forget,
-    index,
-    ledger,
-    llm,
-    lock,
-    openai,
-    promote,
-    recall,
-    review,
-    state,
-    status,
-    verify,
-    watch,
-);
+internal!(index, models, planning, store, sys);
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

@@ -7,13 +7,13 @@ use tracing_subscriber::EnvFilter;
 
 fn main() {
     // Whatever memfold creates (the index included) is for its owner only.
-    memfold::cli::private_umask();
-    memfold::cli::process_settings();
-    let cli = memfold::cli::Cli::parse();
+    memfold::doors::cli::private_umask();
+    memfold::doors::cli::process_settings();
+    let cli = memfold::doors::cli::Cli::parse();
     // The daemon logs what it does; any other command prints its result on stdout, so by
     // default it logs only what a person should act on.
     let level = match cli.command {
-        memfold::cli::Command::Serve { .. } => "info",
+        memfold::doors::cli::Command::Serve { .. } => "info",
         _ => "warn",
     };
     // lance warns of every empty IVF partition when it folds a few new rows into the vector
@@ -31,7 +31,7 @@ fn main() {
         .with_ansi(ansi)
         .with_target(false)
         .init();
-    match memfold::cli::run(cli) {
+    match memfold::doors::cli::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(err) => {
             eprintln!("error: {err:#}");

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::config::{EmbeddingConfig, EmbeddingProvider, LlmConfig};
-pub use crate::llm::estimate_tokens;
+pub use crate::models::llm::estimate_tokens;
 
 /// Model name the fake reports and the config helpers use for chat.
 pub const FAKE_CHAT_MODEL: &str = "fake-chat";
@@ -488,7 +488,7 @@ mod tests {
 
     #[test]
     fn keying_calls_are_told_apart_by_the_built_in_prompt() {
-        assert!(crate::llm::Prompts::default().keys.starts_with(KEYING_PROMPT_START));
+        assert!(crate::models::llm::Prompts::default().keys.starts_with(KEYING_PROMPT_START));
     }
 
     #[tokio::test]

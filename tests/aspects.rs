@@ -3,9 +3,9 @@
 //! are scripted here; what the offline keyer reaches on the held-out set is measured by
 //! `benches/fold.rs`.
 
-use memfold::consolidate::pass::PassOptions;
-use memfold::files::entries::{Entry, EntryFile, EntryMeta};
 use memfold::memory::Turn;
+use memfold::planning::consolidate::pass::PassOptions;
+use memfold::store::entries::{Entry, EntryFile, EntryMeta};
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
@@ -42,14 +42,14 @@ async fn with_a_keyed_job() -> crate::common::Env {
     env.config.consolidation.neighbor_k = 4;
     env.config.consolidation.lexical_k = 2;
     std::fs::write(env.root.memory(), memory_with_a_job().render()).unwrap();
-    let job = memfold::files::content_hash("Works as a backend developer at Shopify.");
+    let job = memfold::store::content_hash("Works as a backend developer at Shopify.");
     let line = json!({"text": job, "keys": ["user / employer"]});
     std::fs::write(env.root.state_dir().join("aspects.jsonl"), format!("{line}\n")).unwrap();
     env
 }
 
 /// Which entries the call holding `fact` showed, from a dry run's report.
-fn shown_with(report: &memfold::consolidate::pass::PassReport, fact: &str) -> Vec<String> {
+fn shown_with(report: &memfold::planning::consolidate::pass::PassReport, fact: &str) -> Vec<String> {
     report
         .clusters
         .iter()

@@ -7,15 +7,15 @@
 use std::sync::Arc;
 
 use memfold::config::EmbeddingProvider;
-use memfold::consolidate::cluster::{self, NeighbourParams, Node};
-use memfold::consolidate::pass::{PassOptions, PassReport};
-use memfold::corpus;
 use memfold::error::Error;
-use memfold::files::entries::{Entry, EntryFile, EntryMeta};
+use memfold::index::corpus;
 use memfold::index::{DocKind, SearchOpts};
-use memfold::ledger::Ledger;
-use memfold::lock::LockGuard;
-use memfold::state::State;
+use memfold::planning::consolidate::cluster::{self, NeighbourParams, Node};
+use memfold::planning::consolidate::pass::{PassOptions, PassReport};
+use memfold::store::entries::{Entry, EntryFile, EntryMeta};
+use memfold::store::ledger::Ledger;
+use memfold::store::state::State;
+use memfold::sys::lock::LockGuard;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
@@ -83,7 +83,7 @@ async fn a_job_change_becomes_one_current_entry_with_history() {
     let old: Vec<_> = history.entries().collect();
     assert_eq!(old.len(), 1);
     assert_eq!(old[0].content, "Works at Google as an engineer");
-    assert_eq!(old[0].meta.status, Some(memfold::files::entries::HistoryStatus::Replaced));
+    assert_eq!(old[0].meta.status, Some(memfold::store::entries::HistoryStatus::Replaced));
     assert_eq!(old[0].meta.valid_until, Some(d("2026-05-30")));
 
     let index = corpus::open_index(&env.root, &env.config).await.unwrap();
@@ -257,7 +257,8 @@ async fn an_llm_outage_costs_no_attempts_and_a_forced_pass_retries_given_up_fact
         assert!(state.facts.values().all(|p| p.attempts == 0), "{:?}", state.facts);
     }
     let ledger = Ledger::load(&env.root).unwrap();
-    let unforced = memfold::consolidate::pass::eligible(&ledger, &Default::default(), &env.config.consolidation, false);
+    let unforced =
+        memfold::planning::consolidate::pass::eligible(&ledger, &Default::default(), &env.config.consolidation, false);
     assert_eq!(unforced.len(), 3, "an outage gives up on no fact");
 
     // Unusable replies do count; past max_attempts only a forced pass takes the fact up.
@@ -280,8 +281,8 @@ async fn an_llm_outage_costs_no_attempts_and_a_forced_pass_retries_given_up_fact
     assert_eq!(memory(&env).entries().count(), 2);
     let ledger = Ledger::load(&env.root).unwrap();
     let cfg = &env.config.consolidation;
-    assert!(memfold::consolidate::pass::eligible(&ledger, &Default::default(), cfg, false).is_empty());
-    assert_eq!(memfold::consolidate::pass::eligible(&ledger, &Default::default(), cfg, true).len(), 1);
+    assert!(memfold::planning::consolidate::pass::eligible(&ledger, &Default::default(), cfg, false).is_empty());
+    assert_eq!(memfold::planning::consolidate::pass::eligible(&ledger, &Default::default(), cfg, true).len(), 1);
     env.llm.set_chat_handler(script(|_| json!([])));
     let report = force(&env).await;
     assert!(report.failed_facts.is_empty());
@@ -311,7 +312,7 @@ async fn facts_of_an_entry_a_hand_edit_hid_wait_for_the_person() {
     let ledger = Ledger::load(&env.root).unwrap();
     assert_eq!(ledger.memory.hidden, [("m-chess".to_string(), 5)], "{text}");
     let cfg = &env.config.consolidation;
-    let eligible = memfold::consolidate::pass::eligible(&ledger, &Default::default(), cfg, true);
+    let eligible = memfold::planning::consolidate::pass::eligible(&ledger, &Default::default(), cfg, true);
     assert!(eligible.is_empty(), "{eligible:?}");
     let status = mem(&env).await.status().await.unwrap();
     assert_eq!((status.pending_facts, status.held_facts), (1, 1), "{status:?}");
@@ -488,7 +489,7 @@ async fn every_call_starts_with_the_same_prompt_and_a_fact_over_budget_still_get
     let decisions: Vec<Value> =
         env.llm.chat_requests()[before..].iter().filter(|r| cluster(r).get("candidates").is_some()).cloned().collect();
     assert_eq!(decisions.len(), 3);
-    let prompt = memfold::llm::Prompts::default().consolidate;
+    let prompt = memfold::models::llm::Prompts::default().consolidate;
     for request in &decisions {
         let messages = request["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 2);
@@ -608,7 +609,7 @@ async fn rebuild_after_replace_and_remove_keeps_every_fact() {
     let fates = ledger.fates();
     let current: String = memory(&env).entries().map(|e| e.content.clone()).collect::<Vec<_>>().join("\n");
     for fact in ledger.facts.iter() {
-        assert_eq!(fates[fact.id.as_str()], memfold::ledger::FactFate::Consolidated, "{}", fact.text);
+        assert_eq!(fates[fact.id.as_str()], memfold::store::ledger::FactFate::Consolidated, "{}", fact.text);
         assert!(current.contains(&fact.text), "{} is not in memory after the rebuild:\n{current}", fact.text);
     }
     assert_eq!(ledger.facts.len(), facts.len());

@@ -15,8 +15,8 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use memfold::files::Root;
-use memfold::files::entries::EntryFile;
+use memfold::store::Root;
+use memfold::store::entries::EntryFile;
 use memfold::testkit::{FakeOpenAi, churn_reply};
 use serde_json::Value;
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use memfold::lock::LockGuard;
+use memfold::sys::lock::LockGuard;
 use memfold::testkit::{FakeOpenAi, FakeReply};
 use rmcp::model::{ClientConfig, ProtocolVersion, ServerNotification, SubscribeRequestParams, SubscriptionFilter};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -413,8 +413,8 @@ async fn sigterm_during_a_stalled_pass_exits_cleanly_and_the_next_serve_resumes(
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(report["pending"], 2, "the abandoned pass wrote nothing");
     assert_eq!(temp_files(&root), Vec::<PathBuf>::new(), "temp files left behind");
-    assert!(memfold::lock::holder(&root.join(".memfold/consolidate.lock")).is_none());
-    assert!(memfold::lock::holder(&root.join(".memfold/serve.lock")).is_none());
+    assert!(memfold::sys::lock::holder(&root.join(".memfold/consolidate.lock")).is_none());
+    assert!(memfold::sys::lock::holder(&root.join(".memfold/serve.lock")).is_none());
 
     let daemon = fixture.serve(&env).await;
     let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
@@ -585,7 +585,7 @@ async fn a_pass_dropped_during_its_write_keeps_the_lock_until_the_write_ends() {
     })
     .await;
     let lock = root.join(".memfold/consolidate.lock");
-    assert!(memfold::lock::holder(&lock).is_some(), "the lock went with the dropped pass:\n{}", daemon.logs());
+    assert!(memfold::sys::lock::holder(&lock).is_some(), "the lock went with the dropped pass:\n{}", daemon.logs());
     let refused = run(&root, &["pin", "m-anything"]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("consolidation already running"), "{refused:?}");
     let _ = request.await;

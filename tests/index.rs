@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
 use memfold::config::Config;
-use memfold::consolidate::pass::PassOptions;
-use memfold::corpus;
-use memfold::files::Root;
-use memfold::files::archive::{self, NewFact};
+use memfold::index::corpus;
 use memfold::index::{Index, SearchOpts};
 use memfold::memory::Memory;
-use memfold::watch::Watcher;
+use memfold::planning::consolidate::pass::PassOptions;
+use memfold::service::watch::Watcher;
+use memfold::store::Root;
+use memfold::store::archive::{self, NewFact};
 
 const QUERIES: &[&str] = &["tea", "where does she live", "dog", "job at a bank", "music", "allergy", "cello lessons"];
 

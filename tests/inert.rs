@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
-use memfold::consolidate::pass::PassReport;
-use memfold::files::entries::EntryFile;
+use memfold::planning::consolidate::pass::PassReport;
+use memfold::store::entries::EntryFile;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 

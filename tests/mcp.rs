@@ -310,7 +310,7 @@ async fn parallel_changes_from_one_agent_queue_instead_of_refusing_each_other() 
     let facts = ["Lives in Porto.", "Has a dog named Rex.", "Plays the cello.", "Works as a nurse."];
     ok(&client, "memory_add", json!({ "facts": facts })).await;
     ok(&client, "memory_consolidate", json!({"force": true})).await;
-    let file = memfold::files::entries::EntryFile::read(&root.path().join("consolidated/memory.md"), "memory.md");
+    let file = memfold::store::entries::EntryFile::read(&root.path().join("consolidated/memory.md"), "memory.md");
     let ids: Vec<String> = file.unwrap().entries().map(|e| e.id().to_string()).collect();
     assert_eq!(ids.len(), 4);
     let (a, b, c, d, e) = tokio::join!(

@@ -9,13 +9,13 @@ use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use memfold::config::Mode;
-use memfold::consolidate::pass::{PassOptions, PassReport};
-use memfold::consolidate::records::PlanStatus;
 use memfold::error::Error;
-use memfold::files::entries::{EntryFile, HistoryStatus};
-use memfold::ledger::{FactFate, Ledger};
 use memfold::memory::views::GroupView;
-use memfold::state::State;
+use memfold::planning::consolidate::pass::{PassOptions, PassReport};
+use memfold::planning::consolidate::records::PlanStatus;
+use memfold::store::entries::{EntryFile, HistoryStatus};
+use memfold::store::ledger::{FactFate, Ledger};
+use memfold::store::state::State;
 use memfold::testkit::FakeReply;
 use serde_json::{Value, json};
 
@@ -39,7 +39,7 @@ fn entry_with(env: &Env, word: &str) -> String {
 }
 
 fn assert_verified(env: &Env) {
-    let report = memfold::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
+    let report = memfold::store::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
     assert!(report.ok, "verify: {:?}", report.problems);
 }
 
@@ -143,7 +143,7 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
     assert!(!applied.rebased);
     assert_eq!(applied.run, plan.id);
     let memory_after = memory_text(&env);
-    assert_eq!(memfold::diff::unified(&memory_before, &memory_after, "consolidated/memory.md", 3), plan.diff);
+    assert_eq!(memfold::planning::diff::unified(&memory_before, &memory_after, "consolidated/memory.md", 3), plan.diff);
     assert_eq!(applied.diff, plan.diff);
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
     assert!(history(&env).entries().any(|e| e.content == "Works at Google as an engineer"));
@@ -318,7 +318,7 @@ async fn low_confidence_ops_go_to_review_while_the_rest_apply() {
     assert_eq!(plan.ops[0].confidence, Some(0.2));
     let before = memory_text(&env);
     mem(&env).await.apply_plan(&plan.id).await.unwrap();
-    assert_eq!(memfold::diff::unified(&before, &memory_text(&env), "consolidated/memory.md", 3), plan.diff);
+    assert_eq!(memfold::planning::diff::unified(&before, &memory_text(&env), "consolidated/memory.md", 3), plan.diff);
     assert_eq!(memory(&env).get(&google).unwrap().content, "Works at Microsoft; previously Google.");
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Consolidated);
     assert_verified(&env);
@@ -703,6 +703,6 @@ async fn a_plan_shows_the_neighbours_its_decider_saw_and_left_alone() {
     for e in &group.left_alone {
         assert_eq!(memory.get(&e.id).unwrap().content, e.content, "as the decider saw it");
     }
-    let stored = std::fs::read_to_string(memfold::consolidate::records::plan_path(&env.root, &plan)).unwrap();
+    let stored = std::fs::read_to_string(memfold::planning::consolidate::records::plan_path(&env.root, &plan)).unwrap();
     assert!(stored.contains("\"seen\""), "{stored}");
 }

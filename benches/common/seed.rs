@@ -2,8 +2,8 @@
 //! or a CLI over a large root.
 
 use chrono::NaiveDate;
-use memfold::files::Root;
-use memfold::files::entries::{Entry, EntryFile, EntryMeta};
+use memfold::store::Root;
+use memfold::store::entries::{Entry, EntryFile, EntryMeta};
 
 /// Write `texts` as the entries of `root`'s `memory.md` (ids `m-000000`…, each naming a seed
 /// fact of its own as its source).

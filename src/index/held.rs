@@ -416,7 +416,7 @@ impl Slot {
         if let Some(old) = state.held.take() {
             tokio::task::spawn_blocking(move || {
                 drop(old);
-                crate::alloc::release_free_memory();
+                crate::sys::alloc::release_free_memory();
             });
         }
         match state.seen {
@@ -438,7 +438,7 @@ impl Slot {
         let started = Instant::now();
         let read = Held::read(&table).await;
         // The read's batches and grown vectors are free now: about twice what is held.
-        let _ = tokio::task::spawn_blocking(crate::alloc::release_free_memory).await;
+        let _ = tokio::task::spawn_blocking(crate::sys::alloc::release_free_memory).await;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.reading = false;
         match read {

@@ -13,7 +13,7 @@ use super::IndexError;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Meta {
     pub schema_version: u32,
-    /// [`crate::embed::Embedder::id`] of the embedder that made every vector in the table.
+    /// [`crate::models::embed::Embedder::id`] of the embedder that made every vector in the table.
     pub embedder: String,
     pub dim: usize,
     /// Rows in the table when the vector (ANN) index was last trained; `None` without one.
@@ -62,7 +62,7 @@ pub(super) async fn write(dir: &Path, meta: &Meta) -> Result<(), IndexError> {
 /// Write one of the index's own files (`meta.json`, `sources.json`) atomically, off the runtime.
 pub(super) async fn write_file(path: PathBuf, bytes: Vec<u8>) -> Result<(), IndexError> {
     let target = path.clone();
-    crate::blocking(move || crate::files::atomic::write_atomic(&target, &bytes, None))
+    crate::blocking(move || crate::store::atomic::write_atomic(&target, &bytes, None))
         .await
         .map_err(|e| IndexError::Meta { path, message: e.to_string() })
 }

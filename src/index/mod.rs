@@ -13,7 +13,7 @@
 //! sync embeds everything again.
 //!
 //! **One index writer.** Every write (sync, clear, recreation) runs under an exclusive file
-//! lock on `<root>/.memfold/index.lock` ([`crate::lock::LockGuard`], std's `File::lock`, taken
+//! lock on `<root>/.memfold/index.lock` ([`crate::sys::lock::LockGuard`], std's `File::lock`, taken
 //! in `spawn_blocking`); writers in this or any other process wait for each other. A writer
 //! computes its changes only after taking the lock, against the rows as they are then. Readers
 //! take no lock and open the database with `read_consistency_interval(0)`, so they see other
@@ -70,8 +70,9 @@
 //! filters and hits from the rows it holds (`index/held.rs`). The two legs run on separate
 //! tasks, so on two or more cores they run at the same time.
 
+pub mod corpus;
 mod held;
-mod lock;
+mod writer_lock;
 mod query;
 mod meta;
 mod rank;
@@ -98,7 +99,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 
 use crate::config::SearchConfig;
-use crate::embed::{EmbedError, Embedder};
+use crate::models::embed::{EmbedError, Embedder};
 
 use meta::Meta;
 use sources::Sources;
@@ -341,7 +342,7 @@ pub enum IndexError {
     #[error("index {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("index writer {0}")]
-    Lock(#[from] crate::lock::LockError),
+    Lock(#[from] crate::sys::lock::LockError),
     #[error("index meta {path}: {message}")]
     Meta { path: PathBuf, message: String },
     #[error("index {op}: {source}")]
@@ -414,7 +415,7 @@ impl Index {
 
     /// [`Index::open`] with explicit limits.
     pub async fn open_with(dir: &Path, embedder: Arc<dyn Embedder>, tuning: IndexTuning) -> Result<Index, IndexError> {
-        crate::files::access::create_dir(dir).map_err(|source| IndexError::Io { path: dir.to_path_buf(), source })?;
+        crate::sys::access::create_dir(dir).map_err(|source| IndexError::Io { path: dir.to_path_buf(), source })?;
         let uri = dir.to_str().ok_or_else(|| IndexError::Io {
             path: dir.to_path_buf(),
             source: std::io::Error::other("the index path is not valid UTF-8"),
@@ -428,19 +429,19 @@ impl Index {
             ann_trained_rows: None,
             text_stale: false,
         };
-        let lock_path = lock::path(dir);
+        let lock_path = writer_lock::path(dir);
         let current = meta::read(dir).await?;
         let table = if current.as_ref().is_some_and(|m| m.compatible(&want)) && table_exists(&db).await? {
             let table = db.open_table(TABLE).execute().await.db("open table")?;
             if !has_primary_key(&table).await? {
-                let _lock = lock::acquire(&lock_path).await?;
+                let _lock = writer_lock::acquire(&lock_path).await?;
                 if !has_primary_key(&table).await? {
                     table.set_unenforced_primary_key([KEY]).await.db("declare the primary key")?;
                 }
             }
             table
         } else {
-            let _lock = lock::acquire(&lock_path).await?;
+            let _lock = writer_lock::acquire(&lock_path).await?;
             prepare_locked(&db, dir, &want).await?.0
         };
         Ok(Index {
@@ -530,7 +531,7 @@ impl Index {
     /// ([`Sources::refreshed`]), if the writer lock is free: a reader never waits for a
     /// writer, and a writer's sync records them anyway. Whether the record was written.
     pub async fn refresh_sources(&self, seen: &Sources) -> Result<bool, IndexError> {
-        let Some(_lock) = lock::try_acquire(&self.lock_path).await? else { return Ok(false) };
+        let Some(_lock) = writer_lock::try_acquire(&self.lock_path).await? else { return Ok(false) };
         match sources::read(&self.dir).await {
             Some(stored) if stored.refreshed_by(seen) => {
                 sources::write(&self.dir, &stored.refreshed(seen)).await?;
@@ -568,7 +569,7 @@ impl Index {
         seen: Option<&Sources>,
     ) -> Result<SyncStats, IndexError> {
         let started = Instant::now();
-        let _lock = lock::acquire(&self.lock_path).await?;
+        let _lock = writer_lock::acquire(&self.lock_path).await?;
         let (table, mut meta) = self.table_locked().await?;
         // The record after this sync, computed before any row changes; until it is written
         // there is none, so a sync cut short leaves no record claiming rows it did not write.
@@ -685,7 +686,7 @@ impl Index {
             // Folding rows into the indices and compacting free what they built with; a
             // daemon under a steady stream of writes is never idle long enough to hand it
             // back otherwise.
-            let _ = tokio::task::spawn_blocking(crate::alloc::release_free_memory).await;
+            let _ = tokio::task::spawn_blocking(crate::sys::alloc::release_free_memory).await;
         }
         if let Some(record) = &record {
             sources::write(&self.dir, record).await?;
@@ -948,7 +949,7 @@ impl Index {
     /// the compaction applies.
     pub async fn settle(&self) -> Result<Settled, IndexError> {
         let started = Instant::now();
-        let _lock = lock::acquire(&self.lock_path).await?;
+        let _lock = writer_lock::acquire(&self.lock_path).await?;
         let (table, mut meta) = self.table_locked().await?;
         let mut done = Settled::default();
         let version = table.version().await.db("table version")?;
@@ -1061,7 +1062,7 @@ impl Index {
     /// Drop every row and every index (`reindex --clear`); the next sync rebuilds from the
     /// files. Runs under the index writer lock.
     pub async fn clear(&self) -> Result<(), IndexError> {
-        let _lock = lock::acquire(&self.lock_path).await?;
+        let _lock = writer_lock::acquire(&self.lock_path).await?;
         let table = create_empty(&self.db(), &self.dir, self.want.dim).await?;
         meta::write(&self.dir, &self.want).await?;
         self.set_table(table);
@@ -1091,7 +1092,7 @@ async fn connect(uri: &str, tuning: &IndexTuning, index_cache: usize) -> Result<
 
 /// Bytes the table's index files take on disk (0 when there are none yet).
 fn index_files_bytes(dir: &Path) -> u64 {
-    crate::files::tree_bytes(&dir.join(format!("{TABLE}.lance")).join("_indices"))
+    crate::store::tree_bytes(&dir.join(format!("{TABLE}.lance")).join("_indices"))
 }
 
 /// Rows outside each index (by name), and the number of segments of the vector index (1 when

@@ -74,7 +74,7 @@ pub fn content_hash(doc: &Doc) -> String {
         doc.valid_until.map(|d| d.to_string()),
         doc.pinned,
     ]);
-    crate::files::hex(&Sha256::digest(canonical.to_string().as_bytes())[..16])
+    hex::encode(&Sha256::digest(canonical.to_string().as_bytes())[..16])
 }
 
 const EPOCH: NaiveDate = NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date");

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::files::{Root, content_hash};
+use crate::store::{Root, content_hash};
 
 /// How long after a file's modification time a stat may still miss a change to it.
 pub const RACY: i128 = 2_000_000_000;

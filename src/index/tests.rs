@@ -612,8 +612,8 @@ async fn sync_waits_for_the_writer_lock() {
     let root = tempfile::tempdir().unwrap();
     let index = Arc::new(open(root.path(), BagOfWords::new("bow:v1:64", 64)).await);
     let lock_path = root.path().join(".memfold").join("index.lock");
-    let held = lock::acquire(&lock_path).await.unwrap();
-    assert!(crate::lock::holder(&lock_path).is_some());
+    let held = writer_lock::acquire(&lock_path).await.unwrap();
+    assert!(crate::sys::lock::holder(&lock_path).is_some());
 
     let writer = Arc::clone(&index);
     let sync = tokio::spawn(async move { writer.sync(&corpus(), Scope::All, None).await });
@@ -630,7 +630,7 @@ async fn sync_waits_for_the_writer_lock() {
     drop(held);
     sync.await.unwrap().unwrap();
     clear.await.unwrap().unwrap();
-    assert!(crate::lock::holder(&lock_path).is_none(), "released after the writes");
+    assert!(crate::sys::lock::holder(&lock_path).is_none(), "released after the writes");
 }
 
 /// Many small syncs: new rows are folded into the full-text index once they pile up, and the

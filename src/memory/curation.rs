@@ -2,12 +2,12 @@
 
 use super::views::{AppliedPlan, Forgotten, RejectedPlan, Undone};
 use super::{Memory, Rewritten, blocking};
-use crate::commit::Change;
-use crate::consolidate::apply::{self, Outcome};
-use crate::consolidate::records;
 use crate::error::Error;
-use crate::forget::{self, Promoted};
-use crate::review;
+use crate::planning::consolidate::apply::{self, Outcome};
+use crate::planning::consolidate::records;
+use crate::planning::forget::{self, Promoted};
+use crate::planning::review;
+use crate::store::commit::Change;
 
 impl Memory {
     /// Forget an entry (to history as deleted, tombstoned with its facts) or a pending fact.
@@ -65,7 +65,7 @@ impl Memory {
         Ok(gone)
     }
 
-    /// Undo an applied run (see [`crate::review`]).
+    /// Undo an applied run (see [`crate::planning::review`]).
     pub async fn undo(&self, run: &str) -> Result<Undone, Error> {
         records::check_id("run", run)?;
         let run = run.to_string();

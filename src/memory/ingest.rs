@@ -1,11 +1,11 @@
 //! Ingest: facts appended to the archive, and facts extracted from a conversation turn.
 
 use super::{Memory, blocking};
-use crate::consolidate::aspects::cache::KeyCache;
 use crate::error::Error;
-use crate::files::archive::{self, Fact, NewFact};
-use crate::llm::{Usage, extract};
 use crate::memory::Turn;
+use crate::models::llm::{Usage, extract};
+use crate::planning::consolidate::aspects::cache::KeyCache;
+use crate::store::archive::{self, Fact, NewFact};
 
 impl Memory {
     /// Whether facts may be appended: at least one, none without text, none longer than

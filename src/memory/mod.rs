@@ -6,12 +6,12 @@
 //! (consolidation and rebuilds), [`curation`](self::curation) (forget, pin, undo, apply,
 //! reject), [`reads`](self::reads) (status, verify, entries, history, runs, plans); what they
 //! return is in [`views`]. The CLI calls them directly; the daemon's doors (HTTP, MCP) go
-//! through [`crate::serve::Service`]. Every method that changes memory follows the same
+//! through [`crate::doors::daemon::Service`]. Every method that changes memory follows the same
 //! sequence, written once (here):
 //!
 //! 1. take the consolidation lock (refused at once, naming the holder, when another pass,
 //!    apply, undo, forget or pin holds it) and finish a change a killed process left
-//!    unfinished ([`crate::commit::recover`]);
+//!    unfinished ([`crate::store::commit::recover`]);
 //! 2. record entries a person deleted from `memory.md` by hand (tombstones), so nothing is
 //!    planned around them;
 //! 3. read the files ([`Ledger`]) and plan the change, purely;
@@ -20,7 +20,7 @@
 //!    write, so a caller that gives up (a daemon shutting down) cannot release the lock while
 //!    the write goes on;
 //! 5. after `memory.md` changed, still holding the lock: rewrite `MEMORY.md`
-//!    ([`crate::promote`]) and add what that cost to the run's record; then, without the lock,
+//!    ([`crate::planning::promote`]) and add what that cost to the run's record; then, without the lock,
 //!    bring the index up to date.
 //!
 //! Blocking work (file IO, the commit) runs on tokio's blocking pool; `Memory` is cheap to
@@ -31,6 +31,7 @@ mod ingest;
 mod passes;
 mod reads;
 mod search;
+pub(crate) mod status;
 pub mod views;
 
 use std::path::PathBuf;
@@ -41,21 +42,21 @@ use chrono::NaiveDate;
 use tokio::sync::{Notify, OnceCell, broadcast};
 
 use crate::blocking;
-use crate::clock::Clock;
-use crate::commit::{self, Change};
 use crate::config::Config;
-use crate::consolidate::aspects::{Aspects, Keyer, KeyerParams, Keying, Taxonomy};
-use crate::consolidate::decide::Decider;
-use crate::consolidate::records;
-use crate::corpus;
 use crate::error::Error;
-use crate::files::Root;
-use crate::files::archive::Appender;
-use crate::forget::{self, Promoted};
 use crate::index::Index;
-use crate::ledger::Ledger;
-use crate::llm::{ChatClient, Prompts, Usage};
-use crate::lock::LockGuard;
+use crate::index::corpus;
+use crate::models::llm::{ChatClient, Prompts, Usage};
+use crate::planning::consolidate::aspects::{Aspects, Keyer, KeyerParams, Keying, Taxonomy};
+use crate::planning::consolidate::decide::Decider;
+use crate::planning::consolidate::records;
+use crate::planning::forget::{self, Promoted};
+use crate::store::Root;
+use crate::store::archive::Appender;
+use crate::store::commit::{self, Change};
+use crate::store::ledger::Ledger;
+use crate::sys::clock::Clock;
+use crate::sys::lock::LockGuard;
 
 /// The most hits one search may ask for.
 pub const MAX_K: usize = 1000;
@@ -68,6 +69,16 @@ pub enum Rewritten {
     Memory,
     /// `MEMORY.md`.
     Promoted,
+}
+
+impl Rewritten {
+    /// The file's path in the root.
+    pub fn file(self) -> &'static str {
+        match self {
+            Rewritten::Memory => "consolidated/memory.md",
+            Rewritten::Promoted => "MEMORY.md",
+        }
+    }
 }
 
 /// What a search asks for.
@@ -165,10 +176,10 @@ struct Freshness {
 /// A process running as root refuses a root another account owns, in whole or in part (as git
 /// refuses a repository owned by someone else), unless `security.allow_other_owner` is set.
 fn check_owner(root: &Root) -> Result<(), Error> {
-    let found = crate::files::access::foreign_owner(root.dir())
+    let found = crate::sys::access::foreign_owner(root.dir())
         .map_err(|source| Error::Read { path: root.dir().display().to_string(), source })?;
     let Some((path, uid)) = found else { return Ok(()) };
-    let owner = crate::files::access::user_name(uid);
+    let owner = crate::sys::access::user_name(uid);
     Err(Error::OtherOwner(format!(
         "{} is owned by {owner}, and memfold runs as root: a root process writing where another account can \
          plant files and links could be made to overwrite any file on the machine. Run memfold as {owner}, \
@@ -286,7 +297,10 @@ impl Memory {
                 let keyer = Keyer::new(self.inner.taxonomy.clone(), embedder.as_ref(), KeyerParams::default()).await?;
                 let keying = self.inner.chat.as_ref().map(|chat| Keying {
                     chat: chat.clone(),
-                    system: crate::llm::keys::system_message(&self.inner.prompts.keys, keyer.taxonomy().attributes()),
+                    system: crate::models::llm::keys::system_message(
+                        &self.inner.prompts.keys,
+                        keyer.taxonomy().attributes(),
+                    ),
                 });
                 Ok(Some(Aspects::new(keyer, keying)))
             })

@@ -5,22 +5,22 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use super::{Memory, Rewritten, blocking};
-use crate::commit;
 use crate::config::Mode;
-use crate::consolidate::apply::{self, Outcome};
-use crate::consolidate::aspects::cache::KeyCache;
-use crate::consolidate::decide::{DecideError, Decider};
-use crate::consolidate::divert::{divert, seen_facts};
-use crate::consolidate::gate::{self, Gate, GateInput};
-use crate::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
-use crate::consolidate::{rebuild, records};
 use crate::error::Error;
-use crate::files::Problem;
-use crate::files::archive::Fact;
-use crate::files::entries::{Entry, EntryFile};
-use crate::ledger::Ledger;
-use crate::lock::LockGuard;
-use crate::promote::PromoteReport;
+use crate::planning::consolidate::apply::{self, Outcome};
+use crate::planning::consolidate::aspects::cache::KeyCache;
+use crate::planning::consolidate::decide::{DecideError, Decider};
+use crate::planning::consolidate::divert::{divert, seen_facts};
+use crate::planning::consolidate::gate::{self, Gate, GateInput};
+use crate::planning::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
+use crate::planning::consolidate::{rebuild, records};
+use crate::planning::promote::PromoteReport;
+use crate::store::Problem;
+use crate::store::archive::Fact;
+use crate::store::commit;
+use crate::store::entries::{Entry, EntryFile};
+use crate::store::ledger::Ledger;
+use crate::sys::lock::LockGuard;
 
 impl Memory {
     /// Run a pass if the gate is open (or `force`); with `dry_run`, plan and report only.
@@ -36,7 +36,7 @@ impl Memory {
                 tracing::warn!(error = %e, "could not record hand edits of memory.md");
             }
             // A dry run takes no lock, but says so when a pass holds it, as that pass would.
-            let holder = opts.dry_run.then(|| crate::lock::holder(&me.inner.root.consolidate_lock())).flatten();
+            let holder = opts.dry_run.then(|| crate::sys::lock::holder(&me.inner.root.consolidate_lock())).flatten();
             Ok((lock, holder, Ledger::load(&me.inner.root)?, records::plan_marks(&me.inner.root)))
         })
         .await?;
@@ -66,7 +66,7 @@ impl Memory {
     }
 
     /// Set the current entries aside and consolidate every archived fact that is not
-    /// tombstoned again, in one commit (see [`crate::consolidate::rebuild`]). In review mode
+    /// tombstoned again, in one commit (see [`crate::planning::consolidate::rebuild`]). In review mode
     /// the whole rebuild is stored as one plan; a fact left undecided (the LLM out of reach,
     /// an unusable reply) fails it and nothing is written.
     pub async fn rebuild(&self) -> Result<PassReport, Error> {
@@ -225,7 +225,7 @@ impl Memory {
     /// Rewrite `MEMORY.md` from the current entries and the recall log.
     pub async fn promote(&self) -> Result<PromoteReport, Error> {
         let llm = self.inner.chat.as_ref().map(|client| (client, self.inner.prompts.promote.as_str()));
-        let report = crate::promote::promote(&self.inner.root, &self.inner.config, llm)
+        let report = crate::planning::promote::promote(&self.inner.root, &self.inner.config, llm)
             .await
             .map_err(|e| Error::Other(e.to_string()))?;
         self.tell(Rewritten::Promoted);

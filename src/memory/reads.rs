@@ -1,23 +1,53 @@
-//! Reads: status, verify, entries, history, runs and plans. None of them writes memory.
+//! Reads: status, verify, entries, history, runs and plans, the served files; and the review
+//! page's sign-in codes. None of them writes memory.
 
 use super::views::{Chain, FactView, PlanDetail, PlanView, RunView, Status};
-use super::{Memory, blocking};
-use crate::commit;
-use crate::consolidate::records;
-use crate::corpus;
+use super::{Memory, Rewritten, blocking};
+use crate::config::Config;
 use crate::error::Error;
-use crate::files::Problem;
-use crate::files::entries::{Entry, EntryFile};
 use crate::index::Index;
-use crate::ledger::{Ledger, read_entries};
-use crate::review;
-use crate::verify::Report;
+use crate::index::corpus;
+use crate::planning::consolidate::records;
+use crate::planning::review;
+use crate::store::commit;
+use crate::store::entries::{Entry, EntryFile};
+use crate::store::ledger::{Ledger, read_entries};
+use crate::store::verify::Report;
+use crate::store::{Problem, Root, signin};
 
 impl Memory {
+    /// The text of `memory.md` or `MEMORY.md` (empty when the file does not exist).
+    pub async fn file_text(&self, file: Rewritten) -> Result<String, Error> {
+        let path = match file {
+            Rewritten::Memory => self.inner.root.memory(),
+            Rewritten::Promoted => self.inner.root.memory_md(),
+        };
+        match tokio::fs::read_to_string(&path).await {
+            Ok(text) => Ok(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(source) => Err(Error::Read { path: file.file().to_string(), source }),
+        }
+    }
+
+    /// Mint a one-time sign-in code for the review page of the root `config` names
+    /// ([`crate::store::signin`]); the root need not be opened.
+    pub fn mint_sign_in_code(config: &Config) -> Result<String, Error> {
+        let root = Root::new(&config.root);
+        root.check_initialized().map_err(Error::NotARoot)?;
+        signin::mint_code(&root).map_err(|source| Error::Read { path: ".memfold/ui-codes".into(), source })
+    }
+
+    /// Consume a sign-in code: true once, while it is fresh.
+    pub async fn consume_sign_in_code(&self, code: &str) -> bool {
+        let (root, code) = (self.inner.root.clone(), code.to_string());
+        blocking(move || signin::consume_code(&root, &code)).await
+    }
+
     /// The gate, pending facts, entries and the last run.
     pub async fn status(&self) -> Result<Status, Error> {
         let me = self.clone();
-        Ok(blocking(move || crate::status::status(&me.inner.root, &me.inner.config, me.inner.clock.now())).await?)
+        Ok(blocking(move || crate::memory::status::status(&me.inner.root, &me.inner.config, me.inner.clock.now()))
+            .await?)
     }
 
     /// Prove that every archived fact is accounted for, and that the index (when there is one)
@@ -45,7 +75,7 @@ impl Memory {
                 0,
                 format!(
                     "a change is being written by {}; verify again when it is done",
-                    crate::lock::holder(&self.inner.root.consolidate_lock())
+                    crate::sys::lock::holder(&self.inner.root.consolidate_lock())
                         .unwrap_or_else(|| "another process".into())
                 ),
             ));
@@ -53,16 +83,16 @@ impl Memory {
         if self.inner.root.index_dir().exists() {
             extra.extend(self.index_problems().await?);
         }
-        let mut report = crate::verify::verify(&ledger, extra);
+        let mut report = crate::store::verify::verify(&ledger, extra);
         let root = self.inner.root.dir();
-        report.warnings = crate::files::access::exposed(root)
+        report.warnings = crate::sys::access::exposed(root)
             .iter()
             .map(|e| {
                 let what = if e.path.is_empty() { root.display().to_string() } else { e.path.clone() };
                 format!(
                     "{what} is mode {:o}: other accounts on this machine can read or change it; run `{}`",
                     e.mode,
-                    crate::files::access::fix_for(root)
+                    crate::sys::access::fix_for(root)
                 )
             })
             .collect();

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use super::views::Reindexed;
 use super::{MAX_K, Memory, SearchRequest, blocking};
-use crate::corpus;
 use crate::error::Error;
+use crate::index::corpus;
 use crate::index::{Hit, SearchOpts, Settled};
 
 impl Memory {
@@ -82,7 +82,7 @@ impl Memory {
         }
         let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
         let (root, query, window) = (self.inner.root.clone(), query.to_string(), self.inner.config.recall.window_days);
-        if let Err(e) = blocking(move || crate::recall::record(&root, &query, &ids, window)).await {
+        if let Err(e) = blocking(move || crate::store::recall::record(&root, &query, &ids, window)).await {
             tracing::warn!(error = %e, "could not record recall");
         }
         Ok(hits)

@@ -10,20 +10,22 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-pub use crate::llm::Usage;
+pub use crate::models::llm::Usage;
 
-pub use crate::consolidate::gate::Gate;
-pub use crate::consolidate::pass::{ClusterReport, DroppedReport, OpReport, PassOptions, PassReport, Timings};
-pub use crate::consolidate::plan::Change as EntryChange;
-pub use crate::consolidate::records::PlanStatus;
-pub use crate::diff::DiffStat;
-pub use crate::files::Problem;
-pub use crate::files::archive::{Fact, NewFact};
-pub use crate::files::entries::{Entry, EntryMeta};
 pub use crate::index::{DocKind, Hit, SyncStats};
-pub use crate::promote::PromoteReport;
-pub use crate::state::LastRun;
-pub use crate::verify::Report;
+pub use crate::planning::consolidate::gate::Gate;
+pub use crate::planning::consolidate::pass::{
+    ClusterReport, DroppedReport, OpReport, PassOptions, PassReport, Timings,
+};
+pub use crate::planning::consolidate::plan::Change as EntryChange;
+pub use crate::planning::consolidate::records::PlanStatus;
+pub use crate::planning::diff::DiffStat;
+pub use crate::planning::promote::PromoteReport;
+pub use crate::store::Problem;
+pub use crate::store::archive::{Fact, NewFact};
+pub use crate::store::entries::{Entry, EntryMeta};
+pub use crate::store::state::LastRun;
+pub use crate::store::verify::Report;
 
 /// Facts as they were appended (`memfold add --json`, `POST /facts`, the MCP tool `memory_add`):
 /// `{"facts":[{"id","date","text"}]}`, and for a turn what extracting them cost.
@@ -141,7 +143,7 @@ pub struct GroupView {
     pub entries: Vec<String>,
     /// Entries ranked for the group's facts, shown to the decider, that no op of the plan
     /// changes, as the decider saw them.
-    pub left_alone: Vec<crate::consolidate::records::SeenEntry>,
+    pub left_alone: Vec<crate::planning::consolidate::records::SeenEntry>,
 }
 
 /// One op of a plan and what it changes.
@@ -162,7 +164,7 @@ pub struct FactView {
     /// The day file holding it, relative to the root, and its 1-based line there.
     pub file: String,
     pub line: usize,
-    pub fate: crate::ledger::FactFate,
+    pub fate: crate::store::ledger::FactFate,
     /// Current entries that name it as a source.
     pub entries: Vec<String>,
 }

@@ -13,13 +13,13 @@ use std::process::{Command, Output};
 
 use chrono::NaiveDate;
 use memfold::config::Config;
-use memfold::consolidate::pass::{PassOptions, PassReport};
 use memfold::error::Error;
-use memfold::files::Root;
-use memfold::files::archive::{self, NewFact};
-use memfold::files::entries::EntryFile;
-use memfold::ledger::Ledger;
 use memfold::memory::Memory;
+use memfold::planning::consolidate::pass::{PassOptions, PassReport};
+use memfold::store::Root;
+use memfold::store::archive::{self, NewFact};
+use memfold::store::entries::EntryFile;
+use memfold::store::ledger::Ledger;
 use memfold::testkit::{FakeOpenAi, FakeReply};
 use serde_json::{Value, json};
 
@@ -113,7 +113,7 @@ pub async fn pass(env: &Env, opts: PassOptions) -> Result<PassReport, Error> {
 
 /// The HTTP status an error is answered with.
 pub fn status(err: &Error) -> u16 {
-    memfold::serve::http::status_of(err.kind()).as_u16()
+    memfold::doors::http::status_of(err.kind()).as_u16()
 }
 
 pub async fn force(env: &Env) -> PassReport {
@@ -129,7 +129,7 @@ pub fn history(env: &Env) -> EntryFile {
 }
 
 pub fn assert_verified(env: &Env) {
-    let report = memfold::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
+    let report = memfold::store::verify::verify(&Ledger::load(&env.root).unwrap(), Vec::new());
     assert!(report.ok, "verify: {:?}", report.problems);
 }
 

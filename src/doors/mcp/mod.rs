@@ -1,0 +1,381 @@
+//! The MCP door: one tool per verb of the [`Service`], and `MEMORY.md` and `memory.md` as resources.
+//!
+//! Two transports serve the same [`McpServer`]: `memfold mcp` speaks MCP on stdin/stdout
+//! ([`serve_stdio`]; stdout carries nothing but protocol, logs go to stderr), and
+//! `memfold serve` mounts streamable HTTP at `/mcp` ([`McpServer::http_service`], behind the
+//! API's guard and bearer token). Either way the tools call the service, as the HTTP routes
+//! do: facts go through its ingest, passes through its scheduler, and every call is counted in
+//! its metrics. The tools are in [`tools`], their text in [`text`].
+//!
+//! **Resources.** `memfold://MEMORY.md` (the always-in-prompt memory) and
+//! `memfold://memory.md` (`consolidated/memory.md`, every current entry). When either file's
+//! content changes, clients hear `notifications/resources/updated` through both mechanisms:
+//! the `resources/subscribe` of protocol versions up to 2025-11-25 (kept per session, dropped
+//! when the session ends or a notification cannot be sent) and the `subscriptions/listen`
+//! stream of 2026-07-28. The changes come from [`Memory::subscribe`]: this process's own
+//! writes, and what a file watcher saw (another process's pass, a hand edit), reported through
+//! [`Memory::files_changed`] by the daemon's watcher or, for `memfold mcp`, by one of its own.
+//! [`McpServer::follow`] compares each file's content hash with the last one told, so a
+//! change reported twice (by the writer and the watcher) is told once.
+
+mod tools;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{
+    CacheScope, Implementation, ListResourcesResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt, tool_handler};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::memory::{Memory, Rewritten};
+use crate::service::Service;
+use crate::service::watch::WatchError;
+
+/// A file served as a resource.
+#[derive(Debug)]
+struct Served {
+    uri: &'static str,
+    name: &'static str,
+    description: &'static str,
+    /// The file, as [`Memory::subscribe`] reports its changes.
+    changed_by: Rewritten,
+}
+
+const SERVED: [Served; 2] = [
+    Served {
+        uri: "memfold://MEMORY.md",
+        name: "MEMORY.md",
+        description: "The always-in-prompt memory: the few highest-value facts, one line each, rewritten after \
+                      every consolidation pass",
+        changed_by: Rewritten::Promoted,
+    },
+    Served {
+        uri: "memfold://memory.md",
+        name: "memory.md",
+        description: "consolidated/memory.md: every current entry of long-term memory, one block each with a \
+                      metadata comment",
+        changed_by: Rewritten::Memory,
+    },
+];
+
+fn served(uri: &str) -> Option<&'static Served> {
+    SERVED.iter().find(|s| s.uri == uri)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const INSTRUCTIONS: &str = "memfold is the user's long-term memory, kept as markdown. Search it \
+    (memory_search) before answering from what you know about the user; store durable facts with \
+    memory_add, one self-contained sentence each; memory_forget removes what is wrong or unwanted. \
+    The resource memfold://MEMORY.md holds the few facts worth having in every prompt. Consolidation \
+    runs in the background; every run can be listed (memory_runs) and undone (memory_undo).";
+
+/// The MCP server of one memory root. Clones share the root's state; [`McpServer::session`]
+/// makes the handler of one client session.
+#[derive(Clone)]
+pub struct McpServer {
+    service: Arc<Service>,
+    shared: Arc<Shared>,
+    /// The legacy resource subscriptions of this session.
+    session: Arc<Mutex<Session>>,
+}
+
+/// What every session shares.
+struct Shared {
+    tools: ToolRouter<McpServer>,
+    /// Sessions that sent `resources/subscribe`.
+    subscribers: Mutex<Vec<Subscriber>>,
+    next_subscriber: AtomicU64,
+    /// URIs of resources that changed, for `subscriptions/listen` streams.
+    changed: broadcast::Sender<&'static str>,
+}
+
+#[derive(Default)]
+struct Session {
+    uris: BTreeSet<&'static str>,
+    /// Whether the session is in [`Shared::subscribers`].
+    subscriber: Option<u64>,
+}
+
+struct Subscriber {
+    id: u64,
+    peer: Peer<RoleServer>,
+    /// Gone when the session ends.
+    session: Weak<Mutex<Session>>,
+}
+
+impl McpServer {
+    /// The MCP server of `service`.
+    pub fn new(service: Arc<Service>) -> McpServer {
+        let shared = Shared {
+            tools: McpServer::tool_router(),
+            subscribers: Mutex::default(),
+            next_subscriber: AtomicU64::new(1),
+            changed: broadcast::channel(16).0,
+        };
+        McpServer { service, shared: Arc::new(shared), session: Arc::default() }
+    }
+
+    /// The handler of a new client session: the same root, no subscriptions yet.
+    pub fn session(&self) -> McpServer {
+        McpServer { session: Arc::default(), ..self.clone() }
+    }
+
+    /// `/mcp` for `memfold serve`: streamable HTTP answering only to `hosts` (names, any port:
+    /// the guard in front checks the ports), refusing bodies over `max_body` bytes, and closing
+    /// every session and stream when `stop` is cancelled; and its sessions, to count them.
+    pub fn http_service(
+        &self,
+        hosts: Vec<String>,
+        max_body: usize,
+        stop: CancellationToken,
+    ) -> (StreamableHttpService<McpServer, LocalSessionManager>, Arc<LocalSessionManager>) {
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_max_request_body_bytes(max_body)
+            .with_cancellation_token(stop);
+        let server = self.clone();
+        let sessions = Arc::new(LocalSessionManager::default());
+        (StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config), sessions)
+    }
+
+    /// Tell subscribers when a served file's content changes, as `rewritten` (from
+    /// [`Memory::subscribe`]) reports it. Runs as long as the memory does.
+    pub async fn follow(&self, mut rewritten: broadcast::Receiver<Rewritten>) {
+        let mut told: Vec<Option<String>> = Vec::with_capacity(SERVED.len());
+        for s in &SERVED {
+            told.push(self.hash(s).await);
+        }
+        loop {
+            let which: Vec<usize> = match rewritten.recv().await {
+                Ok(what) => (0..SERVED.len()).filter(|&i| SERVED[i].changed_by == what).collect(),
+                Err(broadcast::error::RecvError::Lagged(_)) => (0..SERVED.len()).collect(),
+                Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
+            };
+            for i in which {
+                let hash = self.hash(&SERVED[i]).await;
+                if hash != told[i] {
+                    told[i] = hash;
+                    self.notify(SERVED[i].uri).await;
+                }
+            }
+        }
+    }
+
+    /// A served file's content hash (None when it cannot be read).
+    async fn hash(&self, served: &Served) -> Option<String> {
+        let text = self.service.file_text(served.changed_by).await.ok()?;
+        Some(crate::store::content_hash(text))
+    }
+
+    /// Send `resources/updated` for `uri` to its listeners and legacy subscribers.
+    async fn notify(&self, uri: &'static str) {
+        let _ = self.shared.changed.send(uri);
+        let peers: Vec<(u64, Peer<RoleServer>)> = {
+            let mut subscribers = lock(&self.shared.subscribers);
+            subscribers.retain(|s| s.session.strong_count() > 0);
+            subscribers
+                .iter()
+                .filter(|s| s.session.upgrade().is_some_and(|session| lock(&session).uris.contains(uri)))
+                .map(|s| (s.id, s.peer.clone()))
+                .collect()
+        };
+        for (id, peer) in peers {
+            if let Err(e) = peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await {
+                tracing::debug!(error = %e, "resources/updated not delivered; dropping the subscriber");
+                let gone = {
+                    let mut subscribers = lock(&self.shared.subscribers);
+                    let at = subscribers.iter().position(|s| s.id == id);
+                    at.map(|at| subscribers.remove(at).session)
+                };
+                // A session still alive registers again on its next `resources/subscribe`.
+                if let Some(session) = gone.and_then(|session| session.upgrade()) {
+                    lock(&session).subscriber = None;
+                }
+            }
+        }
+    }
+}
+
+#[tool_handler(router = self.shared.tools)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities =
+            ServerCapabilities::builder().enable_tools().enable_resources().enable_resources_subscribe().build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("memfold", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = SERVED
+            .iter()
+            .map(|s| Resource::new(s.uri, s.name).with_description(s.description).with_mime_type("text/markdown"))
+            .collect();
+        let list = ListResourcesResult::with_all_items(resources);
+        Ok(if caches(&context) { list.with_ttl_ms(0).with_cache_scope(CacheScope::Public) } else { list })
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let served = known(&request.uri)?;
+        let text = match self.service.file_text(served.changed_by).await {
+            Ok(text) => text,
+            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+        };
+        let read =
+            ReadResourceResult::new(vec![ResourceContents::text(text, served.uri).with_mime_type("text/markdown")]);
+        // The files change at any time, and memory is the user's own.
+        Ok(if caches(&context) { read.with_ttl_ms(0).with_cache_scope(CacheScope::Private) } else { read }.into())
+    }
+
+    #[allow(deprecated)] // `resources/subscribe`: replaced by `subscriptions/listen` in 2026-07-28
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let served = known(&request.uri)?;
+        // The session's lock is not held while taking the subscribers' ([`McpServer::notify`]
+        // takes them the other way round).
+        let id = {
+            let mut session = lock(&self.session);
+            session.uris.insert(served.uri);
+            if session.subscriber.is_some() {
+                return Ok(());
+            }
+            let id = self.shared.next_subscriber.fetch_add(1, Ordering::Relaxed);
+            session.subscriber = Some(id);
+            id
+        };
+        let subscriber = Subscriber { id, peer: context.peer.clone(), session: Arc::downgrade(&self.session) };
+        lock(&self.shared.subscribers).push(subscriber);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let served = known(&request.uri)?;
+        lock(&self.session).uris.remove(served.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        // The SDK keeps what was also requested.
+        Some(SubscriptionFilter::builder().resource_subscriptions(SERVED.iter().map(|s| s.uri)).build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let wanted = context.accepted().resource_subscriptions.clone().unwrap_or_default();
+        let mut changes = self.shared.changed.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.recv() => match changed {
+                    Ok(uri) if wanted.iter().any(|w| w == uri) => context
+                        .sink()
+                        .notify_resource_updated(uri)
+                        .await
+                        .map_err(|e| McpError::internal_error(e.to_string(), None))?,
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        for uri in &wanted {
+                            context.sink().notify_resource_updated(uri.clone()).await
+                                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}
+
+/// Whether the client speaks a protocol version (2026-07-28 on) whose results carry cache hints.
+fn caches(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+/// The served file `uri` names, or the error a client gets for an unknown URI.
+fn known(uri: &str) -> Result<&'static Served, McpError> {
+    served(uri).ok_or_else(|| {
+        let names: Vec<&str> = SERVED.iter().map(|s| s.uri).collect();
+        McpError::resource_not_found(format!("no resource {uri}; memfold serves {}", names.join(" and ")), None)
+    })
+}
+
+/// Why `memfold mcp` stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpServeError {
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+    #[error("starting the MCP session on stdin/stdout: {0}")]
+    Start(String),
+    #[error("the MCP session on stdin/stdout failed: {0}")]
+    Session(String),
+}
+
+/// Serve MCP on stdin/stdout until the client closes stdin (`memfold mcp`). The service's
+/// scheduler runs the passes a tool asks for (no interval ticks: that is the daemon's job). A
+/// watcher on the root marks the index stale when another process or a person changes the files
+/// (so searches see it) and feeds `resources/updated`; the trimmer runs as in the daemon.
+pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
+    let (service, scheduler) = Service::new(memory, false);
+    let mut watcher = service.watcher()?;
+    service.hold_rows();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let scheduling = tokio::spawn(scheduler.run(stop.clone()));
+    let trimming = tokio::spawn(crate::service::workers::trimmer_worker(service.clone(), stop));
+    let server = McpServer::new(service.clone());
+    let rewritten = service.subscribe();
+    let running = server
+        .session()
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .map_err(|e| McpServeError::Start(e.to_string()))?;
+    let watching = async {
+        while let Some(changes) = watcher.next().await {
+            service.files_changed(&changes);
+        }
+        tracing::warn!("the file watcher stopped; changes by other processes reach searches no more");
+        std::future::pending::<()>().await
+    };
+    let result = tokio::select! {
+        ended = running.waiting() => ended.map(|_| ()).map_err(|e| McpServeError::Session(e.to_string())),
+        () = server.follow(rewritten) => Ok(()),
+        () = watching => Ok(()),
+    };
+    // A pass in flight is dropped as the daemon drops it at shutdown (a commit already started
+    // finishes on its blocking thread).
+    let _ = stop_tx.send(true);
+    let _ = scheduling.await;
+    let _ = trimming.await;
+    // Dropping the debouncer joins its thread; keep that off the runtime.
+    let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
+    result
+}

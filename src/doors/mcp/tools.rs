@@ -1,0 +1,380 @@
+//! The MCP tools: one per verb of the [`Service`], each parsing typed arguments, making one call
+//! and answering with compact text plus the CLI's `--json` document as structured content.
+//!
+//! Arguments are deserialised by rmcp before a tool runs: a missing field, a wrong type or an
+//! unknown field (every argument struct denies them) is a tool error naming the field, and the
+//! tool never runs. Every [`Error`] of the call is a tool error carrying the message the CLI
+//! prints, with `{"error":{"code","message","ids"?}}` (as the HTTP API answers) in structured
+//! content. A panic inside a tool is caught and answered as an internal JSON-RPC error, so no
+//! request can take the server down. `tools/list` names the tools in alphabetical order (rmcp
+//! sorts them), and `tests/mcp_tools.json` holds its whole answer.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use chrono::NaiveDate;
+use futures::FutureExt;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::{ErrorData as McpError, schemars, tool, tool_router};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
+
+use super::McpServer;
+use crate::doors::render as text;
+use crate::error::{Error, Kind};
+use crate::memory::views::PassOptions;
+use crate::memory::{SearchRequest, Turn};
+use crate::service::{Door, PassAnswer};
+use crate::store::archive::NewFact;
+
+const DOOR: Door = Door::Mcp;
+
+/// A day as `YYYY-MM-DD`, refused with a message that shows what was given.
+fn day<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<NaiveDate>, D::Error> {
+    let text: Option<String> = Option::deserialize(deserializer)?;
+    text.map(|t| t.parse().map_err(|_| D::Error::custom(format!("expected a day as YYYY-MM-DD, got {t:?}"))))
+        .transpose()
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddArgs {
+    /// The facts to remember, each one self-contained sentence ("Moved to Lisbon in October.").
+    pub facts: Vec<String>,
+    /// The day the facts belong to (YYYY-MM-DD); default today.
+    #[serde(default, deserialize_with = "day")]
+    pub date: Option<NaiveDate>,
+    /// Where the facts came from, stored with them (e.g. "chat").
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddTurnArgs {
+    /// The turn as text ("user: …\nassistant: …"). Give this or messages.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The turn as chat messages. Give this or text.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// The day the facts belong to (YYYY-MM-DD); default today.
+    #[serde(default, deserialize_with = "day")]
+    pub date: Option<NaiveDate>,
+    /// Stored as the facts' source (default "turn").
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// One chat message of a turn.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// "user", "assistant", …
+    pub role: String,
+    pub content: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// What to look for, in words.
+    pub query: String,
+    /// How many hits (default search.default_k, at most 1000).
+    #[serde(default)]
+    pub k: Option<usize>,
+    /// Show what was current on this day (YYYY-MM-DD).
+    #[serde(default, deserialize_with = "day")]
+    pub as_of: Option<NaiveDate>,
+    /// Include superseded and removed versions.
+    #[serde(default)]
+    pub include_history: bool,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdArgs {
+    /// The entry id (m-…), as search and memory_get show it.
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetArgs {
+    /// The entry id (m-…) or the id of a fact not yet consolidated (f-…).
+    pub id: String,
+    /// Why, kept with the tombstone.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsolidateArgs {
+    /// Run even if fewer than consolidation.min_facts facts wait or the last pass was recent.
+    #[serde(default)]
+    pub force: bool,
+    /// Decide and report the ops, write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanArgs {
+    /// The plan id, as memory_plans or memory_consolidate show it.
+    pub plan: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyPlanArgs {
+    /// The plan id, as memory_plans or memory_consolidate show it.
+    pub plan: String,
+    /// Apply only these op groups (numbered from 1, as memory_plan shows them) and reject the
+    /// rest; all of them when absent.
+    #[serde(default)]
+    pub groups: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// The run id, as memory_runs or memory_consolidate show it.
+    pub run: String,
+}
+
+/// A tool's answer that is not a success: the tool error to send.
+struct Refused(CallToolResult);
+
+impl From<Error> for Refused {
+    fn from(e: Error) -> Refused {
+        Refused(refusal(&e))
+    }
+}
+
+/// The tool error for `e`: its message as text, the HTTP API's error document as structured
+/// content.
+fn refusal(e: &Error) -> CallToolResult {
+    if e.kind() == Kind::Internal {
+        tracing::error!(error = %e, "tool failed");
+    }
+    tool_error(e.code(), e.to_string(), e.ids())
+}
+
+/// A tool error: `message` as text, `{"error":{"code","message","ids"?}}` as structured content.
+fn tool_error(code: &str, message: String, ids: &[String]) -> CallToolResult {
+    let mut error = json!({"code": code, "message": message});
+    if !ids.is_empty() {
+        error["ids"] = json!(ids);
+    }
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message)]);
+    result.structured_content = Some(json!({ "error": error }));
+    result
+}
+
+/// Run a tool's work: its text and JSON become a success, a refusal a tool error, a panic an
+/// internal error.
+async fn answer(work: impl Future<Output = Result<(String, Value), Refused>>) -> Result<CallToolResult, McpError> {
+    match AssertUnwindSafe(work).catch_unwind().await {
+        Ok(Ok((text, structured))) => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(structured);
+            Ok(result)
+        }
+        Ok(Err(Refused(result))) => Ok(result),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            tracing::error!(panic = what, "tool panicked");
+            Err(McpError::internal_error(format!("memfold failed inside the tool: {what}"), None))
+        }
+    }
+}
+
+/// Answer with the result of one [`Service`] call, rendered by `render` as (text, structured
+/// content).
+async fn reply<T>(
+    work: impl Future<Output = Result<T, Error>>,
+    render: impl FnOnce(&T) -> (String, Value),
+) -> Result<CallToolResult, McpError> {
+    answer(async move { Ok(render(&work.await?)) }).await
+}
+
+#[tool_router(router = tool_router, vis = "pub(super)")]
+impl McpServer {
+    #[tool(
+        description = "Remember facts: each is one self-contained sentence, stored at once and searchable; \
+                       a later consolidation pass folds it into memory. Returns the fact ids.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_add(&self, Parameters(args): Parameters<AddArgs>) -> Result<CallToolResult, McpError> {
+        let facts: Vec<NewFact> =
+            args.facts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
+        reply(self.service.add(DOOR, facts), |added| (text::stored(added), json!(added))).await
+    }
+
+    #[tool(
+        description = "Give a conversation turn (text, or chat messages): memfold's LLM picks out the facts \
+                       worth remembering and stores them like memory_add, all or none. Needs an LLM configured.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn memory_add_turn(&self, Parameters(args): Parameters<AddTurnArgs>) -> Result<CallToolResult, McpError> {
+        answer(async move {
+            let messages = args.messages.iter().map(|m| (m.role.as_str(), m.content.as_str()));
+            let mut turn = Turn::from_parts(args.text.as_deref(), messages)?;
+            turn.date = args.date;
+            turn.source = args.source;
+            let added = self.service.add_turn(DOOR, turn).await?;
+            Ok((text::stored(&added), json!(added)))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Search long-term memory: current entries and facts not yet consolidated (with \
+                       include_history, superseded versions too), best first, with ids. Changes no memory; \
+                       memfold logs which entries were returned, to rank MEMORY.md.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, McpError> {
+        let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.include_history, skip_recall: false };
+        reply(self.service.search(DOOR, &args.query, &request), |hits| (text::hits(hits), json!({ "hits": hits })))
+            .await
+    }
+
+    #[tool(
+        description = "One entry by id with its chain of versions: what it replaced or absorbed, what \
+                       replaced it, and when.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_get(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.history(DOOR, &args.id), |chain| (text::chain(chain), json!(chain))).await
+    }
+
+    #[tool(
+        description = "Forget an entry, or a fact not yet consolidated, for good: it moves to history as \
+                       deleted and never comes back, even if the same text is added again.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_forget(&self, Parameters(args): Parameters<ForgetArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.forget(DOOR, &args.id, args.reason.as_deref()), |done| (text::forgotten(done), json!(done)))
+            .await
+    }
+
+    #[tool(
+        description = "Pin an entry: consolidation never replaces or removes it.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_pin(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
+        self.set_pin(args.id, true).await
+    }
+
+    #[tool(
+        description = "Unpin an entry: consolidation may replace or remove it again.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_unpin(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
+        self.set_pin(args.id, false).await
+    }
+
+    #[tool(
+        description = "Fold pending facts into memory now: ADD, REPLACE, REMOVE or DUPLICATE ops, decided by \
+                       the LLM (or offline rules) and undoable with memory_undo. Runs only when enough facts \
+                       wait, unless force = true; dry_run = true shows the ops and writes nothing.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn memory_consolidate(
+        &self,
+        Parameters(args): Parameters<ConsolidateArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let opts = PassOptions { force: args.force, dry_run: args.dry_run };
+        reply(self.service.consolidate(DOOR, opts), |answer| match answer {
+            PassAnswer::Done(report) => (text::pass(report), json!(report)),
+            PassAnswer::Running(running) => (running.message.clone(), json!(running)),
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Whether a consolidation pass would run now (and why not), facts pending, entries in \
+                       memory, and the last run.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_status(&self) -> Result<CallToolResult, McpError> {
+        reply(self.service.status(DOOR), |status| (text::status(&status.status), json!(status))).await
+    }
+
+    #[tool(
+        description = "Plans waiting for review (consolidation in review mode, or ops the LLM was unsure of), \
+                       with their ops and a diff of memory.md.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_plans(&self) -> Result<CallToolResult, McpError> {
+        reply(self.service.plans(DOOR), |plans| (text::plans(plans), json!({ "plans": plans }))).await
+    }
+
+    #[tool(
+        description = "One stored plan in op groups (ops that share a fact or an entry): each group's facts, \
+                       its ops with reasons and confidence, each entry before and after, and the entries \
+                       the decider weighed and left alone.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.plan(DOOR, &args.plan), |detail| (text::plan_detail(detail), json!(detail))).await
+    }
+
+    #[tool(
+        description = "Apply a stored plan exactly as memory_plans shows it (replayed on top if only other \
+                       entries changed since), or only some of its op groups (groups, as memory_plan numbers \
+                       them), rejecting the rest.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn memory_apply_plan(&self, Parameters(args): Parameters<ApplyPlanArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.apply_plan(DOOR, &args.plan, args.groups), |applied| {
+            (text::applied(applied), json!(applied))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Reject a stored plan: nothing is written, and its facts stay pending until a forced pass.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_reject_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.reject_plan(DOOR, &args.plan), |rejected| (text::rejected(rejected), json!(rejected))).await
+    }
+
+    #[tool(
+        description = "Applied consolidation runs, oldest first: ops by kind, facts, whether undone.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_runs(&self) -> Result<CallToolResult, McpError> {
+        reply(self.service.runs(DOOR), |runs| (text::runs(runs), json!({ "runs": runs }))).await
+    }
+
+    #[tool(
+        description = "Undo an applied run: the entries it changed go back to their earlier versions and the \
+                       ones it added are removed; refused, naming them, if they changed since.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn memory_undo(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, McpError> {
+        reply(self.service.undo(DOOR, &args.run), |undone| (text::undone(undone), json!(undone))).await
+    }
+}
+
+impl McpServer {
+    async fn set_pin(&self, id: String, pinned: bool) -> Result<CallToolResult, McpError> {
+        reply(self.service.pin(DOOR, &id, pinned), |done| (text::pinned(&done.id, done.pinned), json!(done))).await
+    }
+}

@@ -1,0 +1,15 @@
+//! The doors: how people, agents and programs reach memory.
+//!
+//! [`cli`] is the `memfold` command line, which calls [`crate::Memory`] itself (it has no
+//! daemon to share). The daemon's doors, [`http`] (the JSON API), [`mcp`] (the MCP tools and
+//! resources, at `/mcp` and on stdin/stdout) and [`web`] (the review page under `/ui`), call
+//! the one [`crate::service::Service`] and nothing else. [`daemon`] is `memfold serve`: it
+//! binds the listener and runs the HTTP door beside the service's workers. [`render`] is the
+//! text the command line and MCP print for the same views.
+
+pub mod cli;
+pub mod daemon;
+pub mod http;
+pub mod mcp;
+pub mod render;
+pub mod web;

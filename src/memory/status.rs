@@ -1,0 +1,166 @@
+//! The state of a memory root at a glance: the gate, pending facts, entries, the last run.
+//!
+//! `memfold status --json` prints a [`Status`] and `GET /status` answers with one (plus what
+//! the daemon adds about its own passes), so both read the same fields from the same files.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::index::sources::Sources;
+use crate::memory::views::{EmbedderStatus, Status};
+use crate::planning::consolidate::gate::{self, GateInput};
+use crate::planning::consolidate::{pass, records};
+use crate::store::Root;
+use crate::store::ledger::{Ledger, LedgerError};
+use crate::store::state::State;
+use crate::sys::lock;
+
+/// What `status` derives from the large files, with the record of the files it was derived
+/// from (`.memfold/status.json`). While no source file changed, `status` reads only
+/// `state.json` and the plans: a stat per file instead of a parse of all of memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Derived {
+    seen: Sources,
+    pending: usize,
+    entries: usize,
+    problems: usize,
+    /// [`crate::planning::consolidate::pass::candidates`], by id.
+    candidates: Vec<String>,
+}
+
+impl Derived {
+    fn of(ledger: &Ledger, seen: Sources) -> Derived {
+        Derived {
+            seen,
+            pending: ledger.pending().len(),
+            entries: ledger.memory.entries().count(),
+            problems: ledger.problems.len(),
+            candidates: crate::planning::consolidate::pass::candidates(ledger).iter().map(|f| f.id.clone()).collect(),
+        }
+    }
+}
+
+fn cache_path(root: &Root) -> std::path::PathBuf {
+    root.state_dir().join("status.json")
+}
+
+/// The derived counts: from the cache if its record still describes the files (looked at
+/// before any read, as the index's record is), else from a full read, which is then cached.
+fn derived(root: &Root) -> Result<Derived, LedgerError> {
+    let cached: Option<Derived> =
+        std::fs::read(cache_path(root)).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let look_error = |source| LedgerError::Read { path: root.dir().display().to_string(), source };
+    let seen = Sources::look(root, cached.as_ref().map(|c| &c.seen)).map_err(look_error)?;
+    if let Some(cached) = cached.filter(|c| c.seen.changed(&seen).is_empty()) {
+        return Ok(cached);
+    }
+    let derived = Derived::of(&Ledger::load(root)?, seen);
+    let bytes = serde_json::to_vec(&derived).expect("status cache serialises");
+    if let Err(e) = crate::store::atomic::write_atomic(&cache_path(root), &bytes, None) {
+        tracing::debug!(error = %e, "could not cache the status counts");
+    }
+    Ok(derived)
+}
+
+/// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).
+pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status, LedgerError> {
+    let derived = derived(root)?;
+    let state = State::load(&root.state_json())?;
+    let pending = derived.pending;
+    // The gate counts what an unforced pass would take up, so it agrees with the pass.
+    let waiting = records::pending_plans(root);
+    let under_review = records::under_review(&waiting);
+    let eligible = derived
+        .candidates
+        .iter()
+        .filter(|id| pass::admitted(id, &state, &under_review, &config.consolidation, false))
+        .count();
+    let holder = lock::holder(&root.consolidate_lock());
+    let gate = gate::evaluate(
+        &config.consolidation,
+        &GateInput {
+            lock_holder: holder.as_deref(),
+            last_run: state.last_run.as_ref().map(|r| r.finished),
+            now,
+            pending: eligible,
+            force: false,
+        },
+    );
+    Ok(Status {
+        gate,
+        pending_facts: pending,
+        held_facts: pending - eligible,
+        plans_waiting: waiting.len(),
+        proposals_waiting: waiting.iter().map(|p| p.journal.len()).sum(),
+        entries: derived.entries,
+        last_run: state.last_run.clone(),
+        watermark: state.watermark,
+        problems: derived.problems,
+        embedder: {
+            let (chosen, why) = crate::models::embed::chosen(&config.embedding);
+            EmbedderStatus { name: chosen.name(), why }
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::archive::{self, NewFact};
+    use crate::store::entries::{Entry, EntryFile, EntryMeta};
+    use crate::store::state::FactProgress;
+
+    fn add(root: &Root, text: &str) -> String {
+        let date: chrono::NaiveDate = "2026-11-20".parse().unwrap();
+        let fact = NewFact { text: text.into(), date: Some(date), source: None };
+        archive::append(root, &[fact], date.and_hms_opt(9, 0, 0).unwrap()).unwrap().remove(0).id
+    }
+
+    /// The fields a full read gives, next to the same from `status` (cached or not).
+    fn fields(s: &Status) -> (usize, usize, usize, usize, usize) {
+        (s.pending_facts, s.held_facts, s.entries, s.problems, s.plans_waiting)
+    }
+
+    fn fresh(root: &Root, config: &Config) -> Status {
+        let _ = std::fs::remove_file(cache_path(root));
+        status(root, config, Utc::now()).unwrap()
+    }
+
+    /// `status` from the cache says what a full read says; a change to any source file is
+    /// seen at once, and what is read anew every time (state.json) is never stale.
+    #[test]
+    fn cached_counts_agree_with_a_full_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        let config = Config::default();
+        let walked = add(&root, "Walked the dog.");
+        add(&root, "Bought a bicycle.");
+        let mut file = EntryFile::default();
+        file.push(Entry::new(EntryMeta { sources: vec![walked], ..EntryMeta::new("m-dog") }, "Walks the dog."));
+        std::fs::write(root.memory(), file.render()).unwrap();
+
+        let first = status(&root, &config, Utc::now()).unwrap();
+        assert!(cache_path(&root).exists());
+        assert_eq!(fields(&first), (1, 0, 1, 0, 0));
+        assert_eq!(fields(&status(&root, &config, Utc::now()).unwrap()), fields(&first), "from the cache");
+
+        let tea = add(&root, "Drinks green tea.");
+        let after = status(&root, &config, Utc::now()).unwrap();
+        assert_eq!(fields(&after), (2, 0, 1, 0, 0));
+        assert_eq!(fields(&after), fields(&fresh(&root, &config)));
+
+        // Held back by an undo: read from state.json every time, the cache still valid.
+        let mut state = State::load(&root.state_json()).unwrap();
+        state.facts.insert(tea, FactProgress { reverted_run: Some("r-1".into()), ..FactProgress::default() });
+        std::fs::write(root.state_json(), state.to_json()).unwrap();
+        let held = status(&root, &config, Utc::now()).unwrap();
+        assert_eq!(fields(&held), (2, 1, 1, 0, 0));
+        assert_eq!(fields(&held), fields(&fresh(&root, &config)));
+
+        // A misnamed archive file is a problem as soon as it appears.
+        std::fs::write(root.archive_dir().join("notes.md"), "- a\n").unwrap();
+        assert_eq!(status(&root, &config, Utc::now()).unwrap().problems, 1);
+    }
+}

@@ -1,0 +1,337 @@
+//! Validation of a decider's ops against the cluster they were asked about, before anything is written.
+//!
+//! An invalid op is dropped whole, with a reason, never half-applied: targets must be
+//! neighbours of this cluster and not pinned; an entry is changed by at most one REPLACE or
+//! REMOVE; REMOVE must name a surviving `into`; facts must be candidates of this cluster, and
+//! a fact is named by one ADD or one DUPLICATE only (a fact touching several entries may be
+//! named by REPLACEs of each, as `prompts/consolidate.md` allows, but not also by an ADD or a
+//! DUPLICATE); content must be non-empty, not a placeholder, and within the length bound. Every
+//! candidate no accepted op names is then added verbatim ("default is keep, and add").
+
+use std::collections::{HashMap, HashSet};
+
+use super::ops::{ClusterDoc, Op, ProposedOp};
+use crate::store::entries::clean_content;
+
+/// Accepted ops (in reply order, then the verbatim ADDs) and dropped ones with reasons.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Validated {
+    pub ops: Vec<ProposedOp>,
+    pub dropped: Vec<(ProposedOp, String)>,
+}
+
+/// Words a model uses when it means "no new text".
+const PLACEHOLDERS: &[&str] = &[
+    "unchanged",
+    "no change",
+    "no changes",
+    "same",
+    "same as before",
+    "keep",
+    "n/a",
+    "na",
+    "none",
+    "null",
+    "tbd",
+    "todo",
+    "content",
+    "<content>",
+    "...",
+    "…",
+    "-",
+    "(unchanged)",
+    "[unchanged]",
+    "see above",
+    "as above",
+];
+
+fn check_content(content: &str, max_chars: usize) -> Result<String, String> {
+    let cleaned = clean_content(content);
+    let bare = cleaned.trim().trim_matches(|c: char| c == '.' || c == '"' || c == '\'').to_lowercase();
+    if bare.is_empty() || !cleaned.chars().any(char::is_alphanumeric) {
+        return Err("content is empty".into());
+    }
+    if PLACEHOLDERS.contains(&bare.as_str()) {
+        return Err(format!("content {cleaned:?} is a placeholder"));
+    }
+    if cleaned.chars().count() > max_chars {
+        return Err(format!("content has {} characters (max_content_chars = {max_chars})", cleaned.chars().count()));
+    }
+    Ok(cleaned)
+}
+
+/// Validate `ops` for `doc`.
+pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize) -> Validated {
+    let neighbours: HashMap<&str, bool> = doc.neighbors.iter().map(|n| (n.id.as_str(), n.pinned)).collect();
+    let candidates: HashSet<&str> = doc.candidates.iter().map(|c| c.id.as_str()).collect();
+    let mut out = Validated::default();
+    // Entries already changed (REPLACE/REMOVE) by an accepted op, entries removed, entries that must survive.
+    let mut changed: HashSet<String> = HashSet::new();
+    let mut removed: HashSet<String> = HashSet::new();
+    let mut must_survive: HashSet<String> = HashSet::new();
+    // Facts named by an accepted op, with the kind of the first one.
+    let mut used: HashMap<String, &'static str> = HashMap::new();
+    for mut proposed in ops {
+        // A fact named twice in one op is one source.
+        if let Op::Add { facts, .. } | Op::Replace { facts, .. } | Op::Duplicate { facts, .. } = &mut proposed.op {
+            let mut seen = HashSet::new();
+            facts.retain(|f| seen.insert(f.clone()));
+        }
+        let verdict = (|| -> Result<(), String> {
+            if let Some(unknown) = proposed.op.facts().iter().find(|f| !candidates.contains(f.as_str())) {
+                return Err(format!("fact {unknown} is not a candidate of this cluster"));
+            }
+            // A fact goes into one ADD or one DUPLICATE; only REPLACEs of different entries may share it.
+            let shares = matches!(proposed.op, Op::Replace { .. });
+            if let Some((fact, by)) = proposed
+                .op
+                .facts()
+                .iter()
+                .find_map(|f| used.get(f.as_str()).filter(|by| !(shares && **by == "REPLACE")).map(|by| (f, by)))
+            {
+                return Err(format!("fact {fact} is already used by an earlier {by} in this reply"));
+            }
+            if let Some(target) = proposed.op.target() {
+                match neighbours.get(target) {
+                    None => return Err(format!("target {target} is not a neighbour of this cluster")),
+                    // A DUPLICATE only adds sources, which a pinned entry may gain.
+                    Some(true) if !matches!(proposed.op, Op::Duplicate { .. }) => {
+                        return Err(format!("target {target} is pinned"));
+                    }
+                    Some(_) => {}
+                }
+                if removed.contains(target) {
+                    return Err(format!("target {target} is removed by an earlier op"));
+                }
+            }
+            match &mut proposed.op {
+                Op::Add { facts, content } => {
+                    if facts.is_empty() {
+                        return Err("ADD names no facts".into());
+                    }
+                    *content = check_content(content, max_content_chars)?;
+                }
+                Op::Replace { target, content, .. } => {
+                    if changed.contains(target.as_str()) {
+                        return Err(format!("{target} is already changed by an earlier op"));
+                    }
+                    *content = check_content(content, max_content_chars)?;
+                    changed.insert(target.clone());
+                }
+                Op::Remove { target, into, .. } => {
+                    if changed.contains(target.as_str()) || must_survive.contains(target.as_str()) {
+                        return Err(format!("{target} is already changed or merged into by an earlier op"));
+                    }
+                    if into == target {
+                        return Err(format!("{target} cannot be merged into itself"));
+                    }
+                    if !neighbours.contains_key(into.as_str()) || removed.contains(into.as_str()) {
+                        return Err(format!("into {into} is not a surviving neighbour of this cluster"));
+                    }
+                    changed.insert(target.clone());
+                    removed.insert(target.clone());
+                    must_survive.insert(into.clone());
+                }
+                Op::Duplicate { facts, .. } => {
+                    if facts.is_empty() {
+                        return Err("DUPLICATE names no facts".into());
+                    }
+                }
+            }
+            Ok(())
+        })();
+        match verdict {
+            Ok(()) => {
+                for fact in proposed.op.facts() {
+                    used.entry(fact.clone()).or_insert(proposed.op.kind());
+                }
+                out.ops.push(proposed)
+            }
+            Err(reason) => {
+                tracing::warn!(op = proposed.op.kind(), reason = %reason, "op dropped");
+                out.dropped.push((proposed, reason));
+            }
+        }
+    }
+    let named: HashSet<String> = out.ops.iter().flat_map(|o| o.op.facts().iter().cloned()).collect();
+    for candidate in doc.candidates.iter().filter(|c| !named.contains(&c.id)) {
+        let op = Op::Add { facts: vec![candidate.id.clone()], content: clean_content(&candidate.text) };
+        out.ops.push(ProposedOp::with_signals(op, vec!["unnamed-candidate".into()]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planning::consolidate::ops::{Candidate, Neighbor};
+
+    fn doc() -> ClusterDoc {
+        let d = "2026-05-27".parse().unwrap();
+        let n = |id: &str, pinned| Neighbor {
+            id: id.into(),
+            content: format!("{id} text"),
+            first_seen: d,
+            updated: d,
+            pinned,
+        };
+        ClusterDoc {
+            neighbors: vec![n("m-1", false), n("m-2", false), n("m-pin", true)],
+            candidates: vec![
+                Candidate { id: "f-1".into(), text: "Started at Microsoft".into(), date: d },
+                Candidate { id: "f-2".into(), text: "Likes tea".into(), date: d },
+            ],
+        }
+    }
+
+    fn ops(json: &str) -> Vec<ProposedOp> {
+        serde_json::from_str::<super::super::ops::OpsReply>(json).unwrap().ops
+    }
+
+    #[test]
+    fn target_outside_the_cluster_is_dropped_and_its_fact_added_verbatim() {
+        let v = validate(
+            &doc(),
+            ops(r#"{"ops":[{"op":"REPLACE","target":"m-999","facts":["f-1"],"content":"x y"}]}"#),
+            2000,
+        );
+        assert_eq!(v.dropped.len(), 1);
+        assert!(v.dropped[0].1.contains("not a neighbour"));
+        let added: Vec<_> = v.ops.iter().map(|o| (o.op.kind(), o.op.facts().to_vec())).collect();
+        assert_eq!(added, [("ADD", vec!["f-1".to_string()]), ("ADD", vec!["f-2".to_string()])]);
+    }
+
+    #[test]
+    fn a_fact_named_twice_in_one_op_is_one_source() {
+        let v = validate(
+            &doc(),
+            ops(r#"{"ops":[{"op":"ADD","facts":["f-1","f-2","f-1"],"content":"x y"},
+                          {"op":"DUPLICATE","facts":[],"target":"m-1"}]}"#),
+            2000,
+        );
+        assert_eq!(v.ops.len(), 1, "{:?}", v.dropped);
+        assert_eq!(v.ops[0].op.facts(), ["f-1", "f-2"]);
+    }
+
+    #[test]
+    fn pinned_entries_are_never_replaced_or_removed() {
+        let v = validate(
+            &doc(),
+            ops(r#"{"ops":[{"op":"REPLACE","target":"m-pin","facts":["f-2"],"content":"New text"}]}"#),
+            2000,
+        );
+        assert!(v.dropped[0].1.contains("pinned"));
+        let v = validate(&doc(), ops(r#"{"ops":[{"op":"REMOVE","target":"m-pin","into":"m-1"}]}"#), 2000);
+        assert!(v.dropped[0].1.contains("pinned"));
+        let v = validate(&doc(), ops(r#"{"ops":[{"op":"DUPLICATE","target":"m-pin","facts":["f-2"]}]}"#), 2000);
+        assert!(v.dropped.is_empty(), "a pinned entry may gain sources");
+    }
+
+    #[test]
+    fn placeholder_and_empty_content_are_refused() {
+        for content in ["unchanged", "  ", "...", "(unchanged)", "Same."] {
+            let json =
+                format!(r#"{{"ops":[{{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":{content:?}}}]}}"#);
+            let v = validate(&doc(), ops(&json), 2000);
+            assert_eq!(v.dropped.len(), 1, "{content:?} accepted");
+        }
+        let v = validate(&doc(), ops(r#"{"ops":[{"op":"ADD","facts":["f-2"],"content":"aaaaaaaaaa"}]}"#), 5);
+        assert!(v.dropped[0].1.contains("max_content_chars"));
+    }
+
+    #[test]
+    fn removing_everything_keeps_a_survivor() {
+        let v = validate(
+            &doc(),
+            ops(r#"{"ops":[{"op":"REMOVE","target":"m-1","into":"m-2"},{"op":"REMOVE","target":"m-2","into":"m-1"}]}"#),
+            2000,
+        );
+        assert_eq!(v.ops.iter().filter(|o| o.op.kind() == "REMOVE").count(), 1);
+        assert_eq!(v.dropped.len(), 1);
+    }
+
+    #[test]
+    fn one_change_per_entry() {
+        let v = validate(
+            &doc(),
+            ops(
+                r#"{"ops":[{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"A b"},{"op":"REPLACE","target":"m-1","facts":["f-2"],"content":"C d"}]}"#,
+            ),
+            2000,
+        );
+        assert_eq!(v.dropped.len(), 1);
+        assert_eq!(v.ops.len(), 2, "the second fact is added verbatim");
+    }
+
+    #[test]
+    fn unknown_fact_drops_the_op() {
+        let v = validate(
+            &doc(),
+            ops(r#"{"ops":[{"op":"ADD","facts":["f-1","f-zzz"],"content":"Works at Microsoft"}]}"#),
+            2000,
+        );
+        assert!(v.dropped[0].1.contains("f-zzz"));
+    }
+
+    #[test]
+    fn a_fact_may_feed_replaces_of_two_entries() {
+        let v = validate(
+            &doc(),
+            ops(
+                r#"{"ops":[{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"Works at Microsoft"},{"op":"REPLACE","target":"m-2","facts":["f-1"],"content":"Commutes to the Microsoft office"},{"op":"ADD","facts":["f-2"],"content":"Likes tea"}]}"#,
+            ),
+            2000,
+        );
+        assert!(v.dropped.is_empty(), "{:?}", v.dropped);
+        assert_eq!(v.ops.len(), 3);
+    }
+
+    #[test]
+    fn three_adds_of_one_fact_make_one_entry() {
+        let add = r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#;
+        let v = validate(&doc(), ops(&format!(r#"{{"ops":[{add},{add},{add}]}}"#)), 2000);
+        let kinds: Vec<_> = v.ops.iter().map(|o| (o.op.kind(), o.op.facts().to_vec())).collect();
+        assert_eq!(kinds, [("ADD", vec!["f-1".to_string()]), ("ADD", vec!["f-2".to_string()])]);
+        assert_eq!(v.dropped.len(), 2);
+        assert!(v.dropped.iter().all(|(_, why)| why == "fact f-1 is already used by an earlier ADD in this reply"));
+    }
+
+    #[test]
+    fn a_fact_used_once_is_not_used_again_by_another_kind_of_op() {
+        for (first, second) in [
+            (
+                r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"REPLACE","target":"m-2","facts":["f-1"],"content":"Commutes to Microsoft"}"#,
+            ),
+            (
+                r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"DUPLICATE","target":"m-1","facts":["f-1"]}"#,
+            ),
+            (
+                r#"{"op":"DUPLICATE","target":"m-1","facts":["f-1"]}"#,
+                r#"{"op":"ADD","facts":["f-1","f-2"],"content":"Works at Microsoft, likes tea"}"#,
+            ),
+            (
+                r#"{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#,
+            ),
+            (
+                r#"{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"Works at Microsoft"}"#,
+                r#"{"op":"DUPLICATE","target":"m-2","facts":["f-1"]}"#,
+            ),
+        ] {
+            let v = validate(&doc(), ops(&format!(r#"{{"ops":[{first},{second}]}}"#)), 2000);
+            assert_eq!(v.dropped.len(), 1, "{second} after {first}");
+            assert!(v.dropped[0].1.starts_with("fact f-1 is already used by an earlier"), "{}", v.dropped[0].1);
+        }
+        // A dropped op uses nothing up.
+        let v = validate(
+            &doc(),
+            ops(
+                r#"{"ops":[{"op":"ADD","facts":["f-1"],"content":"..."},{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}]}"#,
+            ),
+            2000,
+        );
+        assert_eq!((v.ops.len(), v.dropped.len()), (2, 1));
+    }
+}

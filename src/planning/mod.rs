@@ -1,0 +1,13 @@
+//! Planning: pure functions from what was read (a [`crate::store::ledger::Ledger`], stored
+//! records) to one [`crate::store::commit::Change`]. Nothing here writes a file; the use cases
+//! ([`crate::memory`]) commit what these plan.
+//!
+//! [`consolidate`] plans a pass, [`promote`] the lines of `MEMORY.md`, [`review`] the apply,
+//! reject and undo of stored plans and runs, [`forget`] forgetting, pinning and hand deletions;
+//! [`diff`] renders the unified diffs plans carry.
+
+pub mod consolidate;
+pub mod diff;
+pub mod forget;
+pub mod promote;
+pub mod review;

@@ -1,0 +1,391 @@
+//! The daemon's counters, and their Prometheus text exposition for `GET /metrics`.
+//!
+//! Counters are atomics updated by the service and the workers that do the work; nothing here
+//! takes a lock a handler could wait on for long. Calls are counted by verb and door
+//! (`memfold_calls_total`), and what a verb did (facts ingested, LLM use) by verb only, so the
+//! same call counts the same whichever door it came through. The exposition text (format 0.0.4) is
+//! written by hand: one `# HELP` and `# TYPE` line per family, then its samples. Gauges that
+//! describe the files (pending facts, entries) are read from the files when scraped and passed
+//! to [`Metrics::render`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::{Door, Verb};
+use crate::models::llm::Usage;
+use crate::planning::consolidate::pass::PassReport;
+
+/// What became of a pass the scheduler ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassOutcome {
+    /// The gate opened and ops were written.
+    Applied,
+    /// The gate opened; nothing to write (every decision failed or every op was dropped).
+    Unchanged,
+    /// A dry run.
+    DryRun,
+    /// The gate was shut (not counted as a pass; see `gate_checks`).
+    GateShut,
+    /// The consolidation lock was held by someone else.
+    Busy,
+    /// `memory.md` changed during the pass; nothing was written.
+    Stale,
+    /// Any other error.
+    Failed,
+    /// Shutdown came first; nothing was written by this pass.
+    Abandoned,
+}
+
+impl PassOutcome {
+    const ALL: [PassOutcome; 8] = [
+        PassOutcome::Applied,
+        PassOutcome::Unchanged,
+        PassOutcome::DryRun,
+        PassOutcome::GateShut,
+        PassOutcome::Busy,
+        PassOutcome::Stale,
+        PassOutcome::Failed,
+        PassOutcome::Abandoned,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassOutcome::Applied => "applied",
+            PassOutcome::Unchanged => "unchanged",
+            PassOutcome::DryRun => "dry_run",
+            PassOutcome::GateShut => "gate_shut",
+            PassOutcome::Busy => "busy",
+            PassOutcome::Stale => "stale",
+            PassOutcome::Failed => "failed",
+            PassOutcome::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// The op kinds, as `OpReport::op` spells them.
+const OP_KINDS: [&str; 4] = ["ADD", "REPLACE", "REMOVE", "DUPLICATE"];
+
+/// Upper bounds (seconds) of the pass duration histogram buckets.
+const DURATION_BUCKETS: [f64; 11] = [0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0];
+
+/// Calls and tokens of one purpose.
+#[derive(Debug, Default)]
+struct LlmCounters {
+    calls: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+}
+
+impl LlmCounters {
+    fn add(&self, usage: Usage) {
+        self.calls.fetch_add(usage.calls, Ordering::Relaxed);
+        self.prompt_tokens.fetch_add(usage.prompt_tokens, Ordering::Relaxed);
+        self.completion_tokens.fetch_add(usage.completion_tokens, Ordering::Relaxed);
+    }
+}
+
+/// Every counter the daemon exposes.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Calls by (verb, door): a few dozen pairs at most.
+    calls: Mutex<BTreeMap<(Verb, Door), u64>>,
+    facts_added: AtomicU64,
+    facts_from_turns: AtomicU64,
+    gate_checks: AtomicU64,
+    passes: [AtomicU64; PassOutcome::ALL.len()],
+    ops: [AtomicU64; OP_KINDS.len()],
+    llm_consolidate: LlmCounters,
+    llm_extract: LlmCounters,
+    llm_promote: LlmCounters,
+    /// Non-cumulative bucket counts; the last slot is +Inf.
+    pass_buckets: [AtomicU64; DURATION_BUCKETS.len() + 1],
+    pass_seconds_micros: AtomicU64,
+    refreshes: AtomicU64,
+    refresh_errors: AtomicU64,
+    settles: AtomicU64,
+    settle_errors: AtomicU64,
+    /// Responses by status code (a handful of distinct codes; the lock is held for an insert).
+    responses: Mutex<BTreeMap<u16, u64>>,
+}
+
+/// Values read from the files at scrape time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gauges {
+    pub pending_facts: Option<usize>,
+    pub entries: Option<usize>,
+    pub uptime: Duration,
+    /// Searches whose vector leg scanned the vectors the index holds (a count the index keeps).
+    pub held_searches: Option<u64>,
+}
+
+impl Metrics {
+    /// Calls, gate checks, refreshes and settles so far, failed or not: a number that stands
+    /// still while the daemon is idle.
+    pub fn activity(&self) -> u64 {
+        let calls: u64 = self.calls.lock().unwrap_or_else(|e| e.into_inner()).values().sum();
+        let counted = [&self.gate_checks, &self.refreshes, &self.refresh_errors, &self.settles, &self.settle_errors];
+        calls + counted.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>()
+    }
+
+    pub fn call(&self, verb: Verb, door: Door) {
+        *self.calls.lock().unwrap_or_else(|e| e.into_inner()).entry((verb, door)).or_default() += 1;
+    }
+
+    /// Facts appended by `verb` ([`Verb::Add`] or [`Verb::AddTurn`]).
+    pub fn facts_ingested(&self, verb: Verb, n: usize) {
+        let counter = if verb == Verb::AddTurn { &self.facts_from_turns } else { &self.facts_added };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn extract_llm(&self, usage: Usage) {
+        self.llm_extract.add(usage);
+    }
+
+    /// Promotion calls made outside a pass (after an undo or an applied plan).
+    pub fn promote_llm(&self, usage: Usage) {
+        self.llm_promote.add(usage);
+    }
+
+    /// Count a pass: its outcome, and for a pass that ran (gate open) its duration, LLM use and applied ops.
+    pub fn pass(&self, outcome: PassOutcome, report: Option<&PassReport>, elapsed: Duration) {
+        self.gate_checks.fetch_add(1, Ordering::Relaxed);
+        let index = PassOutcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
+        self.passes[index].fetch_add(1, Ordering::Relaxed);
+        if let Some(report) = report {
+            self.llm_consolidate.add(report.llm);
+            if report.applied {
+                for op in &report.ops {
+                    if let Some(i) = OP_KINDS.iter().position(|k| *k == op.op) {
+                        self.ops[i].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        if outcome != PassOutcome::GateShut && outcome != PassOutcome::Busy {
+            let secs = elapsed.as_secs_f64();
+            let bucket = DURATION_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(DURATION_BUCKETS.len());
+            self.pass_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+            self.pass_seconds_micros.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub fn refreshed(&self, ok: bool) {
+        let counter = if ok { &self.refreshes } else { &self.refresh_errors };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn settled(&self, ok: bool) {
+        let counter = if ok { &self.settles } else { &self.settle_errors };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn response(&self, status: u16) {
+        *self.responses.lock().unwrap_or_else(|e| e.into_inner()).entry(status).or_default() += 1;
+    }
+
+    /// The Prometheus text exposition of every family.
+    pub fn render(&self, gauges: Gauges) -> String {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut out = String::new();
+        let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, value) in samples {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
+        };
+        let plain = |v: u64| vec![(String::new(), v.to_string())];
+
+        let calls: Vec<_> = self
+            .calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|((verb, door), n)| {
+                (format!(r#"{{verb="{}",door="{}"}}"#, verb.as_str(), door.as_str()), n.to_string())
+            })
+            .collect();
+        family("memfold_calls_total", "counter", "Calls of the service, by verb and by door (http, mcp, ui).", &calls);
+        family(
+            "memfold_facts_ingested_total",
+            "counter",
+            "Facts appended to the archive by this daemon: given as facts (POST /facts, memory_add) or extracted \
+             from a turn (POST /turns, memory_add_turn).",
+            &[
+                (r#"{via="facts"}"#.into(), get(&self.facts_added).to_string()),
+                (r#"{via="turns"}"#.into(), get(&self.facts_from_turns).to_string()),
+            ],
+        );
+        family(
+            "memfold_gate_checks_total",
+            "counter",
+            "Consolidation attempts by the scheduler (ticks, requests and retries).",
+            &plain(get(&self.gate_checks)),
+        );
+        let passes: Vec<_> = PassOutcome::ALL
+            .iter()
+            .zip(&self.passes)
+            .map(|(o, c)| (format!(r#"{{outcome="{}"}}"#, o.as_str()), get(c).to_string()))
+            .collect();
+        family("memfold_passes_total", "counter", "Consolidation attempts by outcome.", &passes);
+        let ops: Vec<_> =
+            OP_KINDS.iter().zip(&self.ops).map(|(k, c)| (format!(r#"{{op="{k}"}}"#), get(c).to_string())).collect();
+        family("memfold_ops_total", "counter", "Operations written by applied passes, by kind.", &ops);
+        for (name, help, pick) in [
+            (
+                "memfold_llm_calls_total",
+                "Chat completions, by purpose (a pass counts its promotion under consolidate).",
+                0,
+            ),
+            ("memfold_llm_prompt_tokens_total", "Prompt tokens sent to the chat model, by purpose.", 1),
+            ("memfold_llm_completion_tokens_total", "Completion tokens received from the chat model, by purpose.", 2),
+        ] {
+            let samples: Vec<_> = [
+                ("consolidate", &self.llm_consolidate),
+                ("extract", &self.llm_extract),
+                ("promote", &self.llm_promote),
+            ]
+            .iter()
+            .map(|(purpose, c)| {
+                let value = match pick {
+                    0 => get(&c.calls),
+                    1 => get(&c.prompt_tokens),
+                    _ => get(&c.completion_tokens),
+                };
+                (format!(r#"{{purpose="{purpose}"}}"#), value.to_string())
+            })
+            .collect();
+            family(name, "counter", help, &samples);
+        }
+        let mut cumulative = 0;
+        let mut buckets: Vec<_> = DURATION_BUCKETS
+            .iter()
+            .zip(&self.pass_buckets)
+            .map(|(le, c)| {
+                cumulative += get(c);
+                (format!(r#"_bucket{{le="{le}"}}"#), cumulative.to_string())
+            })
+            .collect();
+        cumulative += get(&self.pass_buckets[DURATION_BUCKETS.len()]);
+        buckets.push((r#"_bucket{le="+Inf"}"#.into(), cumulative.to_string()));
+        buckets.push(("_sum".into(), format!("{}", get(&self.pass_seconds_micros) as f64 / 1e6)));
+        buckets.push(("_count".into(), cumulative.to_string()));
+        family(
+            "memfold_pass_duration_seconds",
+            "histogram",
+            "Duration of passes whose gate opened (including dry runs and failed ones).",
+            &buckets,
+        );
+        family(
+            "memfold_index_refreshes_total",
+            "counter",
+            "Index refreshes after ingest, file changes and searches.",
+            &[
+                (r#"{result="ok"}"#.into(), get(&self.refreshes).to_string()),
+                (r#"{result="error"}"#.into(), get(&self.refresh_errors).to_string()),
+            ],
+        );
+        family(
+            "memfold_index_settles_total",
+            "counter",
+            "Times the indexer folded small writes back into the indices (at start and when idle).",
+            &[
+                (r#"{result="ok"}"#.into(), get(&self.settles).to_string()),
+                (r#"{result="error"}"#.into(), get(&self.settle_errors).to_string()),
+            ],
+        );
+        let responses: Vec<_> = self
+            .responses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(code, n)| (format!(r#"{{code="{code}"}}"#), n.to_string()))
+            .collect();
+        family("memfold_http_responses_total", "counter", "HTTP responses by status code.", &responses);
+        if let Some(pending) = gauges.pending_facts {
+            family(
+                "memfold_pending_facts",
+                "gauge",
+                "Archived facts not yet consolidated or tombstoned.",
+                &plain(pending as u64),
+            );
+        }
+        if let Some(held) = gauges.held_searches {
+            family(
+                "memfold_searches_held_vectors_total",
+                "counter",
+                "Searches whose vector leg scanned the vectors the daemon holds in memory (the others asked LanceDB).",
+                &plain(held),
+            );
+        }
+        if let Some(entries) = gauges.entries {
+            family("memfold_entries", "gauge", "Current entries in consolidated/memory.md.", &plain(entries as u64));
+        }
+        family(
+            "memfold_uptime_seconds",
+            "gauge",
+            "Seconds since the daemon started.",
+            &[(String::new(), format!("{:.3}", gauges.uptime.as_secs_f64()))],
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activity_moves_with_every_call_pass_refresh_and_settle_and_nothing_else() {
+        let m = Metrics::default();
+        let mut last = m.activity();
+        let mut moved = |m: &Metrics| std::mem::replace(&mut last, m.activity()) != m.activity();
+        m.call(Verb::Search, Door::Http);
+        assert!(moved(&m));
+        m.pass(PassOutcome::GateShut, None, Duration::ZERO);
+        assert!(moved(&m));
+        m.refreshed(false);
+        assert!(moved(&m));
+        m.settled(true);
+        assert!(moved(&m));
+        m.response(200);
+        m.facts_ingested(Verb::Add, 2);
+        assert!(!moved(&m), "counted by the call that did them");
+    }
+
+    #[test]
+    fn exposition_is_well_formed_and_histogram_is_cumulative() {
+        let m = Metrics::default();
+        m.facts_ingested(Verb::Add, 3);
+        m.call(Verb::Add, Door::Mcp);
+        m.pass(PassOutcome::Applied, None, Duration::from_millis(300));
+        m.pass(PassOutcome::Failed, None, Duration::from_secs(2000));
+        m.pass(PassOutcome::GateShut, None, Duration::ZERO);
+        m.response(200);
+        let text = m.render(Gauges {
+            pending_facts: Some(7),
+            entries: Some(2),
+            uptime: Duration::from_secs(1),
+            held_searches: Some(5),
+        });
+        assert!(text.contains("memfold_facts_ingested_total{via=\"facts\"} 3\n"), "{text}");
+        assert!(text.contains("memfold_calls_total{verb=\"add\",door=\"mcp\"} 1\n"), "{text}");
+        assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 1\n"));
+        assert!(text.contains("memfold_gate_checks_total 3\n"));
+        assert!(text.contains("memfold_pass_duration_seconds_bucket{le=\"0.1\"} 0\n"));
+        assert!(text.contains("memfold_pass_duration_seconds_bucket{le=\"0.5\"} 1\n"));
+        assert!(text.contains("memfold_pass_duration_seconds_bucket{le=\"900\"} 1\n"));
+        assert!(text.contains("memfold_pass_duration_seconds_bucket{le=\"+Inf\"} 2\n"));
+        assert!(text.contains("memfold_pass_duration_seconds_count 2\n"));
+        assert!(text.contains("memfold_pending_facts 7\n"));
+        assert!(text.contains("memfold_searches_held_vectors_total 5\n"), "{text}");
+        assert!(text.contains("memfold_http_responses_total{code=\"200\"} 1\n"));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (name, value) = line.rsplit_once(' ').unwrap();
+            assert!(name.starts_with("memfold_"), "{line}");
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! The one service behind every door of the daemon: the HTTP API, the MCP server (on `/mcp` and on
+//! stdin/stdout) and the review page call [`Service`], and nothing else.
+//!
+//! A door parses its request, calls one method here, and renders what comes back. What the
+//! doors used to write each for itself lives here once: ingest batching, turn extraction and
+//! its append, passes handed to the scheduler and the answer for a pass that outlasts
+//! `server.request_timeout_secs`, the daemon's part of the status, and the metrics. Every method
+//! counts its call in `memfold_calls_total{verb,door}`, and what it cost (facts ingested, LLM
+//! calls of an extraction or a promotion) the same way whichever door it came through.
+//!
+//! **Ingest** groups concurrent appends into one archive write (one lock, one read of the day
+//! file, one fsync): each caller queues its facts, and whoever gets the writer mutex next
+//! appends everything queued. The append runs in `spawn_blocking` and answers every waiter from
+//! there, so a client that disconnects cannot lose other clients' replies.
+//!
+//! **Changes** of memory (a pass, forget, pin, undo, apply, reject, reindex) run one at a time
+//! in this process, so parallel calls, from one agent or from several doors, queue instead of
+//! finding the consolidation lock taken by each other; another process holding the lock still
+//! refuses them (`lock_held`).
+
+pub mod metrics;
+pub mod scheduler;
+pub mod token;
+pub mod watch;
+pub mod workers;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::config::Config;
+use crate::error::{Error, Kind};
+use crate::index::{Hit, Settled};
+use crate::memory::views::{
+    Added, AppliedPlan, Chain, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail, PlanView, Reindexed,
+    RejectedPlan, RunView, Status, Undone,
+};
+use crate::memory::{Memory, Rewritten, SearchRequest, Turn};
+use crate::store::archive::{Fact, NewFact};
+use crate::sys::lock::{LockError, LockGuard};
+use metrics::{Gauges, Metrics};
+use scheduler::{PassQueue, SchedulerWorker};
+pub use scheduler::{PassRecord, STALE_RETRY};
+use watch::{WatchError, Watcher};
+
+/// Which door a call came through (a label of `memfold_calls_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Door {
+    /// The JSON API.
+    Http,
+    /// The MCP tools, at `/mcp` or on stdin/stdout.
+    Mcp,
+    /// The review page under `/ui`.
+    Ui,
+}
+
+impl Door {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Door::Http => "http",
+            Door::Mcp => "mcp",
+            Door::Ui => "ui",
+        }
+    }
+}
+
+/// The verbs, as `memfold_calls_total` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verb {
+    Add,
+    AddTurn,
+    Search,
+    Consolidate,
+    Status,
+    Entries,
+    Entry,
+    History,
+    Forget,
+    Pin,
+    Reindex,
+    Runs,
+    Undo,
+    Plans,
+    Apply,
+    Reject,
+    Plan,
+    Fact,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Add => "add",
+            Verb::AddTurn => "add_turn",
+            Verb::Search => "search",
+            Verb::Consolidate => "consolidate",
+            Verb::Status => "status",
+            Verb::Entries => "entries",
+            Verb::Entry => "entry",
+            Verb::History => "history",
+            Verb::Forget => "forget",
+            Verb::Pin => "pin",
+            Verb::Reindex => "reindex",
+            Verb::Runs => "runs",
+            Verb::Undo => "undo",
+            Verb::Plans => "plans",
+            Verb::Apply => "apply",
+            Verb::Reject => "reject",
+            Verb::Plan => "plan",
+            Verb::Fact => "fact",
+        }
+    }
+}
+
+/// What became of a consolidation request.
+#[derive(Debug)]
+pub enum PassAnswer {
+    /// The pass finished within `server.request_timeout_secs`.
+    Done(Box<PassReport>),
+    /// Still queued or running.
+    Running(PassRunning),
+}
+
+/// A pass that goes on in the background: its request id, and where to follow it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassRunning {
+    /// Always `running`.
+    pub status: &'static str,
+    /// Its record in `daemon.passes` has this id.
+    pub request: String,
+    pub message: String,
+}
+
+/// `memfold status` plus what the daemon knows of its own passes.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceStatus {
+    #[serde(flatten)]
+    pub status: Status,
+    pub daemon: DaemonStatus,
+}
+
+/// The daemon's part of the status.
+#[derive(Debug, Clone, Serialize)]
+pub struct DaemonStatus {
+    pub started: DateTime<Utc>,
+    pub uptime_seconds: u64,
+    /// Recent passes, newest first.
+    pub passes: Vec<PassRecord>,
+}
+
+/// An entry as the API lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryView {
+    pub id: String,
+    pub content: String,
+    pub first_seen: Option<chrono::NaiveDate>,
+    pub updated: Option<chrono::NaiveDate>,
+    pub sources: Vec<String>,
+    pub pinned: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+impl From<&Entry> for EntryView {
+    fn from(e: &Entry) -> EntryView {
+        let m = &e.meta;
+        EntryView {
+            id: e.id().to_string(),
+            content: e.content.clone(),
+            first_seen: m.first_seen,
+            updated: m.updated,
+            sources: m.sources.clone(),
+            pinned: m.pinned,
+            kind: m.kind.clone(),
+        }
+    }
+}
+
+/// What pinning or unpinning did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pinned {
+    pub id: String,
+    pub pinned: bool,
+}
+
+/// The memory root's use cases as the daemon's doors reach them.
+pub struct Service {
+    memory: Memory,
+    metrics: Metrics,
+    started: Instant,
+    started_at: DateTime<Utc>,
+    passes: PassQueue,
+    ingest: Ingest,
+    /// Held by the change in progress (see the module docs).
+    changes: tokio::sync::Mutex<()>,
+}
+
+/// Facts waiting to be appended, and the mutex whose holder appends them (group commit).
+#[derive(Default)]
+struct Ingest {
+    queue: Mutex<Vec<Waiting>>,
+    writer: tokio::sync::Mutex<()>,
+}
+
+struct Waiting {
+    facts: Vec<NewFact>,
+    reply: oneshot::Sender<Result<Vec<Fact>, Error>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Service {
+    /// A service over `memory`, and the scheduler worker that runs its passes (spawn it; the
+    /// service hands it passes over a channel). `ticks`: whether the scheduler also checks the
+    /// gate every `consolidation.interval_seconds` (the daemon) or runs only requested passes
+    /// (`memfold mcp`).
+    pub fn new(memory: Memory, ticks: bool) -> (Arc<Service>, SchedulerWorker) {
+        let (passes, worker_parts) = PassQueue::new();
+        let service = Arc::new(Service {
+            memory,
+            metrics: Metrics::default(),
+            started: Instant::now(),
+            started_at: Utc::now(),
+            passes,
+            ingest: Ingest::default(),
+            changes: tokio::sync::Mutex::new(()),
+        });
+        let worker = SchedulerWorker::new(service.clone(), worker_parts, ticks);
+        (service, worker)
+    }
+
+    pub(crate) fn memory(&self) -> &Memory {
+        &self.memory
+    }
+
+    // ---- the daemon's set-up ------------------------------------------------------------------
+
+    pub fn config(&self) -> &Config {
+        self.memory.config()
+    }
+
+    /// The memory root, as configured.
+    pub fn root_dir(&self) -> &std::path::Path {
+        self.memory.root().dir()
+    }
+
+    /// `llm` or `offline`.
+    pub fn decider_name(&self) -> &'static str {
+        self.memory.decider_name()
+    }
+
+    /// The serve lock (`.memfold/serve.lock`): one daemon per root.
+    pub fn serve_lock(&self) -> Result<LockGuard, LockError> {
+        LockGuard::try_acquire(&self.memory.root().serve_lock(), "memfold serve")
+    }
+
+    /// The bearer token the daemon requires when it listens on `addr`.
+    pub fn auth(&self, addr: Option<std::net::SocketAddr>) -> Result<token::Auth, token::TokenError> {
+        token::resolve(self.config(), self.memory.root(), addr)
+    }
+
+    /// Open the index now, and have it hold its rows in memory for searches.
+    pub async fn open_index(&self) -> Result<(), Error> {
+        self.memory.index().await?;
+        self.hold_rows();
+        Ok(())
+    }
+
+    /// Have the index hold its rows in memory for searches, once it is open.
+    pub fn hold_rows(&self) {
+        self.memory.hold_vectors();
+    }
+
+    /// Log which of the root's files other accounts can read or change.
+    pub fn warn_if_exposed(&self) {
+        let dir = self.memory.root().dir();
+        let exposed = crate::sys::access::exposed(dir);
+        if !exposed.is_empty() {
+            let files: Vec<String> = exposed.iter().map(|e| format!("{} ({:o})", e.path, e.mode)).collect();
+            tracing::warn!(
+                files = %files.join(", "),
+                fix = %crate::sys::access::fix_for(dir),
+                "other accounts on this machine can read or change these memory files"
+            );
+        }
+    }
+
+    /// A watcher of the root's files.
+    pub fn watcher(&self) -> Result<Watcher, WatchError> {
+        Watcher::of_root(self.memory.root().dir())
+    }
+
+    /// The index may be behind the files: the next search or refresh catches up.
+    pub fn mark_dirty(&self) {
+        self.memory.mark_dirty();
+    }
+
+    /// Take in paths a file watcher saw change (see [`Memory::files_changed`]).
+    pub fn files_changed(&self, changes: &[std::path::PathBuf]) {
+        self.memory.files_changed(changes);
+    }
+
+    /// Learn when `memory.md` or `MEMORY.md` changes (see [`Memory::subscribe`]).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Rewritten> {
+        self.memory.subscribe()
+    }
+
+    /// The text of `memory.md` or `MEMORY.md` (empty when the file does not exist).
+    pub async fn file_text(&self, file: Rewritten) -> Result<String, Error> {
+        self.memory.file_text(file).await
+    }
+
+    /// Consume a sign-in code of the review page: true once, while it is fresh.
+    pub async fn sign_in(&self, code: &str) -> bool {
+        self.memory.consume_sign_in_code(code).await
+    }
+
+    pub(super) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub(super) fn passes(&self) -> &PassQueue {
+        &self.passes
+    }
+
+    fn count(&self, verb: Verb, door: Door) {
+        self.metrics.call(verb, door);
+    }
+
+    /// A number that changes whenever the daemon serves a call, runs a pass or refreshes or
+    /// settles the index, and stands still while it is idle.
+    pub fn activity(&self) -> u64 {
+        self.metrics.activity()
+    }
+
+    /// One change of memory at a time (see the module docs); the scheduler runs its passes
+    /// through this too.
+    pub(super) async fn one_at_a_time<T>(&self, change: impl Future<Output = T>) -> T {
+        let _one = self.changes.lock().await;
+        change.await
+    }
+
+    // ---- ingest ------------------------------------------------------------------------------
+
+    /// Append facts to the archive, grouped with other appends waiting at the same time. A
+    /// refused request (no facts, a fact without text or too long) stores nothing.
+    pub async fn add(&self, door: Door, facts: Vec<NewFact>) -> Result<Added, Error> {
+        self.count(Verb::Add, door);
+        self.memory.check_facts(&facts)?;
+        let n = facts.len();
+        let added = self.append(facts).await?;
+        self.metrics.facts_ingested(Verb::Add, n);
+        Ok(Added::new(&added, None))
+    }
+
+    /// Extract the facts of a conversation turn with the LLM and append them, all or none.
+    pub async fn add_turn(&self, door: Door, turn: Turn) -> Result<Added, Error> {
+        self.count(Verb::AddTurn, door);
+        let (facts, usage) = self.memory.extract_turn(&turn).await.map_err(|e| match e {
+            Error::Llm(e) => {
+                tracing::warn!(error = %e, "fact extraction failed");
+                Error::TurnNotStored(e)
+            }
+            e => e,
+        })?;
+        self.metrics.extract_llm(usage);
+        let added = if facts.is_empty() { Vec::new() } else { self.append(facts).await? };
+        self.metrics.facts_ingested(Verb::AddTurn, added.len());
+        Ok(Added::new(&added, Some(usage)))
+    }
+
+    async fn append(&self, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
+        let (reply, answer) = oneshot::channel();
+        lock(&self.ingest.queue).push(Waiting { facts, reply });
+        {
+            let _writer = self.ingest.writer.lock().await;
+            let batch = std::mem::take(&mut *lock(&self.ingest.queue));
+            if !batch.is_empty() {
+                let memory = self.memory.clone();
+                // The closure answers every waiter itself; awaiting it only keeps appends one at a time.
+                let _ = tokio::task::spawn_blocking(move || append_batch(&memory, batch)).await;
+            }
+        }
+        answer.await.map_err(|_| {
+            Error::Other(
+                "the archive append was interrupted (shutting down); the facts may not have been written".into(),
+            )
+        })?
+    }
+
+    // ---- search and the index ------------------------------------------------------------------
+
+    /// Hybrid search; the hits are recorded in the recall log.
+    pub async fn search(&self, door: Door, query: &str, request: &SearchRequest) -> Result<Vec<Hit>, Error> {
+        self.count(Verb::Search, door);
+        self.memory.search(query, request).await
+    }
+
+    /// Bring the index up to date with the files, counting the refresh.
+    pub async fn refresh(&self) -> Result<(), Error> {
+        let result = self.memory.refresh().await;
+        self.metrics.refreshed(result.is_ok());
+        result
+    }
+
+    /// Fold small writes back into the index's indices, counting it.
+    pub async fn settle(&self) -> Result<Settled, Error> {
+        let result = self.memory.settle().await;
+        self.metrics.settled(result.is_ok());
+        result
+    }
+
+    pub async fn reindex(&self, door: Door, clear: bool) -> Result<Reindexed, Error> {
+        self.count(Verb::Reindex, door);
+        self.one_at_a_time(self.memory.reindex(clear, None)).await
+    }
+
+    // ---- consolidation -------------------------------------------------------------------------
+
+    /// Hand a pass to the scheduler and wait up to `server.request_timeout_secs` for its report.
+    pub async fn consolidate(&self, door: Door, opts: PassOptions) -> Result<PassAnswer, Error> {
+        self.count(Verb::Consolidate, door);
+        let wait = Duration::from_secs(self.memory.config().server.request_timeout_secs);
+        match self.passes.request(opts, wait).await? {
+            Ok(result) => Ok(PassAnswer::Done(Box::new(result?))),
+            Err(request) => Ok(PassAnswer::Running(PassRunning {
+                status: "running",
+                message: format!(
+                    "the pass takes longer than server.request_timeout_secs ({}s) and goes on in the background as \
+                     request {request}; the status (GET /status, memory_status) shows it under daemon.passes, and \
+                     the runs (GET /runs, memory_runs) once it is applied",
+                    wait.as_secs()
+                ),
+                request,
+            })),
+        }
+    }
+
+    // ---- reads ---------------------------------------------------------------------------------
+
+    pub async fn status(&self, door: Door) -> Result<ServiceStatus, Error> {
+        self.count(Verb::Status, door);
+        let status = self.memory.status().await?;
+        Ok(ServiceStatus { status, daemon: self.daemon_status() })
+    }
+
+    fn daemon_status(&self) -> DaemonStatus {
+        DaemonStatus {
+            started: self.started_at,
+            uptime_seconds: self.started.elapsed().as_secs(),
+            passes: self.passes.records(),
+        }
+    }
+
+    pub async fn entries(&self, door: Door) -> Result<Vec<EntryView>, Error> {
+        self.count(Verb::Entries, door);
+        Ok(self.memory.entries().await?.iter().map(EntryView::from).collect())
+    }
+
+    pub async fn entry(&self, door: Door, id: &str) -> Result<EntryView, Error> {
+        self.count(Verb::Entry, door);
+        Ok(EntryView::from(&self.memory.entry(id).await?))
+    }
+
+    pub async fn history(&self, door: Door, id: &str) -> Result<Chain, Error> {
+        self.count(Verb::History, door);
+        self.memory.history(id).await
+    }
+
+    pub async fn runs(&self, door: Door) -> Result<Vec<RunView>, Error> {
+        self.count(Verb::Runs, door);
+        self.memory.runs().await
+    }
+
+    pub async fn plans(&self, door: Door) -> Result<Vec<PlanView>, Error> {
+        self.count(Verb::Plans, door);
+        self.memory.plans().await
+    }
+
+    /// A stored plan with its ops in groups and its facts as archived.
+    pub async fn plan(&self, door: Door, id: &str) -> Result<PlanDetail, Error> {
+        self.count(Verb::Plan, door);
+        self.memory.plan_detail(id).await
+    }
+
+    /// One archived fact, where it is and where it went.
+    pub async fn fact(&self, door: Door, id: &str) -> Result<FactView, Error> {
+        self.count(Verb::Fact, door);
+        self.memory.fact(id).await
+    }
+
+    // ---- curation ------------------------------------------------------------------------------
+
+    pub async fn forget(&self, door: Door, id: &str, reason: Option<&str>) -> Result<Forgotten, Error> {
+        self.count(Verb::Forget, door);
+        self.one_at_a_time(self.memory.forget(id, reason)).await
+    }
+
+    pub async fn pin(&self, door: Door, id: &str, pinned: bool) -> Result<Pinned, Error> {
+        self.count(Verb::Pin, door);
+        self.one_at_a_time(self.memory.pin(id, pinned)).await?;
+        Ok(Pinned { id: id.to_string(), pinned })
+    }
+
+    pub async fn undo(&self, door: Door, run: &str) -> Result<Undone, Error> {
+        self.count(Verb::Undo, door);
+        let undone = self.one_at_a_time(self.memory.undo(run)).await?;
+        self.metrics.promote_llm(undone.llm);
+        Ok(undone)
+    }
+
+    /// Apply a stored plan, or only the op groups named (rejecting the rest).
+    pub async fn apply_plan(&self, door: Door, id: &str, groups: Option<Vec<usize>>) -> Result<AppliedPlan, Error> {
+        self.count(Verb::Apply, door);
+        let applied = self.one_at_a_time(self.memory.apply_plan_groups(id, groups)).await?;
+        self.metrics.promote_llm(applied.llm);
+        Ok(applied)
+    }
+
+    pub async fn reject_plan(&self, door: Door, id: &str) -> Result<RejectedPlan, Error> {
+        self.count(Verb::Reject, door);
+        self.one_at_a_time(self.memory.reject_plan(id)).await
+    }
+
+    // ---- metrics -------------------------------------------------------------------------------
+
+    /// The Prometheus text of every counter, with the gauges read from the files now.
+    pub async fn metrics_text(&self) -> String {
+        let uptime = self.started.elapsed();
+        let held_searches = self.memory.index().await.ok().map(|index| index.searches_with_held_vectors());
+        let gauges = match self.memory.status().await {
+            Ok(status) => Gauges {
+                pending_facts: Some(status.pending_facts),
+                entries: Some(status.entries),
+                uptime,
+                held_searches,
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics: could not read the files; leaving out the file gauges");
+                Gauges { uptime, held_searches, ..Gauges::default() }
+            }
+        };
+        self.metrics.render(gauges)
+    }
+}
+
+/// Append one batch and answer each waiter with its own facts, in the order given.
+fn append_batch(memory: &Memory, mut batch: Vec<Waiting>) {
+    let sizes: Vec<usize> = batch.iter().map(|w| w.facts.len()).collect();
+    let all: Vec<NewFact> = batch.iter_mut().flat_map(|w| std::mem::take(&mut w.facts)).collect();
+    let started = Instant::now();
+    match memory.add(all) {
+        Ok(facts) => {
+            tracing::debug!(
+                requests = batch.len(),
+                facts = facts.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "facts appended"
+            );
+            let mut facts = facts.into_iter();
+            for (waiting, n) in batch.into_iter().zip(sizes) {
+                let _ = waiting.reply.send(Ok(facts.by_ref().take(n).collect()));
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, requests = batch.len(), "archive append failed");
+            let message = e.to_string();
+            let kind = e.kind();
+            for waiting in batch {
+                let e = if kind == Kind::BadInput {
+                    Error::BadInput(message.clone())
+                } else {
+                    Error::Other(message.clone())
+                };
+                let _ = waiting.reply.send(Err(e));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verb_and_door_names_are_distinct() {
+        let verbs = [
+            Verb::Add,
+            Verb::AddTurn,
+            Verb::Search,
+            Verb::Consolidate,
+            Verb::Status,
+            Verb::Entries,
+            Verb::Entry,
+            Verb::History,
+            Verb::Forget,
+            Verb::Pin,
+            Verb::Reindex,
+            Verb::Runs,
+            Verb::Undo,
+            Verb::Plans,
+            Verb::Apply,
+            Verb::Reject,
+            Verb::Plan,
+            Verb::Fact,
+        ];
+        let names: std::collections::BTreeSet<&str> = verbs.iter().map(|v| v.as_str()).collect();
+        assert_eq!(names.len(), verbs.len());
+    }
+}

@@ -1,0 +1,153 @@
+//! The service's background workers: the indexer, the watcher and the trimmer, and the one
+//! shutdown signal every worker selects on. The daemon ([`crate::doors::daemon`]) spawns them
+//! beside the HTTP door and the scheduler.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use super::Service;
+use super::watch::Watcher;
+use crate::sys::alloc::release_free_memory;
+
+/// Quiet time the indexer waits after being told the files changed, so bursts are one refresh.
+const INDEX_DEBOUNCE: Duration = Duration::from_millis(100);
+/// The indexer rests this many times as long as its last refresh took before the next one.
+const INDEX_REST_FACTOR: u32 = 3;
+
+/// Resolves once shutdown has been signalled.
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+pub async fn indexer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+    // A refresh re-reads every file, so under sustained ingest the indexer rests
+    // INDEX_REST_FACTOR times as long as its last refresh took: background indexing then
+    // uses a bounded share of the CPU, and a search still refreshes first when it must.
+    // At start, and once the files have been quiet for `server.settle_idle_secs` after a
+    // change, it folds the rows small writes left outside the indices back in (`settle`), so
+    // search cost does not carry a day's writes into the next.
+    let idle = Duration::from_secs(state.memory().config().server.settle_idle_secs);
+    let mut rest = INDEX_DEBOUNCE;
+    // When rows were last written, while the index is not settled since; None: settle now
+    // (at start) or nothing to settle.
+    let mut unsettled: Option<Instant> = None;
+    let mut settled = false;
+    let mut writes = state.memory().index_writes();
+    loop {
+        let due = unsettled.map_or(!settled, |quiet_since| quiet_since.elapsed() >= idle);
+        if due {
+            tokio::select! {
+                _ = stopped(&mut stop) => break,
+                result = state.settle() => match result {
+                    Ok(done) => debug!(?done, "index settled"),
+                    Err(e) => warn!(error = %e, "could not settle the index; trying again after the next change"),
+                },
+            }
+            (unsettled, settled, writes) = (None, true, state.memory().index_writes());
+        }
+        let wait = unsettled.map_or(Duration::MAX, |quiet_since| idle.saturating_sub(quiet_since.elapsed()));
+        tokio::select! {
+            _ = stopped(&mut stop) => break,
+            _ = state.memory().changed() => {}
+            _ = tokio::time::sleep(wait) => continue,
+        }
+        tokio::select! {
+            _ = stopped(&mut stop) => break,
+            _ = tokio::time::sleep(rest) => {}
+        }
+        let started = Instant::now();
+        tokio::select! {
+            _ = stopped(&mut stop) => break,
+            result = state.refresh() => if let Err(e) = result {
+                warn!(error = %e, "index refresh failed; trying again on the next change or search");
+            }
+        }
+        rest = (started.elapsed() * INDEX_REST_FACTOR).max(INDEX_DEBOUNCE);
+        // Rows written by this refresh or by a search's, which may have come first.
+        let now = state.memory().index_writes();
+        if now != writes {
+            (writes, unsettled) = (now, Some(Instant::now()));
+        }
+    }
+    Ok(())
+}
+
+/// How long the daemon must have done nothing before the trimmer runs.
+pub const TRIM_QUIET: Duration = Duration::from_secs(5);
+
+/// When to hand freed memory back: at the first quiet tick after any activity, once.
+#[derive(Debug, Default)]
+struct Quiet {
+    seen: u64,
+    trimmed: bool,
+}
+
+impl Quiet {
+    /// Told the activity count at each tick; true when the daemon has just become quiet.
+    fn tick(&mut self, activity: u64) -> bool {
+        if activity != self.seen {
+            (self.seen, self.trimmed) = (activity, false);
+            return false;
+        }
+        !std::mem::replace(&mut self.trimmed, true)
+    }
+}
+
+pub async fn trimmer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+    // Not trimmed yet: start-up (opening and settling the index) is activity too.
+    let mut quiet = Quiet { seen: state.activity(), trimmed: false };
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => break,
+            _ = tokio::time::sleep(TRIM_QUIET) => {}
+        }
+        if quiet.tick(state.activity()) {
+            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+        }
+    }
+    Ok(())
+}
+
+pub async fn watcher_worker(
+    state: Arc<Service>,
+    mut watcher: Watcher,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    loop {
+        let changes = tokio::select! {
+            _ = stopped(&mut stop) => break,
+            changes = watcher.next() => match changes {
+                Some(changes) => changes,
+                None => return Err("the file watcher stopped".into()),
+            },
+        };
+        let memory = changes.is_empty() || changes.iter().any(|p| p.ends_with("consolidated/memory.md"));
+        debug!(paths = changes.len(), memory, events = watcher.events_seen(), "files changed");
+        if memory && let Err(e) = state.memory().reconcile().await {
+            warn!(error = %e, "could not record hand edits of memory.md");
+        }
+        state.memory().files_changed(&changes);
+    }
+    // Dropping the debouncer joins its thread; keep that off the runtime.
+    let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trimmer_runs_once_per_quiet_spell() {
+        let mut quiet = Quiet { seen: 0, trimmed: false };
+        assert!(quiet.tick(0), "quiet since start-up");
+        assert!(!quiet.tick(0), "once");
+        assert!(!quiet.tick(3), "busy");
+        assert!(!quiet.tick(7), "still busy");
+        assert!(quiet.tick(7), "quiet again");
+        assert!(!quiet.tick(7));
+    }
+}
