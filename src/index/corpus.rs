@@ -11,7 +11,7 @@ use crate::blocking;
 use crate::store::Root;
 use crate::store::archive::{ArchiveError, Fact};
 use crate::store::entries::HistoryStatus;
-use crate::index::sources::Sources;
+use crate::store::sources::Sources;
 use crate::index::{Doc, DocKind, Index, IndexError, Scope, SyncStats};
 use crate::store::ledger::{FactFate, Ledger, LedgerError, Settled};
 
@@ -252,7 +252,7 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
 /// hash to `old.hash` and end a line), the number of lines those bytes hold. The rows of those
 /// lines are then as they were: a line's fact, id included, depends only on the lines before
 /// it, and the settling files are unchanged (the caller checks).
-fn lines_before_append(text: &str, old: &crate::index::sources::Seen) -> Option<usize> {
+fn lines_before_append(text: &str, old: &crate::store::sources::Seen) -> Option<usize> {
     let size = usize::try_from(old.size).ok()?;
     let prefix = text.as_bytes().get(..size)?;
     let whole_lines = prefix.is_empty() || prefix.ends_with(b"\n");
@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(recorded().await, new_inode, "the new stat is recorded");
         // Another process's look now trusts it: the stat matches, the entry is not racy.
         let before = index.sources().await.unwrap();
-        let looked = crate::index::sources::Sources::look(&root, Some(&before)).unwrap();
+        let looked = crate::store::sources::Sources::look(&root, Some(&before)).unwrap();
         assert_eq!(looked, before);
         assert_eq!(index.digest().await.unwrap(), want(&root));
     }

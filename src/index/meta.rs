@@ -1,5 +1,6 @@
-//! `meta.json` beside the table: which schema version and embedder made the vectors, and
-//! what the maintenance policy needs to remember between processes.
+//! The files beside the table: `meta.json` (which schema version and embedder made the
+//! vectors, and what the maintenance policy needs to remember between processes) and
+//! `sources.json` (what the rows were built from, a [`Sources`]).
 //!
 //! It is written only under the index writer lock, atomically (temp file and rename).
 
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::IndexError;
+use crate::store::sources::Sources;
 
 /// The contents of `meta.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,4 +67,31 @@ pub(super) async fn write_file(path: PathBuf, bytes: Vec<u8>) -> Result<(), Inde
     crate::blocking(move || crate::store::atomic::write_atomic(&target, &bytes, None))
         .await
         .map_err(|e| IndexError::Meta { path, message: e.to_string() })
+}
+
+/// Where the record lives in the index folder.
+pub(super) fn sources_path(dir: &Path) -> PathBuf {
+    dir.join("sources.json")
+}
+
+/// Read the record; a missing or unreadable one is `None` (the next refresh reads every file).
+pub(super) async fn read_sources(dir: &Path) -> Option<Sources> {
+    let bytes = tokio::fs::read(sources_path(dir)).await.ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Write the record atomically. Call only under the writer lock.
+pub(super) async fn write_sources(dir: &Path, sources: &Sources) -> Result<(), IndexError> {
+    write_file(sources_path(dir), serde_json::to_vec(sources).expect("sources serialise")).await
+}
+
+/// Remove the record (rows are about to change in a way it does not describe). Call only
+/// under the writer lock.
+pub(super) async fn forget_sources(dir: &Path) -> Result<(), IndexError> {
+    let path = sources_path(dir);
+    match tokio::fs::remove_file(&path).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(IndexError::Io { path, source }),
+    }
 }

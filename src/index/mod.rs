@@ -77,7 +77,6 @@ mod query;
 mod meta;
 mod rank;
 mod rows;
-pub mod sources;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -102,7 +101,7 @@ use crate::config::SearchConfig;
 use crate::models::embed::{EmbedError, Embedder};
 
 use meta::Meta;
-use sources::Sources;
+use crate::store::sources::Sources;
 use rows::{DISTANCE, HASH, HIT, KEY, KIND, PATH, SCORE, TEXT, VALID_FROM, VALID_UNTIL, VECTOR};
 
 /// Name of the table inside the index folder.
@@ -524,7 +523,7 @@ impl Index {
     /// What the rows were built from ([`Sources`]), as the last recording sync left it; `None`
     /// after any other write.
     pub async fn sources(&self) -> Option<Sources> {
-        sources::read(&self.dir).await
+        meta::read_sources(&self.dir).await
     }
 
     /// Take into the record the new stat of files `seen` found with their recorded content
@@ -532,9 +531,9 @@ impl Index {
     /// writer, and a writer's sync records them anyway. Whether the record was written.
     pub async fn refresh_sources(&self, seen: &Sources) -> Result<bool, IndexError> {
         let Some(_lock) = writer_lock::try_acquire(&self.lock_path).await? else { return Ok(false) };
-        match sources::read(&self.dir).await {
+        match meta::read_sources(&self.dir).await {
             Some(stored) if stored.refreshed_by(seen) => {
-                sources::write(&self.dir, &stored.refreshed(seen)).await?;
+                meta::write_sources(&self.dir, &stored.refreshed(seen)).await?;
                 Ok(true)
             }
             _ => Ok(false),
@@ -550,7 +549,7 @@ impl Index {
     /// The docs are derived from files read after `seen` was looked at, and `seen` is recorded
     /// as what the rows were built from: all of it for [`Scope::All`]; for [`Scope::Paths`] and [`Scope::Appended`] the
     /// entries of those paths, merged into the record if the files that settle facts
-    /// ([`sources::SETTLING`]) are the ones the record describes (else the record is dropped).
+    /// ([`crate::store::sources::SETTLING`]) are the ones the record describes (else the record is dropped).
     pub async fn sync_from(
         &self,
         docs: &[Doc],
@@ -576,12 +575,12 @@ impl Index {
         let record = match (seen, &scope) {
             (None, _) => None,
             (Some(seen), Scope::All) => Some(seen.clone()),
-            (Some(seen), Scope::Paths(paths) | Scope::Appended(paths)) => sources::read(&self.dir)
+            (Some(seen), Scope::Paths(paths) | Scope::Appended(paths)) => meta::read_sources(&self.dir)
                 .await
                 .filter(|stored| stored.same_settling(seen))
                 .map(|stored| stored.merged(seen, paths).refreshed(seen)),
         };
-        sources::forget(&self.dir).await?;
+        meta::forget_sources(&self.dir).await?;
         let existing = self.existing(&table, &scope, docs).await?;
         let in_scope = |path: &str| match &scope {
             Scope::All => true,
@@ -689,7 +688,7 @@ impl Index {
             let _ = tokio::task::spawn_blocking(crate::sys::alloc::release_free_memory).await;
         }
         if let Some(record) = &record {
-            sources::write(&self.dir, record).await?;
+            meta::write_sources(&self.dir, record).await?;
         }
         if stats.upserted + stats.deleted > 0 {
             info!(
@@ -1135,7 +1134,7 @@ async fn create_empty(db: &Connection, dir: &Path, dim: usize) -> Result<Table, 
         true => CreateTableMode::Overwrite,
         false => CreateTableMode::Create,
     };
-    sources::forget(dir).await?;
+    meta::forget_sources(dir).await?;
     let table = db.create_empty_table(TABLE, rows::schema(dim)).mode(mode).execute().await.db("create the table")?;
     table.set_unenforced_primary_key([KEY]).await.db("declare the primary key")?;
     Ok(table)

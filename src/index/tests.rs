@@ -833,7 +833,7 @@ fn compaction_waits_longer_on_larger_tables() {
 /// settling files are the ones recorded and drops it otherwise; any other write drops it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_recording_syncs_leave_a_record_of_the_sources() {
-    use sources::{Seen, Sources};
+    use crate::store::sources::{Seen, Sources};
     let root = tempfile::tempdir().unwrap();
     let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
     let seen = |hash: &str| Seen { size: 1, mtime_ns: 0, inode: 1, hash: hash.into(), seen_ns: 0 };

@@ -4,8 +4,8 @@ use super::{Memory, blocking};
 use crate::error::Error;
 use crate::memory::Turn;
 use crate::models::llm::{Usage, extract};
-use crate::planning::consolidate::aspects::cache::KeyCache;
 use crate::store::archive::{self, Fact, NewFact};
+use crate::store::caches::KeyCache;
 
 impl Memory {
     /// Whether facts may be appended: at least one, none without text, none longer than
@@ -66,7 +66,12 @@ impl Memory {
             found.into_iter().filter(|f| !f.keys.is_empty()).map(|f| (f.text, f.keys)).collect();
         if !keyed.is_empty() && self.inner.config.consolidation.aspect_k > 0 {
             let root = self.inner.root.clone();
-            let cached = blocking(move || KeyCache::load(&root).put(&keyed)).await;
+            let cached = blocking(move || {
+                let mut cache = KeyCache::load(&root);
+                cache.insert(&keyed);
+                cache.save()
+            })
+            .await;
             if let Err(e) = cached {
                 tracing::warn!(error = %e, "the keys of extracted facts were not cached");
             }

@@ -32,6 +32,9 @@ mod passes;
 mod reads;
 mod search;
 pub(crate) mod status;
+
+#[cfg(test)]
+pub(crate) use passes::promote_root;
 pub mod views;
 
 use std::path::PathBuf;

@@ -5,21 +5,26 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use super::{Memory, Rewritten, blocking};
+use crate::config::Config;
 use crate::config::Mode;
 use crate::error::Error;
+use crate::models::llm::ChatClient;
 use crate::planning::consolidate::apply::{self, Outcome};
-use crate::planning::consolidate::aspects::cache::KeyCache;
 use crate::planning::consolidate::decide::{DecideError, Decider};
 use crate::planning::consolidate::divert::{divert, seen_facts};
 use crate::planning::consolidate::gate::{self, Gate, GateInput};
 use crate::planning::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
 use crate::planning::consolidate::{rebuild, records};
-use crate::planning::promote::PromoteReport;
+use crate::planning::promote::{self, PromoteInput, PromoteReport};
 use crate::store::Problem;
+use crate::store::Root;
 use crate::store::archive::Fact;
+use crate::store::caches::KeyCache;
 use crate::store::commit;
+use crate::store::content_hash;
 use crate::store::entries::{Entry, EntryFile};
 use crate::store::ledger::Ledger;
+use crate::store::promoted::{self, PromotedError};
 use crate::sys::lock::LockGuard;
 
 impl Memory {
@@ -150,7 +155,14 @@ impl Memory {
             aspects,
             rejected,
         };
-        let mut planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await?;
+        let planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await;
+        if let Some(aspects) = pass.aspects {
+            let mut cache = aspects.cache.into_inner().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = blocking(move || cache.save()).await {
+                tracing::warn!(error = %e, "aspect keys not cached");
+            }
+        }
+        let mut planned = planned?;
         if cfg.mode == Mode::Auto {
             report.proposals = planned.held.len();
         }
@@ -225,12 +237,51 @@ impl Memory {
     /// Rewrite `MEMORY.md` from the current entries and the recall log.
     pub async fn promote(&self) -> Result<PromoteReport, Error> {
         let llm = self.inner.chat.as_ref().map(|client| (client, self.inner.prompts.promote.as_str()));
-        let report = crate::planning::promote::promote(&self.inner.root, &self.inner.config, llm)
-            .await
-            .map_err(|e| Error::Other(e.to_string()))?;
+        let report =
+            promote_root(&self.inner.root, &self.inner.config, llm).await.map_err(|e| Error::Other(e.to_string()))?;
         self.tell(Rewritten::Promoted);
         Ok(report)
     }
+}
+
+/// Why `MEMORY.md` was not rewritten.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PromoteError {
+    #[error(transparent)]
+    Ledger(#[from] crate::store::ledger::LedgerError),
+    #[error(transparent)]
+    File(#[from] PromotedError),
+    #[error(transparent)]
+    State(#[from] crate::store::state::StateError),
+}
+
+/// Promote in `root`: read the entries, the recall log, `MEMORY.md` and the record, plan the
+/// lines ([`crate::planning::promote`]), write them.
+pub(crate) async fn promote_root(
+    root: &Root,
+    config: &Config,
+    llm: Option<(&ChatClient, &str)>,
+) -> Result<PromoteReport, PromoteError> {
+    let (r, window, prompt_hash) = (root.clone(), config.recall.window_days, llm.map(|(_, p)| content_hash(p)));
+    let (ledger, recalled, before_text, last) = blocking(move || -> Result<_, PromoteError> {
+        let ledger = Ledger::load(&r)?;
+        let recalled = crate::store::recall::summary(&r, window)?;
+        let before_text = promoted::read(&r)?;
+        let last = match &prompt_hash {
+            Some(hash) => promoted::read_record(&r, hash)?,
+            None => None,
+        };
+        Ok((ledger, recalled, before_text, last))
+    })
+    .await?;
+    // A block a person must mend (a broken header, text hiding entries) is no fact to promote.
+    let entries: Vec<&Entry> = ledger.memory.entries().filter(|e| !e.needs_mending()).collect();
+    let input = PromoteInput { entries, recalled: &recalled, before_text: &before_text, last };
+    let planned = promote::promote(input, config, llm).await;
+    let root = root.clone();
+    blocking(move || promoted::write(&root, planned.text.as_deref(), &planned.expected, &planned.record)).await?;
+    Ok(planned.report)
 }
 
 /// A pass whose gate is open, ready to plan.

@@ -4,63 +4,43 @@
 //! the daemon adds about its own passes), so both read the same fields from the same files.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::index::sources::Sources;
 use crate::memory::views::{EmbedderStatus, Status};
 use crate::planning::consolidate::gate::{self, GateInput};
 use crate::planning::consolidate::{pass, records};
 use crate::store::Root;
+use crate::store::caches::StatusCounts;
 use crate::store::ledger::{Ledger, LedgerError};
+use crate::store::sources::Sources;
 use crate::store::state::State;
 use crate::sys::lock;
 
-/// What `status` derives from the large files, with the record of the files it was derived
-/// from (`.memfold/status.json`). While no source file changed, `status` reads only
-/// `state.json` and the plans: a stat per file instead of a parse of all of memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Derived {
-    seen: Sources,
-    pending: usize,
-    entries: usize,
-    problems: usize,
-    /// [`crate::planning::consolidate::pass::candidates`], by id.
-    candidates: Vec<String>,
-}
-
-impl Derived {
-    fn of(ledger: &Ledger, seen: Sources) -> Derived {
-        Derived {
-            seen,
-            pending: ledger.pending().len(),
-            entries: ledger.memory.entries().count(),
-            problems: ledger.problems.len(),
-            candidates: crate::planning::consolidate::pass::candidates(ledger).iter().map(|f| f.id.clone()).collect(),
-        }
+/// The counts of a full read, with the record of the files read.
+fn counts_of(ledger: &Ledger, seen: Sources) -> StatusCounts {
+    StatusCounts {
+        seen,
+        pending: ledger.pending().len(),
+        entries: ledger.memory.entries().count(),
+        problems: ledger.problems.len(),
+        candidates: crate::planning::consolidate::pass::candidates(ledger).iter().map(|f| f.id.clone()).collect(),
     }
-}
-
-fn cache_path(root: &Root) -> std::path::PathBuf {
-    root.state_dir().join("status.json")
 }
 
 /// The derived counts: from the cache if its record still describes the files (looked at
 /// before any read, as the index's record is), else from a full read, which is then cached.
-fn derived(root: &Root) -> Result<Derived, LedgerError> {
-    let cached: Option<Derived> =
-        std::fs::read(cache_path(root)).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+fn derived(root: &Root) -> Result<StatusCounts, LedgerError> {
+    let cached = StatusCounts::load(root);
     let look_error = |source| LedgerError::Read { path: root.dir().display().to_string(), source };
     let seen = Sources::look(root, cached.as_ref().map(|c| &c.seen)).map_err(look_error)?;
     if let Some(cached) = cached.filter(|c| c.seen.changed(&seen).is_empty()) {
         return Ok(cached);
     }
-    let derived = Derived::of(&Ledger::load(root)?, seen);
-    let bytes = serde_json::to_vec(&derived).expect("status cache serialises");
-    if let Err(e) = crate::store::atomic::write_atomic(&cache_path(root), &bytes, None) {
+    let counts = counts_of(&Ledger::load(root)?, seen);
+    if let Err(e) = counts.save(root) {
         tracing::debug!(error = %e, "could not cache the status counts");
     }
-    Ok(derived)
+    Ok(counts)
 }
 
 /// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).
@@ -123,7 +103,7 @@ mod tests {
     }
 
     fn fresh(root: &Root, config: &Config) -> Status {
-        let _ = std::fs::remove_file(cache_path(root));
+        let _ = std::fs::remove_file(StatusCounts::path(root));
         status(root, config, Utc::now()).unwrap()
     }
 
@@ -142,7 +122,7 @@ mod tests {
         std::fs::write(root.memory(), file.render()).unwrap();
 
         let first = status(&root, &config, Utc::now()).unwrap();
-        assert!(cache_path(&root).exists());
+        assert!(StatusCounts::path(&root).exists());
         assert_eq!(fields(&first), (1, 0, 1, 0, 0));
         assert_eq!(fields(&status(&root, &config, Utc::now()).unwrap()), fields(&first), "from the cache");
 

@@ -34,7 +34,7 @@ pub struct Promoted<'a> {
 impl Promoted<'_> {
     /// The guarded `MEMORY.md` write that drops the lines of `ids`, if any are there.
     pub fn without(&self, ids: &[String]) -> Option<(String, String)> {
-        crate::planning::promote::without_lines(self.text, ids).map(|text| (content_hash(self.text), text))
+        crate::store::promoted::without_lines(self.text, ids).map(|text| (content_hash(self.text), text))
     }
 }
 

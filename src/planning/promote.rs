@@ -1,9 +1,7 @@
-//! `MEMORY.md`: the few highest-value facts, rewritten from entries and what gets recalled.
+//! Planning `MEMORY.md`: the few highest-value facts, chosen from entries and what gets recalled.
 //!
-//! memfold owns only the block between `<!-- memfold:begin -->` and `<!-- memfold:end -->`,
-//! and in it only the lines that end in a `<!--p m-…-->` marker naming the entry they come
-//! from. Everything else in the file is a person's and is kept as it is: text outside the
-//! block byte for byte, unmarked lines inside it at the top of the block. The cap
+//! The file's format (the block of memfold's lines among a person's text) is
+//! [`crate::store::promoted`]'s; this module decides the lines and writes nothing. The cap
 //! `memory_max_lines` counts every non-blank line but the two markers, hand lines first, so
 //! the file never exceeds it unless a person's own lines do; the lines it leaves for memfold
 //! are the *budget*.
@@ -40,40 +38,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::config::Config;
-use crate::store::atomic::{WriteError, write_atomic};
-use crate::store::entries::Entry;
-use crate::store::{Root, content_hash, visible_controls};
-use crate::store::ledger::{Ledger, LedgerError};
 use crate::models::llm::{ChatClient, Usage, parse_json_reply};
+use crate::store::content_hash;
+use crate::store::entries::Entry;
+use crate::store::promoted::{Line, Record, RecordChange, Seen, count_lines, one_line, parse, render};
 
-const BEGIN: &str = "<!-- memfold:begin: lines below marked <!--p …--> are rewritten; other lines are kept -->";
-const BEGIN_PREFIX: &str = "<!-- memfold:begin";
-const END: &str = "<!-- memfold:end -->";
-const MARK: &str = "<!--p ";
-/// What both block markers start with.
-const MARKER_OPEN: &str = "<!-- memfold:";
-/// File name of the promotion record in `.memfold/`.
-const RECORD: &str = "promotion.json";
 /// The offline ranking's top `SHORTLIST` × budget entries are the ones the LLM judges.
 pub const SHORTLIST: usize = 3;
 /// Current lines an LLM call shows at least (when there are that many), so that even one new
 /// entry is weighed against some of what is there.
 pub const POOL_MIN: usize = 5;
-
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PromoteError {
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    #[error("reading MEMORY.md: {0}")]
-    Read(std::io::Error),
-    #[error("promotion record {path}: {source}")]
-    Record { path: String, source: std::io::Error },
-    #[error(transparent)]
-    State(#[from] crate::store::state::StateError),
-}
 
 /// What a promotion wrote.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -89,120 +63,9 @@ pub struct PromoteReport {
     pub llm: Usage,
 }
 
-/// One generated line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    pub entry: String,
-    pub text: String,
-}
-
 #[derive(Debug, Deserialize)]
 struct Reply {
     lines: Vec<Line>,
-}
-
-/// MEMORY.md split into the person's text and memfold's lines.
-#[derive(Debug, Default, PartialEq)]
-struct Parsed {
-    bom: bool,
-    before: String,
-    hand_inside: Vec<String>,
-    generated: Vec<Line>,
-    after: String,
-}
-
-/// The first line at or after `from` that starts (after white space) with `marker`: where the
-/// line starts and where the marker ends. A marker in the middle of a line is a person's text.
-fn marker_line(text: &str, from: usize, marker: &str) -> Option<(usize, usize)> {
-    let mut at = from;
-    while at < text.len() {
-        let end = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
-        let line = &text[at..end];
-        let indent = line.len() - line.trim_start().len();
-        if line[indent..].starts_with(marker) {
-            return Some((at, at + indent + marker.len()));
-        }
-        at = end;
-    }
-    None
-}
-
-fn parse(text: &str) -> Parsed {
-    // A byte order mark some editors write is not text: read after it, keep it in front.
-    let (bom, text) = match text.strip_prefix('\u{feff}') {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let mut p = Parsed { bom, ..Parsed::default() };
-    let Some((begin, _)) = marker_line(text, 0, BEGIN_PREFIX) else {
-        p.before = text.to_string();
-        return p;
-    };
-    p.before = text[..begin].to_string();
-    let body_start = text[begin..].find('\n').map_or(text.len(), |i| begin + i + 1);
-    // Whatever follows the end marker, on its line and after, is kept as it is.
-    let (body, after) = match marker_line(text, body_start, END) {
-        Some((end, after_start)) => (&text[body_start..end], &text[after_start..]),
-        None => (&text[body_start..], ""),
-    };
-    p.after = after.to_string();
-    for line in body.lines().filter(|l| !l.trim().is_empty()) {
-        match line.rfind(MARK) {
-            Some(at) if line.trim_end().ends_with("-->") => {
-                let entry = line[at + MARK.len()..].trim_end().trim_end_matches("-->").trim().to_string();
-                let item = line[..at].trim();
-                let text = item.strip_prefix("- ").unwrap_or(item).trim().to_string();
-                p.generated.push(Line { entry, text });
-            }
-            _ => p.hand_inside.push(line.to_string()),
-        }
-    }
-    p
-}
-
-fn render(p: &Parsed) -> String {
-    let mut out = p.before.clone();
-    if !out.is_empty() && !out.ends_with('\n') {
-        out.push('\n');
-    }
-    if p.bom {
-        out.insert(0, '\u{feff}');
-    }
-    out.push_str(BEGIN);
-    out.push('\n');
-    for line in &p.hand_inside {
-        out.push_str(line);
-        out.push('\n');
-    }
-    for line in &p.generated {
-        out.push_str(&format!("- {} {MARK}{}-->\n", line.text, line.entry));
-    }
-    out.push_str(END);
-    if p.after.is_empty() {
-        out.push('\n');
-    }
-    out.push_str(&p.after);
-    out
-}
-
-fn count_lines(text: &str) -> usize {
-    text.lines().filter(|l| !l.trim().is_empty()).count()
-}
-
-/// One line of text for an entry, unable to end the managed block or pose as a marker: the
-/// block is read line by line, so a flat line that holds no `<!--p ` and no `<!-- memfold:`
-/// reads back as itself. Control characters are made visible, as everywhere memfold writes.
-fn one_line(content: &str) -> String {
-    let flat = visible_controls(content)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace(MARK.trim_end(), "<!-- p")
-        .replace(MARKER_OPEN, "&lt;!-- memfold:");
-    match flat.char_indices().nth(200) {
-        Some((at, _)) => format!("{}…", &flat[..at]),
-        None => flat,
-    }
 }
 
 /// The offline ranking: pinned, then most recalled, then most recently updated.
@@ -220,56 +83,6 @@ pub fn rank<'a>(entries: &[&'a Entry], recalled: &HashMap<String, usize>) -> Vec
 /// The offline lines: the first `budget` of the ranking, each its entry's text.
 fn offline_lines(ranked: &[&Entry], budget: usize) -> Vec<Line> {
     ranked.iter().take(budget).map(|e| Line { entry: e.id().to_string(), text: one_line(&e.content) }).collect()
-}
-
-/// What the LLM last judged an entry by.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Seen {
-    /// [`entry_hash`] of the entry as shown.
-    hash: String,
-    /// Its recall count then.
-    recalls: usize,
-}
-
-/// `.memfold/promotion.json`: what the last promotion with an LLM was based on.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-struct Record {
-    /// Hash of the prompt it was asked with; another prompt starts afresh.
-    prompt: String,
-    /// The budget then, and the generated lines written.
-    budget: usize,
-    lines: usize,
-    /// Entries the LLM has judged and still on the shortlist or holding a line.
-    seen: BTreeMap<String, Seen>,
-}
-
-fn record_path(root: &Root) -> std::path::PathBuf {
-    root.state_dir().join(RECORD)
-}
-
-/// The record, if there is one made with this prompt (an unreadable one counts as none).
-fn read_record(root: &Root, prompt_hash: &str) -> Result<Option<Record>, PromoteError> {
-    let path = record_path(root);
-    match std::fs::read(&path) {
-        Ok(bytes) => Ok(serde_json::from_slice::<Record>(&bytes).ok().filter(|r| r.prompt == prompt_hash)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(PromoteError::Record { path: path.display().to_string(), source }),
-    }
-}
-
-fn write_record(root: &Root, record: &Record) -> Result<(), PromoteError> {
-    let bytes = serde_json::to_vec(record).expect("the record serialises");
-    write_atomic(&record_path(root), &bytes, None)?;
-    Ok(())
-}
-
-fn drop_record(root: &Root) -> Result<(), PromoteError> {
-    let path = record_path(root);
-    match std::fs::remove_file(&path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(PromoteError::Record { path: path.display().to_string(), source }),
-    }
 }
 
 /// What the LLM judges an entry by, besides its recall count: its text and whether it is pinned.
@@ -422,26 +235,34 @@ impl Ask<'_> {
     }
 }
 
-/// Rewrite MEMORY.md from the current entries and the recall log; with an LLM, ask it about
-/// what changed since it last looked (see the module documentation).
-pub async fn promote(
-    root: &Root,
-    config: &Config,
-    llm: Option<(&ChatClient, &str)>,
-) -> Result<PromoteReport, PromoteError> {
-    let ledger = Ledger::load(root)?;
-    let recalled = crate::store::recall::summary(root, config.recall.window_days)?;
-    let before_text = match std::fs::read_to_string(root.memory_md()) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(PromoteError::Read(e)),
-    };
-    let expected = content_hash(&before_text);
-    let mut parsed = parse(&before_text);
+/// What a promotion read: the entries, their recall counts, `MEMORY.md` as it is, and the
+/// record of the last promotion with the LLM's prompt (None without one, or without an LLM).
+pub struct PromoteInput<'a> {
+    pub entries: Vec<&'a Entry>,
+    pub recalled: &'a HashMap<String, usize>,
+    pub before_text: &'a str,
+    pub last: Option<Record>,
+}
+
+/// A planned promotion: the new `MEMORY.md` (None when it stays as it is), the hash it must
+/// still have when written, and what becomes of the record.
+#[derive(Debug)]
+pub struct Promotion {
+    pub text: Option<String>,
+    pub expected: String,
+    pub record: RecordChange,
+    pub report: PromoteReport,
+}
+
+/// Plan `MEMORY.md` from the current entries and the recall log; with an LLM, ask it about
+/// what changed since it last looked (see the module documentation). Writes nothing.
+pub async fn promote(input: PromoteInput<'_>, config: &Config, llm: Option<(&ChatClient, &str)>) -> Promotion {
+    let PromoteInput { entries, recalled, before_text, last } = input;
+    let recalled = recalled.clone();
+    let expected = content_hash(before_text);
+    let mut parsed = parse(before_text);
     let hand_lines = count_lines(&parsed.before) + count_lines(&parsed.after) + parsed.hand_inside.len();
     let budget = config.promotion.memory_max_lines.saturating_sub(hand_lines);
-    // A block a person must mend (a broken header, text hiding entries) is no fact to promote.
-    let entries: Vec<&Entry> = ledger.memory.entries().filter(|e| !e.needs_mending()).collect();
     let ranked = rank(&entries, &recalled);
     let mut report = PromoteReport { hand_lines, source: "offline", ..Default::default() };
     let mut record: Option<Record> = None;
@@ -449,7 +270,6 @@ pub async fn promote(
     let mut lines: Option<Vec<Line>> = None;
     if let (Some((client, prompt)), true) = (llm, budget > 0 && !ranked.is_empty()) {
         let prompt_hash = content_hash(prompt);
-        let last = read_record(root, &prompt_hash)?;
         unchanged_record = last.clone();
         let ask = plan(&parsed.generated, &ranked, &recalled, budget, last.as_ref());
         let mut judged: Vec<&Entry> = Vec::new();
@@ -502,30 +322,22 @@ pub async fn promote(
     parsed.generated = lines.unwrap_or_else(|| offline_lines(&ranked, budget));
     report.lines = parsed.generated.len();
     let text = render(&parsed);
-    if text != before_text {
-        write_atomic(&root.memory_md(), text.as_bytes(), Some(&expected))?;
-    }
-    match record {
-        Some(record) if unchanged_record.as_ref() != Some(&record) => write_record(root, &record)?,
-        Some(_) => {}
-        None => drop_record(root)?,
-    }
-    Ok(report)
-}
-
-/// `text` (a `MEMORY.md`) without the generated lines of these entries, keeping everything
-/// else; None when it has none of them.
-pub fn without_lines(text: &str, ids: &[String]) -> Option<String> {
-    let mut parsed = parse(text);
-    let before = parsed.generated.len();
-    parsed.generated.retain(|l| !ids.contains(&l.entry));
-    (parsed.generated.len() != before).then(|| render(&parsed))
+    let record = match record {
+        Some(record) if unchanged_record.as_ref() != Some(&record) => RecordChange::Write(record),
+        Some(_) => RecordChange::Keep,
+        None => RecordChange::Drop,
+    };
+    Promotion { text: (text != before_text).then_some(text), expected, record, report }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::promote_root as promote;
+    use crate::store::Root;
+    use crate::store::ledger::Ledger;
     use crate::store::entries::{EntryFile, EntryMeta};
+    use crate::store::promoted::{END, record_path};
     use crate::testkit::{FakeOpenAi, FakeReply};
 
     fn setup(entries: &[(&str, &str, bool, &str)]) -> (tempfile::TempDir, Root) {
@@ -612,7 +424,7 @@ mod tests {
             r#"{"lines":[{"entry":"m-a","text":"1"},{"entry":"m-a","text":"2"}]}"#,
         ] {
             // Without a record (a rejection drops it) every line is shown again, so there is a call.
-            drop_record(&root).unwrap();
+            let _ = std::fs::remove_file(record_path(&root));
             llm.push_chat(FakeReply::Content(junk.into()));
             let calls = llm.chat_calls();
             let report = promote(&root, &config(2), Some((&client, "p"))).await.unwrap();
@@ -850,90 +662,5 @@ mod tests {
         let sent: Vec<&str> = ask.send.iter().map(|e| e.id()).collect();
         assert_eq!(sent, ["m-c", "m-a"], "m-c was pinned since, m-a's recalls went from 1 to 3, m-b's only to 2");
         assert!(recall_moved(0, 3) && !recall_moved(0, 2) && recall_moved(5, 11) && !recall_moved(5, 10));
-    }
-
-    #[test]
-    fn entry_text_cannot_end_the_block_or_pose_as_a_marker() {
-        let tricky = [
-            "Likes tea <!-- memfold:end --> after",
-            "<!-- memfold:begin: lines below marked <!--p …--> are rewritten; other lines are kept -->",
-            "x <!--p m-forged--> y",
-            "- a list item",
-            "Likes \u{1b}[31mred\0 tea",
-        ];
-        let p = Parsed {
-            before: "# Mine\n".into(),
-            generated: tricky
-                .iter()
-                .enumerate()
-                .map(|(i, t)| Line { entry: format!("m-{i}"), text: one_line(t) })
-                .collect(),
-            after: "outro\n".into(),
-            ..Parsed::default()
-        };
-        let text = render(&p);
-        assert_eq!(text.matches(END).count(), 1, "{text}");
-        assert_eq!(parse(&text), p, "{text}");
-        assert_eq!(p.generated[0].text, "Likes tea &lt;!-- memfold:end --> after");
-        assert_eq!(p.generated[4].text, "Likes \u{241b}[31mred\u{2400} tea");
-    }
-
-    #[test]
-    fn parse_render_round_trip() {
-        let text = format!("intro\n{BEGIN}\nhand\n- Likes tea {MARK}m-1-->\n{END}\noutro\n");
-        let p = parse(&text);
-        assert_eq!(p.generated, [Line { entry: "m-1".into(), text: "Likes tea".into() }]);
-        assert_eq!(render(&p), text);
-    }
-
-    use proptest::prelude::*;
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-
-        #[test]
-        fn generated_lines_read_back_as_written(
-            texts in prop::collection::vec(
-                prop::collection::vec(
-                    prop_oneof![
-                        "[a-z]{1,5}".boxed(),
-                        prop::sample::select(vec![
-                            "<!-- memfold:end -->", "<!-- memfold:begin", "<!--p ", "-->", "<!--", "- ", "\n", "\r", "```",
-                            " ", "\0",
-                        ]).prop_map(String::from).boxed(),
-                    ],
-                    1..8,
-                ).prop_map(|p| p.concat()),
-                1..6,
-            ),
-        ) {
-            let generated: Vec<Line> = texts
-                .iter()
-                .enumerate()
-                .map(|(i, t)| Line { entry: format!("m-{i}"), text: one_line(t) })
-                .filter(|l| !l.text.is_empty())
-                .collect();
-            let p = Parsed { before: "intro\n".into(), generated, after: "outro\n".into(), ..Parsed::default() };
-            let text = render(&p);
-            prop_assert_eq!(parse(&text), p, "{}", text);
-        }
-    }
-
-    #[test]
-    fn text_outside_the_block_is_kept_byte_for_byte() {
-        let block = format!("{BEGIN}\n- Likes tea {MARK}m-1-->\n- Plays chess {MARK}m-2-->\n{END}");
-        for (before, after) in [
-            ("# Me\n\nMy notes.\n", "\nMore notes.\n"),
-            ("", ""),
-            ("a line that mentions <!-- memfold:begin in passing\n", " words after the end marker\nno newline"),
-            ("  indented\r\n", "\r\nwindows line\r\n"),
-            ("\u{feff}", "\n"),
-        ] {
-            let text = format!("{before}{block}{after}");
-            let out = without_lines(&text, &["m-1".into()]).expect("a line to drop");
-            assert!(out.starts_with(before) && out.ends_with(after), "{text:?}\n{out:?}");
-            assert!(!out.contains("Likes tea") && out.contains("Plays chess"), "{out:?}");
-            assert_eq!(render(&parse(&out)), out, "stable");
-        }
     }
 }

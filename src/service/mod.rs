@@ -234,7 +234,7 @@ impl Service {
         (service, worker)
     }
 
-    pub(crate) fn memory(&self) -> &Memory {
+    fn memory(&self) -> &Memory {
         &self.memory
     }
 

@@ -6,11 +6,14 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod caches;
 pub mod commit;
 pub mod entries;
 pub mod ledger;
+pub mod promoted;
 pub mod recall;
 pub mod signin;
+pub mod sources;
 pub mod state;
 pub mod verify;
 

@@ -35,6 +35,7 @@ use crate::config::{ConsolidationConfig, Mode};
 use crate::models::embed::Embedder;
 use crate::error::Error;
 use crate::store::archive::Fact;
+use crate::store::caches::KeyCache;
 use crate::store::ledger::Ledger;
 use crate::models::llm::{Usage, estimate_tokens};
 
@@ -224,7 +225,7 @@ pub struct Pass<'a> {
 /// configured.
 pub struct AspectRun<'a> {
     pub aspects: &'a aspects::Aspects,
-    pub cache: std::sync::Mutex<aspects::cache::KeyCache>,
+    pub cache: std::sync::Mutex<KeyCache>,
 }
 
 impl Pass<'_> {
@@ -297,10 +298,7 @@ impl AspectRun<'_> {
                             .iter()
                             .map(|&(id, text)| (text.to_string(), keys.remove(id).unwrap_or_default()))
                             .collect();
-                        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Err(e) = cache.put(&keyed) {
-                            tracing::warn!(error = %e, path = %cache.path().display(), "aspect keys not cached");
-                        }
+                        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(&keyed);
                     }
                     Err(e) => {
                         if let crate::models::llm::LlmError::Unparseable { usage: cost, .. } = &e {

@@ -20,7 +20,6 @@
 //! Keys are derived, never the truth, and never a reason to merge: they only add candidates.
 //! No key, threshold or cosine decides anything.
 
-pub mod cache;
 mod words;
 
 pub(crate) use words::stem;

@@ -1,6 +1,7 @@
-//! What the index was built from: for each file of the root its rows derive from, the size,
-//! modification time (ns), inode and content hash seen just before the file was read, kept in
-//! `sources.json` beside the table.
+//! What the files of a root looked like: for each file, the size, modification time (ns),
+//! inode and content hash seen just before it was read. The index keeps such a record of what
+//! its rows were built from (`sources.json` beside the table), and `status` of what its counts
+//! were derived from (`.memfold/status.json`).
 //!
 //! A refresh stats the files ([`Sources::look`]) and compares them with the record: files whose
 //! stat is unchanged are not read at all, so an index that is up to date costs a `stat` per
@@ -170,33 +171,6 @@ fn see(path: &Path, before: Option<&Seen>) -> std::io::Result<Option<Seen>> {
         },
     }
     Ok(Some(seen))
-}
-
-/// Where the record lives in the index folder.
-pub(super) fn path(dir: &Path) -> PathBuf {
-    dir.join("sources.json")
-}
-
-/// Read the record; a missing or unreadable one is `None` (the next refresh reads every file).
-pub(super) async fn read(dir: &Path) -> Option<Sources> {
-    let bytes = tokio::fs::read(path(dir)).await.ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
-/// Write the record atomically. Call only under the writer lock.
-pub(super) async fn write(dir: &Path, sources: &Sources) -> Result<(), super::IndexError> {
-    super::meta::write_file(path(dir), serde_json::to_vec(sources).expect("sources serialise")).await
-}
-
-/// Remove the record (rows are about to change in a way it does not describe). Call only
-/// under the writer lock.
-pub(super) async fn forget(dir: &Path) -> Result<(), super::IndexError> {
-    let path = path(dir);
-    match tokio::fs::remove_file(&path).await {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(super::IndexError::Io { path, source }),
-    }
 }
 
 #[cfg(test)]

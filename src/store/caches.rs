@@ -1,0 +1,140 @@
+//! Derived caches under `.memfold/`, written here and nowhere else (beside [`super::commit`],
+//! which writes memory itself): deleting either costs time, never a fact.
+//!
+//! **Aspect keys** (`.memfold/aspects.jsonl`): the keys an LLM gave facts, cached by text, one
+//! line per text. Deleting the file costs a keying call per pass for the facts still pending. A
+//! line is `{"text":"<sha256 of the text>","keys":["user / employer"]}`; a line that does not
+//! parse is skipped, and a later line for the same text wins. Planning adds keys to a loaded
+//! [`KeyCache`] in memory ([`KeyCache::insert`]); the use case that ran it saves them
+//! ([`KeyCache::save`]).
+//!
+//! **Status counts** (`.memfold/status.json`): what `status` derives from the large files, with
+//! the record of the files it was derived from ([`StatusCounts`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::Root;
+use super::archive::clean_text;
+use super::sources::Sources;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Line {
+    text: String,
+    keys: Vec<String>,
+}
+
+/// The cached keys of a root, by text.
+#[derive(Debug, Default, Clone)]
+pub struct KeyCache {
+    path: PathBuf,
+    keys: HashMap<String, Vec<String>>,
+    /// Lines inserted since the cache was loaded or saved.
+    unsaved: Vec<Line>,
+}
+
+/// What a text is cached under: the hash of its words, so spacing does not matter.
+fn text_hash(text: &str) -> String {
+    crate::store::content_hash(clean_text(text))
+}
+
+impl KeyCache {
+    /// The cache of `root` (empty when the file is missing or unreadable).
+    pub fn load(root: &Root) -> KeyCache {
+        KeyCache::at(root.state_dir().join("aspects.jsonl"))
+    }
+
+    fn at(path: PathBuf) -> KeyCache {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let keys = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+            .map(|line| (line.text, line.keys))
+            .collect();
+        KeyCache { path, keys, unsaved: Vec::new() }
+    }
+
+    /// The keys cached for `text`.
+    pub fn get(&self, text: &str) -> Option<&[String]> {
+        self.keys.get(&text_hash(text)).map(Vec::as_slice)
+    }
+
+    /// Take in the keys of these texts, in memory: [`KeyCache::save`] writes them.
+    pub fn insert(&mut self, keyed: &[(String, Vec<String>)]) {
+        for (text, keys) in keyed {
+            let line = Line { text: text_hash(text), keys: keys.clone() };
+            self.keys.insert(line.text.clone(), line.keys.clone());
+            self.unsaved.push(line);
+        }
+    }
+
+    /// Append the keys inserted since loading (or the last save) to the file, durably.
+    pub fn save(&mut self) -> std::io::Result<()> {
+        if self.unsaved.is_empty() {
+            return Ok(());
+        }
+        let mut lines = String::new();
+        for line in &self.unsaved {
+            lines.push_str(&serde_json::to_string(line).map_err(std::io::Error::other)?);
+            lines.push('\n');
+        }
+        super::atomic::append_durable(&self.path, lines.as_bytes())?;
+        self.unsaved.clear();
+        Ok(())
+    }
+}
+
+/// What `status` derives from the large files, with the record of the files it was derived
+/// from (`.memfold/status.json`). While no source file changed, `status` reads only
+/// `state.json` and the plans: a stat per file instead of a parse of all of memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusCounts {
+    pub seen: Sources,
+    pub pending: usize,
+    pub entries: usize,
+    pub problems: usize,
+    /// [`crate::planning::consolidate::pass::candidates`], by id.
+    pub candidates: Vec<String>,
+}
+
+impl StatusCounts {
+    pub fn path(root: &Root) -> PathBuf {
+        root.state_dir().join("status.json")
+    }
+
+    /// The cached counts (None when missing or unreadable).
+    pub fn load(root: &Root) -> Option<StatusCounts> {
+        std::fs::read(StatusCounts::path(root)).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok())
+    }
+
+    /// Cache the counts (atomically).
+    pub fn save(&self, root: &Root) -> Result<(), super::atomic::WriteError> {
+        let bytes = serde_json::to_vec(self).expect("status counts serialise");
+        super::atomic::write_atomic(&StatusCounts::path(root), &bytes, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_kept_by_text_and_a_broken_line_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("aspects.jsonl");
+        let mut cache = KeyCache::at(path.clone());
+        cache.insert(&[("Moved to  Lisbon.".into(), vec!["user / home city".into()])]);
+        assert!(!path.exists(), "inserting writes nothing");
+        cache.save().unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"{not json\n"))
+            .unwrap();
+        let again = KeyCache::at(path);
+        assert_eq!(again.get("Moved to Lisbon."), Some(&["user / home city".to_string()][..]));
+        assert_eq!(again.get("Moved to Porto."), None);
+    }
+}
