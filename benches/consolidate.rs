@@ -170,7 +170,7 @@ async fn run(name: &str, entries: &[String], facts: &[String]) {
     );
     let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for op in &report.ops {
-        *kinds.entry(op.op).or_default() += 1;
+        *kinds.entry(op.op.as_str()).or_default() += 1;
     }
     println!("  ops applied: {kinds:?}; {} dropped by validation", report.dropped.len());
     let packing = &report.packing;

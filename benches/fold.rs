@@ -246,7 +246,7 @@ async fn main() {
                     (added[n].id.as_str(), (pairs[i].fact.as_str(), pairs[i].kind.as_str(), pairs[i].style.as_str()))
                 })
                 .collect();
-            for op in report.ops.iter().filter(|o| o.op != "ADD") {
+            for op in report.ops.iter().filter(|o| o.op.as_str() != "ADD") {
                 let (text, kind, style) = fact_text.get(op.facts[0].as_str()).copied().unwrap_or_default();
                 let target = op.target.as_deref().unwrap_or_default();
                 println!(
@@ -267,7 +267,7 @@ async fn main() {
             let applied = report.ops.iter().filter(|o| o.confidence.is_none_or(|c| c >= bar));
             for op in applied.filter(|o| o.facts.iter().any(|f| f == fact)) {
                 let Some(target) = op.target.as_deref() else { continue };
-                match (op.op, target == entry) {
+                match (op.op.as_str(), target == entry) {
                     (_, false) => tally.wrong += 1,
                     ("DUPLICATE", true) if additive => tally.wrong += 1,
                     ("REPLACE" | "REMOVE", true) if additive => tally.wrong += 1,

@@ -104,8 +104,8 @@ async fn main() {
                     *proposed.entry(rule.split(':').next().unwrap_or(rule).to_string()).or_default() += 1;
                     continue;
                 }
-                *totals.entry(op.op).or_default() += 1;
-                if op.op != "ADD" {
+                *totals.entry(op.op.as_str()).or_default() += 1;
+                if op.op.as_str() != "ADD" {
                     let entry = memory.entry(op.target.as_deref().unwrap_or_default()).await.ok();
                     let before = entry.map(|e| e.content).unwrap_or_default();
                     applied.push((op.op.to_string(), before, op.facts.clone(), op.confidence));

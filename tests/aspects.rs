@@ -151,5 +151,5 @@ async fn the_offline_keyer_brings_a_manager_change_to_the_manager_entry() {
     let report = pass(&env, PassOptions { force: true, dry_run: true }).await.unwrap();
     assert!(shown_with(&report, &facts[0]).contains(&"m-manager".to_string()), "{:?}", report.clusters);
     assert_eq!(report.aspects.as_ref().map(|a| a.facts_keyed_by_llm), Some(0));
-    assert!(report.ops.iter().all(|op| op.op == "ADD"), "a shared key decides nothing: {:?}", report.ops);
+    assert!(report.ops.iter().all(|op| op.op.as_str() == "ADD"), "a shared key decides nothing: {:?}", report.ops);
 }

@@ -598,7 +598,7 @@ async fn rebuild_after_replace_and_remove_keeps_every_fact() {
     assert_eq!(memory(&env).entries().count(), 2);
     facts.extend(add(&env, "2026-05-03", &["The dog Rex has a friend, the cat named Miso."]));
     let report = force(&env).await;
-    let kinds: Vec<&str> = report.ops.iter().map(|o| o.op).collect();
+    let kinds: Vec<&str> = report.ops.iter().map(|o| o.op.as_str()).collect();
     assert_eq!(kinds, ["REPLACE", "REMOVE"], "{:?}", report.ops);
     assert_eq!(memory(&env).entries().count(), 1);
     assert_verified(&env);

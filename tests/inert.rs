@@ -100,7 +100,7 @@ fn candidate(doc: &Value, word: &str) -> Option<String> {
 }
 
 fn added(report: &PassReport) -> usize {
-    report.ops.iter().filter(|o| o.op == "ADD").count()
+    report.ops.iter().filter(|o| o.op.as_str() == "ADD").count()
 }
 
 #[tokio::test]

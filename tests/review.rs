@@ -127,7 +127,7 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
     let plan = &plans[0];
     assert_eq!((plan.status, plan.reason.as_str(), plan.stale), (PlanStatus::Pending, "review", false));
     assert_eq!(plan.ops.len(), 1);
-    assert_eq!((plan.ops[0].op, plan.ops[0].why.as_deref()), ("REPLACE", Some("update")));
+    assert_eq!((plan.ops[0].op.as_str(), plan.ops[0].why.as_deref()), ("REPLACE", Some("update")));
     assert!(plan.diff.starts_with("--- a/consolidated/memory.md\n+++ b/consolidated/memory.md\n@@ "), "{}", plan.diff);
     assert!(plan.diff.contains("\n+Currently works at Microsoft"), "{}", plan.diff);
     assert!(plan.diff.contains("\n-Works at Google as an engineer"), "{}", plan.diff);
@@ -182,7 +182,7 @@ async fn a_rebuild_in_review_mode_writes_no_markdown_until_applied_and_an_outage
     assert_eq!(markdown(env.root.dir()), files_before, "a rebuild in review mode wrote markdown");
     assert_verified(&env);
     let plan = mem(&env).await.plans().await.unwrap().remove(0);
-    assert_eq!(plan.reason, "rebuild");
+    assert_eq!(plan.reason.as_str(), "rebuild");
 
     // memory.md changed since: a rebuild replaces every entry, so it is refused, not replayed.
     let text = memory_text(&env);
@@ -360,7 +360,7 @@ async fn apply_then_undo_restores_memory_byte_for_byte_and_the_facts_wait_for_a_
     );
     let report = force(&env).await;
     let run = report.run.clone().unwrap();
-    let kinds: Vec<&str> = report.ops.iter().map(|o| o.op).collect();
+    let kinds: Vec<&str> = report.ops.iter().map(|o| o.op.as_str()).collect();
     for kind in ["REPLACE", "DUPLICATE", "REMOVE"] {
         assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
     }
@@ -511,7 +511,7 @@ async fn history_shows_the_chain_with_dates() {
 
     mem(&env).await.undo(&run).await.unwrap();
     let statuses: Vec<String> =
-        mem(&env).await.history(&id).await.unwrap().versions.into_iter().map(|v| v.status).collect();
+        mem(&env).await.history(&id).await.unwrap().versions.into_iter().map(|v| v.status.to_string()).collect();
     assert_eq!(statuses, ["restored", "reverted", "current"], "the run's copy of the old version is marked restored");
     assert_verified(&env);
 

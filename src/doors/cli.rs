@@ -639,7 +639,7 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
             }
             for v in &chain.versions {
                 let date = |d: Option<NaiveDate>| d.map_or("?".to_string(), |d| d.to_string());
-                let until = if v.status == "current" { "now".to_string() } else { date(v.valid_until) };
+                let until = if v.status.is_current() { "now".to_string() } else { date(v.valid_until) };
                 let mut links = Vec::new();
                 if let Some(next) = &v.superseded_by {
                     links.push(format!("superseded by {next}"));

@@ -59,11 +59,11 @@ pub fn hits(hits: &[Hit]) -> String {
 /// An entry's versions: the current one first, then the older ones and those merged into it.
 pub fn chain(chain: &Chain) -> String {
     let mut out = String::new();
-    let current = chain.versions.iter().filter(|v| v.status == "current");
-    let older = chain.versions.iter().filter(|v| v.status != "current");
+    let current = chain.versions.iter().filter(|v| v.status.is_current());
+    let older = chain.versions.iter().filter(|v| !v.status.is_current());
     for v in current.chain(older) {
         let date = |d: Option<chrono::NaiveDate>| d.map_or("?".to_string(), |d| d.to_string());
-        let mut notes = vec![v.status.clone()];
+        let mut notes = vec![v.status.to_string()];
         if v.pinned {
             notes.push("pinned".into());
         }

@@ -4,7 +4,7 @@ use super::views::{AppliedPlan, Forgotten, RejectedPlan, Undone};
 use super::{Memory, Rewritten, blocking};
 use crate::error::Error;
 use crate::planning::consolidate::apply::{self, Outcome};
-use crate::planning::consolidate::records;
+use crate::planning::consolidate::records::{self, PlanReason};
 use crate::planning::forget::{self, Promoted};
 use crate::planning::review;
 use crate::store::commit::Change;
@@ -136,7 +136,7 @@ impl Memory {
                     Some(groups) => review::plan_apply_groups(ledger, &stored, groups, day)?,
                 };
                 // A rebuild sets every entry aside: each one it does not keep is a change.
-                let rebuild = stored.reason == records::REBUILD;
+                let rebuild = stored.reason == PlanReason::Rebuild;
                 let outcome = Outcome { rewrite_from: rebuild.then_some(&ledger.memory), ..Outcome::default() };
                 let mut change = apply::change(root, ledger, &plan, outcome, started, now, day);
                 if let Some(rest) = &rest {

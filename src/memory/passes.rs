@@ -14,6 +14,7 @@ use crate::planning::consolidate::decide::{DecideError, Decider};
 use crate::planning::consolidate::divert::{divert, seen_facts};
 use crate::planning::consolidate::gate::{self, Gate, GateInput};
 use crate::planning::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
+use crate::planning::consolidate::records::PlanReason;
 use crate::planning::consolidate::{rebuild, records};
 use crate::planning::promote::{self, PromoteInput, PromoteReport};
 use crate::store::Problem;
@@ -195,15 +196,15 @@ impl Memory {
         }
         let step = Instant::now();
         let held_reason = match &self.inner.decider {
-            Decider::Offline => records::PROPOSAL,
-            Decider::Llm { .. } => "low-confidence",
+            Decider::Offline => PlanReason::Proposal,
+            Decider::Llm { .. } => PlanReason::LowConfidence,
         };
         let (plan, mut stored) =
             divert(planned.plan, &planned.held, held_reason, &planned.facts, cfg.mode, run.started, today);
         if let Some(stored) = &mut stored {
             stored.seen = seen_facts(&report.clusters, stored, &run.ledger.memory);
             if run.rebuild.is_some() {
-                stored.reason = records::REBUILD.to_string();
+                stored.reason = PlanReason::Rebuild;
             }
         }
         let outcome = Outcome { failures: &planned.failures, store: stored.as_ref(), rewrite_from };

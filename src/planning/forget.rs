@@ -16,14 +16,25 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 
+use serde::Serialize;
+
 use crate::store::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
 use crate::error::Error;
 use crate::store::content_hash;
 use crate::store::entries::{Entry, EntryFile, HistoryStatus};
 use crate::store::ledger::{FactFate, Ledger, fact_text_hash};
 use crate::store::state::Tombstone;
-use crate::memory::views::Forgotten;
 use crate::store::verify::DELETED_BY_HAND;
+
+/// What `forget` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Forgotten {
+    pub id: String,
+    /// `entry` or `fact`.
+    pub kind: &'static str,
+    /// Every id the tombstone covers.
+    pub tombstoned: Vec<String>,
+}
 
 /// `MEMORY.md` as it is now, for dropping the lines of entries that leave memory.
 #[derive(Debug, Clone, Copy)]

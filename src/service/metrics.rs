@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use super::{Door, Verb};
 use crate::models::llm::Usage;
+use crate::planning::consolidate::ops::OpKind;
 use crate::planning::consolidate::pass::PassReport;
 
 /// What became of a pass the scheduler ran.
@@ -65,8 +66,8 @@ impl PassOutcome {
     }
 }
 
-/// The op kinds, as `OpReport::op` spells them.
-const OP_KINDS: [&str; 4] = ["ADD", "REPLACE", "REMOVE", "DUPLICATE"];
+/// The op kinds, in the order `memfold_ops_total` lists them.
+const OP_KINDS: [OpKind; 4] = [OpKind::Add, OpKind::Replace, OpKind::Remove, OpKind::Duplicate];
 
 /// Upper bounds (seconds) of the pass duration histogram buckets.
 const DURATION_BUCKETS: [f64; 11] = [0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0];
@@ -158,7 +159,7 @@ impl Metrics {
             self.llm_consolidate.add(report.llm);
             if report.applied {
                 for op in &report.ops {
-                    if let Some(i) = OP_KINDS.iter().position(|k| *k == op.op) {
+                    if let Some(i) = OP_KINDS.iter().position(|&k| k == op.op) {
                         self.ops[i].fetch_add(1, Ordering::Relaxed);
                     }
                 }

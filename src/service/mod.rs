@@ -43,7 +43,7 @@ use crate::store::archive::{Fact, NewFact};
 use crate::sys::lock::{LockError, LockGuard};
 use metrics::{Gauges, Metrics};
 use scheduler::{PassQueue, SchedulerWorker};
-pub use scheduler::{PassRecord, STALE_RETRY};
+pub use scheduler::{PassRecord, PassState, STALE_RETRY};
 use watch::{WatchError, Watcher};
 
 /// Which door a call came through (a label of `memfold_calls_total`).
@@ -128,7 +128,7 @@ pub enum PassAnswer {
 #[derive(Debug, Clone, Serialize)]
 pub struct PassRunning {
     /// Always `running`.
-    pub status: &'static str,
+    pub status: PassState,
     /// Its record in `daemon.passes` has this id.
     pub request: String,
     pub message: String,
@@ -429,7 +429,7 @@ impl Service {
         match self.passes.request(opts, wait).await? {
             Ok(result) => Ok(PassAnswer::Done(Box::new(result?))),
             Err(request) => Ok(PassAnswer::Running(PassRunning {
-                status: "running",
+                status: PassState::Running,
                 message: format!(
                     "the pass takes longer than server.request_timeout_secs ({}s) and goes on in the background as \
                      request {request}; the status (GET /status, memory_status) shows it under daemon.passes, and \

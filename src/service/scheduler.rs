@@ -53,6 +53,18 @@ enum Trigger {
     Retry,
 }
 
+/// Where a requested pass is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PassState {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    /// Dropped at shutdown.
+    Abandoned,
+}
+
 /// A pass as the status shows it under `daemon.passes`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PassRecord {
@@ -61,8 +73,7 @@ pub struct PassRecord {
     trigger: Trigger,
     pub force: bool,
     pub dry_run: bool,
-    /// `queued`, `running`, `done`, `failed` or `abandoned`.
-    pub state: &'static str,
+    pub state: PassState,
     /// The pass's run id, once it has one.
     pub run: Option<String>,
     pub applied: bool,
@@ -81,7 +92,7 @@ impl PassRecord {
             trigger: request.trigger,
             force: request.opts.force,
             dry_run: request.opts.dry_run,
-            state: "queued",
+            state: PassState::Queued,
             run: None,
             applied: false,
             ops: 0,
@@ -222,7 +233,7 @@ impl SchedulerWorker {
             if request.trigger == Trigger::Request {
                 record.queued = queue.queued_at(&request.id).unwrap_or(record.queued);
             }
-            record.state = "running";
+            record.state = PassState::Running;
             record.started = Some(Utc::now());
             queue.record(record.clone());
             let started = Instant::now();
@@ -231,7 +242,7 @@ impl SchedulerWorker {
                 _ = stopped(&mut stop) => {
                     info!(request = %request.id, "shutdown: pass abandoned; the files are as they were (or as its atomic write left them, if it had started)");
                     state.metrics().pass(PassOutcome::Abandoned, None, started.elapsed());
-                    record.state = "abandoned";
+                    record.state = PassState::Abandoned;
                     record.finished = Some(Utc::now());
                     queue.record(record);
                     break;
@@ -251,7 +262,7 @@ impl SchedulerWorker {
             state.metrics().pass(outcome, result.as_ref().ok(), elapsed);
             match &result {
                 Ok(report) => {
-                    record.state = "done";
+                    record.state = PassState::Done;
                     record.run = report.run.clone();
                     record.applied = report.applied;
                     record.ops = report.ops.len();
@@ -271,7 +282,7 @@ impl SchedulerWorker {
                     }
                 }
                 Err(e) => {
-                    record.state = "failed";
+                    record.state = PassState::Failed;
                     record.error = Some(e.to_string());
                     match outcome {
                         PassOutcome::Busy => info!(request = %request.id, error = %e, "pass skipped"),

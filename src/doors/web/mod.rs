@@ -312,7 +312,7 @@ async fn inbox(State(ui): State<Ui>, session: axum::Extension<Session>, done: Qu
                 *counts.entry(op.op.to_string()).or_default() += 1;
             }
             PlanRow {
-                reason: p.reason.clone(),
+                reason: p.reason.to_string(),
                 created: p.created.to_rfc3339(),
                 age: ago(p.created),
                 ops: kinds(&counts),
@@ -476,7 +476,7 @@ fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert: Option<Al
                 .ops
                 .iter()
                 .map(|op| OpRow {
-                    kind: op.op.op,
+                    kind: op.op.op.as_str(),
                     target: op.op.target.clone(),
                     into: op.op.into.clone(),
                     why: op.op.why.clone(),
@@ -685,7 +685,7 @@ async fn entry_page(ui: &Ui, id: &str, nav: Nav, alert: Option<Alert>) -> Respon
         Ok(chain) => chain,
         Err(e) => return error_page(&e, &Session { csrf: nav.csrf }, "Entry"),
     };
-    let current = chain.versions.iter().find(|v| v.id == id && v.status == "current");
+    let current = chain.versions.iter().find(|v| v.id == id && v.status.is_current());
     let (current, pinned) = (current.map(|v| v.content.clone()), current.is_some_and(|v| v.pinned));
     EntryPage { nav, id: id.to_string(), current, pinned, versions: chain.versions, alert }.into_response()
 }

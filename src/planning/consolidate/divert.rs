@@ -12,7 +12,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::ops::ProposedOp;
 use super::plan::{Plan, Planner};
 use super::pass::ClusterReport;
-use super::records::{FORMAT_VERSION, PlanStatus, SeenEntry, SeenFact, StoredPlan};
+use super::records::{FORMAT_VERSION, PlanReason, PlanStatus, SeenEntry, SeenFact, StoredPlan};
 use crate::config::Mode;
 use crate::store::archive::Fact;
 use crate::store::content_hash;
@@ -30,12 +30,12 @@ pub fn split_low_confidence(ops: Vec<ProposedOp>, below: f64) -> (Vec<ProposedOp
 
 /// Decide what a pass applies now and what it stores for review. In review mode the whole plan
 /// is stored and nothing applies; in auto mode the `held` ops are planned on top of the applied
-/// plan, stored with `held_reason` (`low-confidence`, or [`PROPOSAL`](super::records::PROPOSAL)
+/// plan, stored with `held_reason` (low confidence, or an offline [`PlanReason::Proposal`]
 /// for the offline decider's). `now` and `today` must be the planner's.
 pub fn divert(
     plan: Plan,
     held: &[ProposedOp],
-    held_reason: &str,
+    held_reason: PlanReason,
     facts: &HashMap<String, Fact>,
     mode: Mode,
     now: DateTime<Utc>,
@@ -56,7 +56,7 @@ pub fn divert(
                 touched: BTreeSet::new(),
                 ..plan.clone()
             };
-            let review = stored(&plan, pick(&plan), "review", &plan.run, now, today);
+            let review = stored(&plan, pick(&plan), PlanReason::Review, &plan.run, now, today);
             (nothing, Some(review))
         }
         Mode::Auto if !held.is_empty() => {
@@ -83,7 +83,7 @@ pub fn divert(
 fn stored(
     plan: &Plan,
     facts: Vec<Fact>,
-    reason: &str,
+    reason: PlanReason,
     pass: &str,
     created: DateTime<Utc>,
     day: NaiveDate,
@@ -92,7 +92,7 @@ fn stored(
         version: FORMAT_VERSION,
         id: plan.run.clone(),
         status: PlanStatus::Pending,
-        reason: reason.to_string(),
+        reason,
         created,
         day: Some(day),
         rejected: None,

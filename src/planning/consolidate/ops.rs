@@ -67,13 +67,40 @@ pub enum Op {
     },
 }
 
-impl Op {
-    pub fn kind(&self) -> &'static str {
+/// The kind of an op, as the decider's reply and every record name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum OpKind {
+    Add,
+    Replace,
+    Remove,
+    Duplicate,
+}
+
+impl OpKind {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Op::Add { .. } => "ADD",
-            Op::Replace { .. } => "REPLACE",
-            Op::Remove { .. } => "REMOVE",
-            Op::Duplicate { .. } => "DUPLICATE",
+            OpKind::Add => "ADD",
+            OpKind::Replace => "REPLACE",
+            OpKind::Remove => "REMOVE",
+            OpKind::Duplicate => "DUPLICATE",
+        }
+    }
+}
+
+impl std::fmt::Display for OpKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Op {
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Add { .. } => OpKind::Add,
+            Op::Replace { .. } => OpKind::Replace,
+            Op::Remove { .. } => OpKind::Remove,
+            Op::Duplicate { .. } => OpKind::Duplicate,
         }
     }
 
@@ -138,7 +165,7 @@ mod tests {
               {"op":"DUPLICATE","facts":["f-3"],"target":"m-1"}]}"#,
         )
         .unwrap();
-        let kinds: Vec<_> = reply.ops.iter().map(|o| o.op.kind()).collect();
+        let kinds: Vec<_> = reply.ops.iter().map(|o| o.op.kind().as_str()).collect();
         assert_eq!(kinds, ["ADD", "REPLACE", "REMOVE", "DUPLICATE"]);
         assert_eq!(reply.ops[1].confidence, Some(0.4));
         assert_eq!(reply.ops[2].op.target(), Some("m-2"));

@@ -27,7 +27,7 @@ use super::cluster::{self, NeighbourParams, Node};
 use super::decide::{DecideError, Decider, user_message};
 use super::divert::split_low_confidence;
 use super::gate::Gate;
-use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
+use super::ops::{Candidate, ClusterDoc, Neighbor, Op, OpKind, ProposedOp};
 use super::pack::{self, PackInput, Packing};
 use super::plan::{Plan, Planner, neighbor};
 use super::validate::validate;
@@ -62,7 +62,7 @@ pub struct ClusterReport {
 /// An op as reported (`consolidate --json`); every key is present.
 #[derive(Debug, Clone, Serialize)]
 pub struct OpReport {
-    pub op: &'static str,
+    pub op: OpKind,
     pub facts: Vec<String>,
     pub target: Option<String>,
     pub into: Option<String>,

@@ -43,14 +43,60 @@ impl PlanStatus {
     }
 }
 
-/// The reason of a stored rebuild: it sets every entry aside, so it applies only to the
-/// `memory.md` it was made for, and rewrites it whole.
-pub const REBUILD: &str = "rebuild";
+/// Why a plan waits for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum PlanReason {
+    /// `consolidation.mode = "review"`: the whole pass.
+    Review,
+    /// Ops an automatic pass with an LLM held back below `review_below_confidence`.
+    LowConfidence,
+    /// The ops the offline decider proposes instead of applying (a likely duplicate, a
+    /// negation, a correction, a new value): rejecting one returns its facts to the next pass,
+    /// which decides them again without the rejected pairs.
+    Proposal,
+    /// A rebuild in review mode: it sets every entry aside, so it applies only to the
+    /// `memory.md` it was made for, and rewrites it whole.
+    Rebuild,
+    /// A reason this build does not know (a newer memfold's); kept as is.
+    Other(String),
+}
 
-/// The reason of the ops the offline decider proposes instead of applying (a likely duplicate,
-/// a negation, a correction, a new value): rejecting one returns its facts to the next pass,
-/// which decides them again without the rejected pairs.
-pub const PROPOSAL: &str = "proposal";
+impl PlanReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            PlanReason::Review => "review",
+            PlanReason::LowConfidence => "low-confidence",
+            PlanReason::Proposal => "proposal",
+            PlanReason::Rebuild => "rebuild",
+            PlanReason::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for PlanReason {
+    fn from(s: String) -> PlanReason {
+        match s.as_str() {
+            "review" => PlanReason::Review,
+            "low-confidence" => PlanReason::LowConfidence,
+            "proposal" => PlanReason::Proposal,
+            "rebuild" => PlanReason::Rebuild,
+            _ => PlanReason::Other(s),
+        }
+    }
+}
+
+impl From<PlanReason> for String {
+    fn from(r: PlanReason) -> String {
+        r.as_str().to_string()
+    }
+}
+
+impl std::fmt::Display for PlanReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// `.memfold/plans/<id>.json`: a plan waiting for `apply` or `reject`. Applied plans are
 /// removed (their run record takes over); rejected ones are kept with `status: rejected`.
@@ -60,9 +106,7 @@ pub struct StoredPlan {
     /// Also the id of the run that applying the plan creates.
     pub id: String,
     pub status: PlanStatus,
-    /// `review` (mode = review), `low-confidence` (ops an auto pass held back) or
-    /// [`REBUILD`] (a rebuild in review mode).
-    pub reason: String,
+    pub reason: PlanReason,
     /// When the plan was made; the planning clock, so a rebase renders the same blocks.
     pub created: DateTime<Utc>,
     /// The day the plan was made on (the planner's "today").
@@ -312,7 +356,7 @@ pub fn load_plan(root: &Root, id: &str) -> Result<StoredPlan, Error> {
 pub struct PlanHead {
     pub id: String,
     pub status: PlanStatus,
-    pub reason: String,
+    pub reason: PlanReason,
     pub created: DateTime<Utc>,
     #[serde(default)]
     pub rejected: Option<DateTime<Utc>>,

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::ops::{ClusterDoc, Op, ProposedOp};
+use super::ops::{ClusterDoc, Op, OpKind, ProposedOp};
 use crate::store::entries::clean_content;
 
 /// Accepted ops (in reply order, then the verbatim ADDs) and dropped ones with reasons.
@@ -70,7 +70,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
     let mut removed: HashSet<String> = HashSet::new();
     let mut must_survive: HashSet<String> = HashSet::new();
     // Facts named by an accepted op, with the kind of the first one.
-    let mut used: HashMap<String, &'static str> = HashMap::new();
+    let mut used: HashMap<String, OpKind> = HashMap::new();
     for mut proposed in ops {
         // A fact named twice in one op is one source.
         if let Op::Add { facts, .. } | Op::Replace { facts, .. } | Op::Duplicate { facts, .. } = &mut proposed.op {
@@ -87,7 +87,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
                 .op
                 .facts()
                 .iter()
-                .find_map(|f| used.get(f.as_str()).filter(|by| !(shares && **by == "REPLACE")).map(|by| (f, by)))
+                .find_map(|f| used.get(f.as_str()).filter(|by| !(shares && **by == OpKind::Replace)).map(|by| (f, by)))
             {
                 return Err(format!("fact {fact} is already used by an earlier {by} in this reply"));
             }
@@ -148,7 +148,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
                 out.ops.push(proposed)
             }
             Err(reason) => {
-                tracing::warn!(op = proposed.op.kind(), reason = %reason, "op dropped");
+                tracing::warn!(op = %proposed.op.kind(), reason = %reason, "op dropped");
                 out.dropped.push((proposed, reason));
             }
         }
@@ -197,7 +197,7 @@ mod tests {
         );
         assert_eq!(v.dropped.len(), 1);
         assert!(v.dropped[0].1.contains("not a neighbour"));
-        let added: Vec<_> = v.ops.iter().map(|o| (o.op.kind(), o.op.facts().to_vec())).collect();
+        let added: Vec<_> = v.ops.iter().map(|o| (o.op.kind().as_str(), o.op.facts().to_vec())).collect();
         assert_eq!(added, [("ADD", vec!["f-1".to_string()]), ("ADD", vec!["f-2".to_string()])]);
     }
 
@@ -246,7 +246,7 @@ mod tests {
             ops(r#"{"ops":[{"op":"REMOVE","target":"m-1","into":"m-2"},{"op":"REMOVE","target":"m-2","into":"m-1"}]}"#),
             2000,
         );
-        assert_eq!(v.ops.iter().filter(|o| o.op.kind() == "REMOVE").count(), 1);
+        assert_eq!(v.ops.iter().filter(|o| o.op.kind() == OpKind::Remove).count(), 1);
         assert_eq!(v.dropped.len(), 1);
     }
 
@@ -290,7 +290,7 @@ mod tests {
     fn three_adds_of_one_fact_make_one_entry() {
         let add = r#"{"op":"ADD","facts":["f-1"],"content":"Works at Microsoft"}"#;
         let v = validate(&doc(), ops(&format!(r#"{{"ops":[{add},{add},{add}]}}"#)), 2000);
-        let kinds: Vec<_> = v.ops.iter().map(|o| (o.op.kind(), o.op.facts().to_vec())).collect();
+        let kinds: Vec<_> = v.ops.iter().map(|o| (o.op.kind().as_str(), o.op.facts().to_vec())).collect();
         assert_eq!(kinds, [("ADD", vec!["f-1".to_string()]), ("ADD", vec!["f-2".to_string()])]);
         assert_eq!(v.dropped.len(), 2);
         assert!(v.dropped.iter().all(|(_, why)| why == "fact f-1 is already used by an earlier ADD in this reply"));

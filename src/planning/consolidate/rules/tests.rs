@@ -1,5 +1,6 @@
 //! The offline decider's rules, case by case.
 
+use crate::planning::consolidate::ops::OpKind;
 use std::collections::BTreeSet;
 
 use super::super::ops::{Candidate, Neighbor, Op};
@@ -43,10 +44,10 @@ fn run(neighbors: Vec<Neighbor>, candidates: Vec<Candidate>) -> Vec<ProposedOp> 
     let mut targets = BTreeSet::new();
     for o in &ops {
         assert!(!o.signals.is_empty(), "op without signals: {o:?}");
-        assert_ne!(o.op.kind(), "REMOVE");
+        assert_ne!(o.op.kind(), OpKind::Remove);
         if let Some(t) = o.op.target() {
             let n = doc.neighbors.iter().find(|n| n.id == t).expect("target is a neighbour");
-            assert!(!n.pinned || o.op.kind() == "DUPLICATE", "pinned target: {o:?}");
+            assert!(!n.pinned || o.op.kind() == OpKind::Duplicate, "pinned target: {o:?}");
             assert!(targets.insert(t.to_string()), "two ops on {t}: {ops:#?}");
         }
         if let Op::Add { content, .. } | Op::Replace { content, .. } = &o.op {
@@ -57,7 +58,7 @@ fn run(neighbors: Vec<Neighbor>, candidates: Vec<Candidate>) -> Vec<ProposedOp> 
 }
 
 fn kinds(ops: &[ProposedOp]) -> Vec<&'static str> {
-    ops.iter().map(|o| o.op.kind()).collect()
+    ops.iter().map(|o| o.op.kind().as_str()).collect()
 }
 
 fn has(op: &ProposedOp, signal: &str) -> bool {
@@ -131,44 +132,44 @@ fn exact_duplicate_of_a_neighbour_is_duplicate() {
 fn normalised_duplicate_of_a_neighbour_is_duplicate() {
     for text in ["  works AT google!! ", "09:15 Works at Google", "Works   at Google"] {
         let op = pair("Works at Google.", text);
-        assert_eq!(op.op.kind(), "DUPLICATE", "{text}");
+        assert_eq!(op.op.kind(), OpKind::Duplicate, "{text}");
         assert!(has(&op, "normalized-duplicate"), "{text}: {:?}", op.signals);
     }
-    assert_eq!(pair("Alice's cat is Tom.", "Alice\u{2019}s cat is Tom").op.kind(), "DUPLICATE");
+    assert_eq!(pair("Alice's cat is Tom.", "Alice\u{2019}s cat is Tom").op.kind(), OpKind::Duplicate);
 }
 
 #[test]
 fn restating_the_current_clause_of_a_replaced_entry_is_duplicate() {
     let op = pair("Started at Microsoft (since 2026-05-30); previously: Works at Google.", "Started at Microsoft.");
-    assert_eq!(op.op.kind(), "DUPLICATE");
+    assert_eq!(op.op.kind(), OpKind::Duplicate);
     assert!(has(&op, "current-clause"));
 }
 
 #[test]
 fn ordinal_dates_veto_duplicate() {
     let op = pair("Meeting on the 3rd", "Meeting on the 4th");
-    assert_eq!(op.op.kind(), "ADD");
+    assert_eq!(op.op.kind(), OpKind::Add);
     assert!(has(&op, "veto:date") && has(&op, "veto:number"), "{:?}", op.signals);
 }
 
 #[test]
 fn differing_numbers_veto_duplicate() {
     let op = pair("Has 2 cats", "Has 3 cats");
-    assert_eq!(op.op.kind(), "ADD");
+    assert_eq!(op.op.kind(), OpKind::Add);
     assert!(has(&op, "veto:number"));
 }
 
 #[test]
 fn different_names_veto_duplicate() {
     let op = pair("Alice is my sister", "Bob is my sister");
-    assert_eq!(op.op.kind(), "ADD");
+    assert_eq!(op.op.kind(), OpKind::Add);
     assert!(has(&op, "veto:name"), "{:?}", op.signals);
 }
 
 #[test]
 fn case_only_difference_is_a_normalised_duplicate() {
     let op = pair("Went to the Apple store", "went to the apple store");
-    assert_eq!(op.op.kind(), "DUPLICATE");
+    assert_eq!(op.op.kind(), OpKind::Duplicate);
     assert!(has(&op, "normalized-duplicate"));
 }
 
@@ -202,7 +203,7 @@ fn look_alike_pairs_are_never_duplicate() {
     for (a, b) in pairs {
         for (old, new) in [(a, b), (b, a)] {
             let op = pair(old, new);
-            assert_ne!(op.op.kind(), "DUPLICATE", "{old:?} / {new:?}");
+            assert_ne!(op.op.kind(), OpKind::Duplicate, "{old:?} / {new:?}");
             // As two candidates: never one op unless its content keeps both texts.
             let ops = run(vec![], vec![fact("f-1", old, "2026-06-01"), fact("f-2", new, "2026-06-02")]);
             for o in ops.iter().filter(|o| o.op.facts().len() > 1) {
@@ -217,7 +218,7 @@ fn look_alike_pairs_are_never_duplicate() {
 #[test]
 fn favourite_colour_change_is_attribute_replace() {
     let op = pair("My favourite colour is purple", "My favourite colour is cyan");
-    assert_eq!(op.op.kind(), "REPLACE");
+    assert_eq!(op.op.kind(), OpKind::Replace);
     assert!(has(&op, "attribute-value:favourite colour"), "{:?}", op.signals);
     assert!(content(&op).contains("cyan") && content(&op).contains("purple"));
 }
@@ -225,14 +226,14 @@ fn favourite_colour_change_is_attribute_replace() {
 #[test]
 fn negated_like_replaces_and_never_duplicates() {
     let op = pair("I like coffee", "I don't like coffee");
-    assert_eq!(op.op.kind(), "REPLACE");
+    assert_eq!(op.op.kind(), OpKind::Replace);
     assert!(has(&op, "negation-polarity") && has(&op, "veto:negation"), "{:?}", op.signals);
 }
 
 #[test]
 fn dislike_replaces_like_by_antonym() {
     let op = pair("likes tea", "dislikes tea");
-    assert_eq!(op.op.kind(), "REPLACE");
+    assert_eq!(op.op.kind(), OpKind::Replace);
     assert!(has(&op, "antonym:like/dislike"), "{:?}", op.signals);
 }
 
@@ -256,14 +257,14 @@ fn started_at_replaces_works_at_with_dated_history() {
 #[test]
 fn moved_replaces_lives_in() {
     let op = pair("Lives in Porto.", "Moved to Lisbon.");
-    assert_eq!(op.op.kind(), "REPLACE");
+    assert_eq!(op.op.kind(), OpKind::Replace);
     assert!(has(&op, "temporal-marker:moved"));
 }
 
 #[test]
 fn no_longer_replaces_by_negation_and_marker() {
     let op = pair("Works at Google", "No longer works at Google");
-    assert_eq!(op.op.kind(), "REPLACE");
+    assert_eq!(op.op.kind(), OpKind::Replace);
     assert!(has(&op, "negation-polarity") && has(&op, "temporal-marker:no longer"), "{:?}", op.signals);
 }
 
@@ -314,8 +315,8 @@ fn unrelated_facts_are_added() {
 
 #[test]
 fn a_dog_named_rex_and_a_cat_are_separate() {
-    assert_eq!(pair("My dog is named Rex", "I have a cat").op.kind(), "ADD");
-    assert_eq!(pair("My dog is named Rex", "Now has a cat").op.kind(), "ADD");
+    assert_eq!(pair("My dog is named Rex", "I have a cat").op.kind(), OpKind::Add);
+    assert_eq!(pair("My dog is named Rex", "Now has a cat").op.kind(), OpKind::Add);
 }
 
 #[test]
@@ -325,20 +326,20 @@ fn lexical_similarity_alone_never_merges() {
         ("Flying to Paris", "Flying from Paris"),
         ("My dog is old", "My dog is brown"),
     ] {
-        assert_eq!(pair(old, new).op.kind(), "ADD", "{old} / {new}");
+        assert_eq!(pair(old, new).op.kind(), OpKind::Add, "{old} / {new}");
     }
 }
 
 #[test]
 fn a_new_possession_does_not_replace_an_old_one() {
-    assert_eq!(pair("Has a cat named Tom", "Now has a cat named Max").op.kind(), "ADD");
-    assert_eq!(pair("Has a cat named Tom", "No longer has a cat named Tom").op.kind(), "REPLACE");
+    assert_eq!(pair("Has a cat named Tom", "Now has a cat named Max").op.kind(), OpKind::Add);
+    assert_eq!(pair("Has a cat named Tom", "No longer has a cat named Tom").op.kind(), OpKind::Replace);
 }
 
 #[test]
 fn stopped_replaces_started_by_antonym() {
     let op = pair("Started learning piano", "Stopped learning piano");
-    assert_eq!(op.op.kind(), "REPLACE");
+    assert_eq!(op.op.kind(), OpKind::Replace);
     assert!(has(&op, "antonym:started/stopped"), "{:?}", op.signals);
 }
 
@@ -352,7 +353,7 @@ fn different_subjects_do_not_contradict() {
         ("Works at Google", "Started at 9am"),
         ("Works at Google", "Joined a gym"),
     ] {
-        assert_eq!(pair(old, new).op.kind(), "ADD", "{old} / {new}");
+        assert_eq!(pair(old, new).op.kind(), OpKind::Add, "{old} / {new}");
     }
 }
 
@@ -366,7 +367,7 @@ fn two_topics_in_one_fact_are_not_forced_into_one_op() {
         assert_eq!(kinds(&ops), ["ADD"], "{text}");
         assert_eq!(content(&ops[0]), text);
     }
-    assert_eq!(pair("Works at Google", "Works at Google and has a cat").op.kind(), "ADD");
+    assert_eq!(pair("Works at Google", "Works at Google and has a cat").op.kind(), OpKind::Add);
 }
 
 #[test]
@@ -544,7 +545,7 @@ fn folded(old: &str, new: &str, hints: &Hints) -> ProposedOp {
 #[test]
 fn a_fact_the_entry_says_whole_is_a_certain_duplicate() {
     let op = folded("Takes the 55 bus to work every morning.", "I take the 55 bus to work every morning", &Hints::default());
-    assert_eq!(op.op.kind(), "DUPLICATE", "{op:?}");
+    assert_eq!(op.op.kind(), OpKind::Duplicate, "{op:?}");
     assert_eq!(op.confidence, Some(fold::CERTAIN));
 }
 
@@ -573,7 +574,7 @@ fn a_fact_that_says_more_than_the_entry_is_never_merged() {
         for hints in [Hints::default(), employer_hints(0.95)] {
             let op = folded(old, new, &hints);
             assert!(
-                op.op.kind() == "ADD" || op.confidence.is_some_and(|c| c < 0.5),
+                op.op.kind() == OpKind::Add || op.confidence.is_some_and(|c| c < 0.5),
                 "{new:?} must not be applied onto {old:?}: {op:?}"
             );
         }
@@ -587,7 +588,7 @@ fn an_ended_state_is_proposed_not_applied() {
         "Quit the pottery class at the community centre.",
         &Hints::default(),
     );
-    assert_eq!(op.op.kind(), "REPLACE", "{op:?}");
+    assert_eq!(op.op.kind(), OpKind::Replace, "{op:?}");
     assert!(has(&op, "negates"), "{op:?}");
     assert!(op.confidence.is_some_and(|c| c < 0.5), "a proposal, not an applied op: {op:?}");
     assert!(content(&op).contains("previously: Takes a pottery class"), "the old text stays: {op:?}");
@@ -597,33 +598,33 @@ fn an_ended_state_is_proposed_not_applied() {
 fn a_new_value_for_a_single_valued_aspect_is_proposed_with_its_reason() {
     let (old, new) = ("Works at Shopify as a data analyst.", "Started a new job at Desjardins last month.");
     let op = folded(old, new, &employer_hints(0.5));
-    assert_eq!(op.op.kind(), "REPLACE", "{op:?}");
+    assert_eq!(op.op.kind(), OpKind::Replace, "{op:?}");
     assert!(has(&op, "new value for: employer"), "{op:?}");
     assert_eq!(op.confidence, Some(0.3));
     // Far apart in meaning, or an attribute that holds many values: nothing to propose.
-    assert_eq!(folded(old, new, &employer_hints(0.1)).op.kind(), "ADD");
+    assert_eq!(folded(old, new, &employer_hints(0.1)).op.kind(), OpKind::Add);
     let mut many = employer_hints(0.5);
     many.single.clear();
-    assert_eq!(folded(old, new, &many).op.kind(), "ADD");
+    assert_eq!(folded(old, new, &many).op.kind(), OpKind::Add);
     // Without hints the text rules see two unrelated sentences.
-    assert_eq!(pair(old, new).op.kind(), "ADD");
+    assert_eq!(pair(old, new).op.kind(), OpKind::Add);
 }
 
 #[test]
 fn a_dated_past_event_is_never_proposed_for_replacement() {
     let new = "Started a new job at Desjardins last month.";
     for old in ["Worked at a call centre in 2012.", "Got a job offer from Shopify in 2019."] {
-        assert_eq!(folded(old, new, &employer_hints(0.5)).op.kind(), "ADD", "{old:?} is history");
+        assert_eq!(folded(old, new, &employer_hints(0.5)).op.kind(), OpKind::Add, "{old:?} is history");
     }
     // A state with a year in it is not an event.
     for old in ["Works at a call centre since 2012.", "Joined Shopify in 2019 and still works there."] {
-        assert_eq!(folded(old, new, &employer_hints(0.5)).op.kind(), "REPLACE", "{old:?}");
+        assert_eq!(folded(old, new, &employer_hints(0.5)).op.kind(), OpKind::Replace, "{old:?}");
     }
     let quit = "Quit the pottery class at the community centre.";
     let event = "Took a pottery class at the community centre in 2019.";
-    assert_eq!(folded(event, quit, &Hints::default()).op.kind(), "ADD");
+    assert_eq!(folded(event, quit, &Hints::default()).op.kind(), OpKind::Add);
     let state = "Takes a pottery class at the community centre.";
-    assert_eq!(folded(state, quit, &Hints::default()).op.kind(), "REPLACE");
+    assert_eq!(folded(state, quit, &Hints::default()).op.kind(), OpKind::Replace);
 }
 
 #[test]
@@ -634,7 +635,7 @@ fn an_ending_in_other_words_is_proposed() {
         ("Keeps an old futon in the basement.", "The old futon in the basement got hauled away."),
     ] {
         let op = folded(old, new, &Hints::default());
-        assert_eq!(op.op.kind(), "REPLACE", "{new:?} ends {old:?}: {op:?}");
+        assert_eq!(op.op.kind(), OpKind::Replace, "{new:?} ends {old:?}: {op:?}");
         assert!(has(&op, "negates") && op.confidence.is_some_and(|c| c < 0.5), "{op:?}");
     }
 }
@@ -671,13 +672,13 @@ fn a_negation_of_what_the_entry_is_chiefly_about_is_proposed_in_other_words() {
         &[],
     );
     let op = folded(old, new, &hints);
-    assert_eq!(op.op.kind(), "REPLACE", "{op:?}");
+    assert_eq!(op.op.kind(), OpKind::Replace, "{op:?}");
     assert!(has(&op, "negates"), "{op:?}");
     // Not about it, or far apart in meaning: nothing.
     let other = hints_for(&[("user", "illness surgery and injuries")], &[(0.43, &[("user", "sewing and knitting")])], &[]);
-    assert_eq!(folded(old, new, &other).op.kind(), "ADD");
+    assert_eq!(folded(old, new, &other).op.kind(), OpKind::Add);
     let far = hints_for(&[("user", "sewing and knitting")], &[(0.2, &[("user", "sewing and knitting")])], &[]);
-    assert_eq!(folded(old, new, &far).op.kind(), "ADD");
+    assert_eq!(folded(old, new, &far).op.kind(), OpKind::Add);
 }
 
 #[test]
@@ -713,11 +714,11 @@ fn a_rejected_pair_is_not_proposed_again() {
     let (old, new) = ("Works at Shopify as a data analyst.", "Started a new job at Desjardins last month.");
     let mut hints = employer_hints(0.5);
     hints.rejected.insert(("f-1".into(), "m-1".into()));
-    assert_eq!(folded(old, new, &hints).op.kind(), "ADD");
+    assert_eq!(folded(old, new, &hints).op.kind(), OpKind::Add);
     let mut hints = Hints::default();
     hints.rejected.insert(("f-1".into(), "m-1".into()));
     let op = folded("Takes a pottery class at the community centre.", "Quit the pottery class at the community centre.", &hints);
-    assert_eq!(op.op.kind(), "ADD", "{op:?}");
+    assert_eq!(op.op.kind(), OpKind::Add, "{op:?}");
 }
 
 #[test]
@@ -821,12 +822,12 @@ mod fold_properties {
                     let n = doc.neighbors.iter().find(|n| n.id == t);
                     prop_assert!(n.is_some(), "target is a neighbour: {:?}", o);
                     let n = n.unwrap();
-                    prop_assert!(!n.pinned || o.op.kind() == "DUPLICATE", "pinned target: {:?}", o);
-                    if o.op.kind() != "DUPLICATE" {
+                    prop_assert!(!n.pinned || o.op.kind() == OpKind::Duplicate, "pinned target: {:?}", o);
+                    if o.op.kind() != OpKind::Duplicate {
                         prop_assert!(replaced.insert(t.to_string()), "two ops on {}: {:?}", t, ops);
                     }
                 }
-                prop_assert_ne!(o.op.kind(), "REMOVE");
+                prop_assert_ne!(o.op.kind(), OpKind::Remove);
                 let folded = o.signals.iter().any(|s| s == "negates" || s == "correction" || s.starts_with("new value for"));
                 if folded {
                     prop_assert!(o.confidence.is_some_and(|c| c < 0.5), "a fold's REPLACE is a proposal: {:?}", o);

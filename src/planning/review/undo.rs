@@ -1,0 +1,214 @@
+//! The run log, and undoing a run: byte for byte from its copy of `memory.md` when nothing
+//! changed since, else entry by entry from its journal.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::store::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
+use crate::planning::consolidate::plan::{JournalRecord, net_changes};
+use crate::planning::consolidate::records::{self, RunRecord, UndoRecord};
+use crate::error::Error;
+use crate::store::entries::{Entry, EntryFile, EntryMeta, HistoryStatus, Item};
+use crate::store::{Root, content_hash};
+use crate::store::ledger::{FactFate, Ledger};
+use crate::models::llm::Usage;
+use super::reports::{
+    RunView, Undone,
+};
+use super::{MEMORY, block_entry};
+
+/// Applied runs, oldest first: every run in the journal, with its run record where there is one.
+pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
+    let mut by_run: BTreeMap<String, RunView> = BTreeMap::new();
+    let mut facts: HashMap<String, BTreeSet<String>> = HashMap::new();
+    // The entries each run lists, to keep its list free of repeats in linear time.
+    let mut listed: HashSet<(String, String)> = HashSet::new();
+    for r in records::journal_lines(root)? {
+        let view = by_run.entry(r.run.clone()).or_insert_with(|| RunView {
+            run: r.run.clone(),
+            time: r.time,
+            started: None,
+            plan: None,
+            ops: BTreeMap::new(),
+            facts: 0,
+            entries: Vec::new(),
+            llm: None,
+            undone: None,
+        });
+        *view.ops.entry(r.op).or_default() += 1;
+        for c in r.changes {
+            if listed.insert((r.run.clone(), c.entry.clone())) {
+                view.entries.push(c.entry);
+            }
+        }
+        facts.entry(r.run).or_default().extend(r.facts);
+    }
+    for (run, view) in by_run.iter_mut() {
+        view.facts = facts.get(run).map_or(0, BTreeSet::len);
+        if let Some(record) = records::read_json::<records::RunHead>(root, &records::run_path(root, run))? {
+            view.time = record.finished;
+            view.started = Some(record.started);
+            view.plan = record.plan;
+            view.facts = record.facts.len();
+            view.llm = Some(record.llm);
+            view.undone = record.undone.map(|u| u.time);
+        }
+    }
+    let mut runs: Vec<RunView> = by_run.into_values().collect();
+    runs.sort_by(|a, b| (a.time, &a.run).cmp(&(b.time, &b.run)));
+    Ok(runs)
+}
+
+/// The change that undoes `run` (see the module docs), given the root's ledger, its journal
+/// and the run's record. Refused, with the ids in the way, when an entry the run touched has
+/// changed since.
+pub fn plan_undo(
+    ledger: &Ledger,
+    journal: &[JournalRecord],
+    record: Option<RunRecord>,
+    run: &str,
+    now: DateTime<Utc>,
+    today: NaiveDate,
+) -> Result<(Change, Undone), Error> {
+    let mut records: Vec<&JournalRecord> = journal.iter().filter(|r| r.run == run).collect();
+    records.sort_by_key(|r| r.seq);
+    if records.is_empty() && record.is_none() {
+        return Err(Error::not_found("run", run));
+    }
+    if let Some(done) = record.as_ref().and_then(|r| r.undone.as_ref()) {
+        return Err(Error::Conflict {
+            message: format!("run {run} was undone already, at {}", done.time.to_rfc3339()),
+            ids: vec![run.to_string()],
+        });
+    }
+    let changes = net_changes(records.iter().copied());
+    let conflicts: Vec<String> = changes
+        .iter()
+        .filter(|c| ledger.memory.get(&c.entry).map(Entry::render) != c.after)
+        .map(|c| c.entry.clone())
+        .collect();
+    if !conflicts.is_empty() {
+        return Err(Error::Conflict {
+            message: format!(
+                "entries run {run} touched have changed since ({}); undo refused and nothing was changed. \
+                 Undo the later runs first, or edit these entries by hand",
+                conflicts.join(", ")
+            ),
+            ids: conflicts,
+        });
+    }
+    // Byte for byte only with the copy at hand: old records have had theirs dropped.
+    let exact = record
+        .as_ref()
+        .is_some_and(|r| !r.memory_hash_after.is_empty() && r.memory_hash_after == ledger.memory.hash && r.has_copy());
+    let before_file = record.as_ref().map(|r| EntryFile::parse(&r.memory_before, MEMORY));
+    let mut memory = ledger.memory.clone();
+    let (mut restored, mut removed) = (Vec::new(), Vec::new());
+    for c in &changes {
+        let before = c.before.as_deref().and_then(block_entry);
+        match (before, c.after.is_some()) {
+            (None, true) => {
+                memory.remove(&c.entry);
+                removed.push(c.entry.clone());
+            }
+            (Some(old), true) => {
+                if let Some(slot) = memory.get_mut(&c.entry) {
+                    *slot = old;
+                }
+                restored.push(c.entry.clone());
+            }
+            (Some(old), false) => {
+                reinsert(&mut memory, old, before_file.as_ref());
+                restored.push(c.entry.clone());
+            }
+            (None, false) => {}
+        }
+    }
+    let new_text = match (&record, exact) {
+        (Some(r), true) => r.memory_before.clone(),
+        _ => memory.render(),
+    };
+    // The undone versions go to history as reverted.
+    let reverted: Vec<Entry> = changes
+        .iter()
+        .filter_map(|c| {
+            let after = block_entry(c.after.as_deref()?)?;
+            let mut meta: EntryMeta = after.meta.clone();
+            meta.status = Some(HistoryStatus::Reverted);
+            meta.valid_until = Some(today);
+            meta.run = Some(run.to_string());
+            meta.superseded_by = c.before.is_some().then(|| c.entry.clone());
+            meta.first_seen = meta.first_seen.or(meta.updated);
+            Some(Entry::new(meta, &after.content))
+        })
+        .collect();
+    // The run's copies of the versions now current again lead nowhere any more either.
+    let mut history = ledger.history.clone();
+    for block in history
+        .entries_mut()
+        .filter(|e| e.meta.run.as_deref() == Some(run) && e.meta.status.as_ref().is_some_and(HistoryStatus::leads_on))
+    {
+        block.meta.status = Some(HistoryStatus::Restored);
+        block.touch();
+    }
+    for block in &reverted {
+        history.push(block.clone());
+    }
+    // Facts the run consumed that no longer live on in current memory.
+    let after = Ledger { memory: EntryFile::parse(&new_text, MEMORY), history: history.clone(), ..ledger.clone() };
+    let fates = after.fates();
+    let run_facts: BTreeSet<&str> = records.iter().flat_map(|r| r.op.op.facts().iter().map(String::as_str)).collect();
+    let facts: Vec<String> =
+        run_facts.into_iter().filter(|f| fates.get(f) == Some(&FactFate::Pending)).map(str::to_string).collect();
+    let mut state = ledger.state.clone();
+    for fact in &facts {
+        state.facts.entry(fact.clone()).or_default().reverted_run = Some(run.to_string());
+    }
+    let pending: HashSet<&str> = after.pending().into_iter().map(|f| f.id.as_str()).collect();
+    state.watermark = ledger.watermark(&pending, today);
+    state.file_hashes.insert(MEMORY.into(), content_hash(&new_text));
+
+    let mut change = Change::new(format!("undo {run}"));
+    let entries = changes
+        .iter()
+        .map(|c| {
+            let now_there = after.memory.get(&c.entry).map(Entry::render);
+            EntryDelta::of(&c.entry, c.after.as_deref(), now_there.as_deref())
+        })
+        .collect();
+    change.memory = Some(MemoryWrite { before: ledger.memory.hash.clone(), text: new_text, entries });
+    change.history = Some(HistoryWrite::Rewrite { before: ledger.history.hash.clone(), text: history.render() });
+    change.state = Some(state);
+    let mut record = record.unwrap_or_else(|| RunRecord::legacy(run, &records));
+    record.undone = Some(UndoRecord {
+        time: now,
+        exact,
+        restored: restored.clone(),
+        removed: removed.clone(),
+        facts: facts.clone(),
+    });
+    change.records.push(record.file());
+    Ok((change, Undone { run: run.to_string(), exact, restored, removed, facts, llm: Usage::default() }))
+}
+
+/// Put an entry the run removed back where it stood before the run (after the nearest earlier
+/// entry that is still there), or at the end.
+pub(super) fn reinsert(memory: &mut EntryFile, entry: Entry, before: Option<&EntryFile>) {
+    let index =
+        |memory: &EntryFile, id: &str| memory.items.iter().position(|i| matches!(i, Item::Entry(e) if e.id() == id));
+    if let Some(before) = before {
+        let order: Vec<&str> = before.entries().map(Entry::id).collect();
+        if let Some(pos) = order.iter().position(|id| *id == entry.id()) {
+            if let Some(at) = order[..pos].iter().rev().find_map(|id| index(memory, id)) {
+                memory.items.insert(at + 1, Item::Entry(entry));
+                return;
+            }
+            if let Some(at) = order[pos + 1..].iter().find_map(|id| index(memory, id)) {
+                memory.items.insert(at, Item::Entry(entry));
+                return;
+            }
+        }
+    }
+    memory.push(entry);
+}
