@@ -87,7 +87,7 @@ async fn main() {
                     news.push(NewFact { text: text.to_string(), date: Some(day), source: Some(dia.to_string()) });
                 }
             }
-            let added = memory.add(news.clone()).unwrap();
+            let added = memory.add(memory.check_facts(news.clone()).unwrap()).unwrap();
             facts_told += added.len();
             for (fact, new) in added.iter().zip(&news) {
                 fact_text.insert(fact.id.clone(), new.text.clone());

@@ -12,8 +12,9 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use crate::config::{Config, Overrides};
+use crate::doors::render::{self, Reader};
 use crate::error::Error;
-use crate::memory::views::{Added, NewFact, PassOptions, PassReport, PlanStatus};
+use crate::memory::views::{Added, NewFact, PassOptions};
 use crate::memory::{Memory, SearchRequest};
 use crate::service::token;
 use crate::store::Root;
@@ -241,9 +242,22 @@ pub fn run(cli: Cli) -> Result<i32> {
     code
 }
 
+/// The command line's reader: a person at a shell.
+const READER: Reader = Reader::Person;
+
 fn print_json(value: &impl serde::Serialize) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// Print `value` as JSON, or its text.
+fn print(json: bool, value: &impl serde::Serialize, text: impl FnOnce() -> String) -> Result<i32> {
+    if json {
+        print_json(value)?;
+    } else {
+        println!("{}", text());
+    }
+    Ok(0)
 }
 
 fn init(config: &Config, json: bool) -> Result<i32> {
@@ -309,73 +323,18 @@ fn add(memory: &Memory, args: AddArgs) -> Result<i32> {
     }
     let facts: Vec<NewFact> =
         texts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
-    let added = memory.add(facts)?;
-    if args.json {
-        print_json(&Added::new(&added, None))?;
-    } else {
-        for fact in &added {
-            println!("{} {} {}", fact.id, fact.date, fact.text);
-        }
-    }
-    Ok(0)
+    let added = Added::new(&memory.add(memory.check_facts(facts)?)?, None);
+    print(args.json, &added, || render::stored(&added))
 }
 
 async fn status(memory: &Memory, json: bool) -> Result<i32> {
     let status = memory.status().await?;
-    if json {
-        print_json(&status)?;
-    } else {
-        let gate = &status.gate;
-        println!("root:          {}", memory.root().dir().display());
-        println!("gate:          {} ({})", if gate.open { "open" } else { "shut" }, gate.reason);
-        println!("pending facts: {}", status.pending_facts);
-        if status.held_facts > 0 {
-            println!(
-                "  held:        {} (in a plan, undone or rejected: `consolidate --force` takes them up; \
-                 edited in the archive or in an entry memory.md cannot show: see `memfold verify`)",
-                status.held_facts
-            );
-        }
-        println!("entries:       {}", status.entries);
-        if status.plans_waiting > 0 {
-            println!(
-                "review:        {} plans wait, {} ops proposed (`memfold plans`, then `apply` or `reject`)",
-                status.plans_waiting, status.proposals_waiting
-            );
-        }
-        println!("embedder:      {} ({})", status.embedder.name, status.embedder.why);
-        match &status.last_run {
-            Some(run) => println!("last run:      {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops),
-            None => println!("last run:      none"),
-        }
-        if status.problems > 0 {
-            println!("problems:      {} (see `memfold verify`)", status.problems);
-        }
-    }
-    Ok(0)
+    print(json, &status, || format!("root: {}\n{}", memory.root().dir().display(), render::status(&status, READER)))
 }
 
 async fn verify(memory: &Memory, json: bool) -> Result<i32> {
     let report = memory.verify().await?;
-    if json {
-        print_json(&report)?;
-    } else {
-        for problem in &report.problems {
-            println!("{problem}");
-        }
-        for warning in &report.warnings {
-            println!("warning: {warning}");
-        }
-        println!(
-            "{}: {} facts ({} pending, {} consolidated, {} tombstoned), {} problems",
-            if report.ok { "ok" } else { "NOT OK" },
-            report.facts,
-            report.pending,
-            report.consolidated,
-            report.tombstoned,
-            report.problems.len()
-        );
-    }
+    print(json, &report, || render::verified(&report))?;
     Ok(if report.ok { 0 } else { 1 })
 }
 
@@ -386,14 +345,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 async fn search(memory: &Memory, args: SearchArgs) -> Result<i32> {
     let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.history, skip_recall: false };
     let hits = memory.search(&args.query, &request).await?;
-    if args.json {
-        print_json(&json!({ "hits": hits }))?;
-    } else {
-        for hit in &hits {
-            println!("{:.3}  {:<8} {:<14} {}", hit.score, hit.kind.as_str(), hit.id, hit.text.replace('\n', " "));
-        }
-    }
-    Ok(0)
+    print(args.json, &json!({ "hits": hits }), || render::hits(&hits))
 }
 
 async fn reindex(memory: &Memory, clear: bool, json: bool) -> Result<i32> {
@@ -415,16 +367,7 @@ async fn reindex(memory: &Memory, clear: bool, json: bool) -> Result<i32> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    if json {
-        print_json(&done)?;
-    } else {
-        let stats = done.stats;
-        println!(
-            "{} docs: {} embedded, {} written, {} deleted, {} unchanged in {:.2}s",
-            done.docs, stats.embedded, stats.upserted, stats.deleted, stats.unchanged, done.seconds
-        );
-    }
-    Ok(0)
+    print(json, &done, || render::reindexed(&done))
 }
 
 async fn consolidate(memory: &Memory, opts: PassOptions, json: bool) -> Result<i32> {
@@ -436,236 +379,61 @@ async fn consolidate(memory: &Memory, opts: PassOptions, json: bool) -> Result<i
         }
         Err(err) => return Err(err.into()),
     };
-    if json {
-        print_json(&report)?;
-    } else if !report.gate.open {
-        println!("not consolidating: {}", report.gate.reason);
-    } else {
-        print_ops(&report);
-        println!("{}", report.summary());
-        for plan in &report.plans {
-            println!(
-                "plan {plan} stored for review: `memfold plans`, then `memfold apply {plan}` or `memfold reject {plan}`"
-            );
-        }
-    }
-    Ok(0)
-}
-
-fn print_ops(report: &PassReport) {
-    for op in &report.ops {
-        let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
-        println!("{:<9} {:<14} {}", op.op, op.target.as_deref().unwrap_or("(new)"), what.replace('\n', " "));
-    }
+    print(json, &report, || render::pass(&report, READER))
 }
 
 async fn curate(memory: &Memory, verb: Curate) -> Result<i32> {
     match verb {
         Curate::Forget { id, reason, json } => {
             let done = memory.forget(&id, reason.as_deref()).await?;
-            if json {
-                print_json(&done)?;
-            } else {
-                println!("forgot {} {} (tombstoned: {})", done.kind, done.id, done.tombstoned.join(", "));
-            }
+            print(json, &done, || render::forgotten(&done))
         }
         Curate::Pin { id } => {
             memory.pin(&id, true).await?;
-            println!("pinned {id}");
+            print(false, &(), || render::pinned(&id, true))
         }
         Curate::Unpin { id } => {
             memory.pin(&id, false).await?;
-            println!("unpinned {id}");
+            print(false, &(), || render::pinned(&id, false))
         }
         Curate::Rebuild { json } => {
             let report = memory.rebuild().await?;
-            if json {
-                print_json(&report)?;
-            } else {
-                println!("rebuilt: {} ops from {} decision calls", report.ops.len(), report.clusters.len());
-            }
+            print(json, &report, || render::pass(&report, READER))
         }
     }
-    Ok(0)
 }
 
 async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
     match verb {
         ReviewVerb::Runs { json } => {
             let runs = memory.runs().await?;
-            if json {
-                print_json(&json!({ "runs": runs }))?;
-                return Ok(0);
-            }
-            if runs.is_empty() {
-                println!("no runs yet");
-            }
-            for run in &runs {
-                let ops: Vec<String> = run.ops.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
-                let llm = run.llm.map_or(String::new(), |u| {
-                    format!(", {} LLM calls ({} + {} tokens)", u.calls, u.prompt_tokens, u.completion_tokens)
-                });
-                println!(
-                    "{}  {}  {}  {} facts{llm}{}{}",
-                    run.run,
-                    run.time.format("%Y-%m-%d %H:%M:%SZ"),
-                    ops.join(", "),
-                    run.facts,
-                    run.plan.as_ref().map_or(String::new(), |p| format!(", from plan {p}")),
-                    run.undone.map_or(String::new(), |t| format!(", undone {}", t.format("%Y-%m-%d %H:%M"))),
-                );
-            }
+            print(json, &json!({ "runs": runs }), || render::runs(&runs))
         }
         ReviewVerb::Undo { run, json } => {
             let done = memory.undo(&run).await?;
-            if json {
-                print_json(&done)?;
-            } else {
-                println!(
-                    "undid {}{}: {} entries restored, {} removed, {} facts pending again (a forced pass decides them anew)",
-                    done.run,
-                    if done.exact { " (memory.md restored byte for byte)" } else { "" },
-                    done.restored.len(),
-                    done.removed.len(),
-                    done.facts.len()
-                );
-            }
+            print(json, &done, || render::undone(&done, READER))
         }
         ReviewVerb::Plans { json } => {
             let plans = memory.plans().await?;
-            if json {
-                print_json(&json!({ "plans": plans }))?;
-                return Ok(0);
-            }
-            if plans.is_empty() {
-                println!("no plans");
-            }
-            for plan in &plans {
-                println!("{}", plan.headline());
-                if plan.status == PlanStatus::Rejected {
-                    continue;
-                }
-                for op in &plan.ops {
-                    let what = op.content.as_deref().or(op.into.as_deref()).unwrap_or("");
-                    let mut notes: Vec<String> = op.why.iter().cloned().collect();
-                    notes.extend(op.signals.iter().cloned());
-                    notes.extend(op.confidence.map(|c| format!("confidence {c:.2}")));
-                    println!(
-                        "  {:<9} {:<14} {}{}",
-                        op.op,
-                        op.target.as_deref().unwrap_or("(new)"),
-                        what.replace('\n', " "),
-                        if notes.is_empty() { String::new() } else { format!("  [{}]", notes.join("; ")) }
-                    );
-                }
-                print!("{}", plan.diff);
-                println!();
-            }
+            print(json, &json!({ "plans": plans }), || render::plans(&plans))
         }
         ReviewVerb::Apply { plan, groups, json } => {
             let applied = memory.apply_plan_groups(&plan, groups).await?;
-            if json {
-                print_json(&applied)?;
-            } else {
-                println!(
-                    "applied plan {} as run {}{}: {} ops, {} facts",
-                    applied.plan,
-                    applied.run,
-                    if applied.rebased { " (rebased onto the changed memory.md)" } else { "" },
-                    applied.ops,
-                    applied.facts.len()
-                );
-                if !applied.groups.is_empty() && !applied.rejected.is_empty() {
-                    println!(
-                        "the other groups were rejected: {} facts stay pending (`consolidate --force` decides them anew)",
-                        applied.rejected.len()
-                    );
-                }
-            }
+            print(json, &applied, || render::applied(&applied, READER))
         }
         ReviewVerb::Plan { plan, json } => {
             let detail = memory.plan_detail(&plan).await?;
-            if json {
-                print_json(&detail)?;
-                return Ok(0);
-            }
-            println!("{}", detail.plan.headline());
-            let texts: std::collections::HashMap<&str, &str> =
-                detail.fact_texts.iter().map(|f| (f.id.as_str(), f.text.as_str())).collect();
-            for group in &detail.groups {
-                println!("\ngroup {} ({} ops)", group.group, group.ops.len());
-                for fact in &group.facts {
-                    println!("  fact {fact}: {}", texts.get(fact.as_str()).copied().unwrap_or("?"));
-                }
-                for op in &group.ops {
-                    let notes: Vec<String> = op
-                        .op
-                        .why
-                        .iter()
-                        .cloned()
-                        .chain(op.op.confidence.map(|c| format!("confidence {c:.2}")))
-                        .collect();
-                    println!(
-                        "  {} {}{}",
-                        op.op.op,
-                        op.op.target.as_deref().unwrap_or("(new)"),
-                        if notes.is_empty() { String::new() } else { format!("  [{}]", notes.join("; ")) }
-                    );
-                    for change in &op.changes {
-                        let before = change.before.as_deref().unwrap_or("");
-                        let after = change.after.as_deref().unwrap_or("");
-                        print!("{}", crate::planning::diff::unified(before, after, &change.entry, 1));
-                    }
-                }
-            }
+            print(json, &detail, || render::plan_detail(&detail))
         }
         ReviewVerb::Reject { plan, json } => {
             let rejected = memory.reject_plan(&plan).await?;
-            if json {
-                print_json(&rejected)?;
-            } else {
-                println!(
-                    "rejected plan {}: {} facts stay pending (left out of automatic passes; `consolidate --force` decides them anew)",
-                    rejected.plan,
-                    rejected.facts.len()
-                );
-            }
+            print(json, &rejected, || render::rejected(&rejected, READER))
         }
         ReviewVerb::History { id, json } => {
             let chain = memory.history(&id).await?;
-            if json {
-                print_json(&chain)?;
-                return Ok(0);
-            }
-            for v in &chain.versions {
-                let date = |d: Option<NaiveDate>| d.map_or("?".to_string(), |d| d.to_string());
-                let until = if v.status.is_current() { "now".to_string() } else { date(v.valid_until) };
-                let mut links = Vec::new();
-                if let Some(next) = &v.superseded_by {
-                    links.push(format!("superseded by {next}"));
-                }
-                if !v.supersedes.is_empty() {
-                    links.push(format!("supersedes {}", v.supersedes.join(", ")));
-                }
-                if let Some(run) = &v.run {
-                    links.push(format!("run {run}"));
-                }
-                println!(
-                    "{}  {:<9} {} .. {} (updated {}){}",
-                    v.id,
-                    v.status,
-                    date(v.first_seen),
-                    until,
-                    date(v.updated),
-                    if links.is_empty() { String::new() } else { format!("  {}", links.join(", ")) }
-                );
-                for line in v.content.lines() {
-                    println!("    {line}");
-                }
-            }
+            print(json, &chain, || render::chain(&chain))
         }
     }
-    Ok(0)
 }
 
 /// Make what this process creates private (umask 077): the `memfold` binary calls it first.

@@ -1,15 +1,55 @@
-//! The compact text an MCP tool answers with: what an agent reads, one line per item.
+//! The text the command line prints and the MCP tools answer with, for the same views.
 //!
-//! The structured content of every answer carries the CLI's `--json` document; this text says
-//! the same in fewer words, names ids so the agent can act on them, and names the tool that
-//! takes the next step. Multi-line entry text is folded onto its line.
+//! One renderer for both doors, so they cannot drift: a line says the same thing to a person
+//! at a shell and to an agent, one item per line with its id first so either can act on it.
+//! Only the words for the next step differ ([`Reader`]): a person is told the command
+//! (`memfold apply <plan>`), an agent the tool (`memory_apply_plan`). Multi-line entry text
+//! is folded onto its line. The `--json` documents and MCP's structured content carry the
+//! views themselves; this text says the same in fewer words.
 
 use std::fmt::Write;
 
+use chrono::NaiveDate;
+
 use crate::memory::views::{
-    Added, AppliedPlan, Chain, Forgotten, Hit, OpReport, PassReport, PlanDetail, PlanStatus, PlanView, RejectedPlan,
-    RunView, Status, Undone,
+    Added, AppliedPlan, Chain, Forgotten, Hit, OpReport, PassReport, PlanDetail, PlanStatus, PlanView, Reindexed,
+    RejectedPlan, Report, RunView, Status, Undone,
 };
+
+/// Who reads the text, and so how a next step is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// A person at a shell: commands.
+    Person,
+    /// An agent through MCP: tool names.
+    Agent,
+}
+
+/// A next step a text may point to.
+enum Step<'a> {
+    Plans,
+    Decide(&'a str),
+    Force,
+    Undo(&'a str),
+    Verify,
+}
+
+impl Reader {
+    fn step(self, step: Step) -> String {
+        match (self, step) {
+            (Reader::Person, Step::Plans) => "`memfold plans`".into(),
+            (Reader::Person, Step::Decide(plan)) => format!("`memfold apply {plan}` or `memfold reject {plan}`"),
+            (Reader::Person, Step::Force) => "`memfold consolidate --force`".into(),
+            (Reader::Person, Step::Undo(run)) => format!("`memfold undo {run}`"),
+            (Reader::Person, Step::Verify) => "`memfold verify`".into(),
+            (Reader::Agent, Step::Plans) => "memory_plans".into(),
+            (Reader::Agent, Step::Decide(_)) => "memory_apply_plan or memory_reject_plan".into(),
+            (Reader::Agent, Step::Force) => "memory_consolidate with force = true".into(),
+            (Reader::Agent, Step::Undo(_)) => "memory_undo".into(),
+            (Reader::Agent, Step::Verify) => "`memfold verify` (a person runs it)".into(),
+        }
+    }
+}
 
 /// Text on one line.
 fn folded(text: &str) -> String {
@@ -19,6 +59,14 @@ fn folded(text: &str) -> String {
 /// A list of ids, or `none`.
 fn ids(ids: &[String]) -> String {
     if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn day(d: Option<NaiveDate>) -> String {
+    d.map_or("?".to_string(), |d| d.to_string())
 }
 
 /// Facts just stored.
@@ -34,10 +82,6 @@ pub fn stored(added: &Added) -> String {
     out
 }
 
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
-}
-
 /// Search hits, best first.
 pub fn hits(hits: &[Hit]) -> String {
     if hits.is_empty() {
@@ -50,7 +94,7 @@ pub fn hits(hits: &[Hit]) -> String {
                 Some(until) => format!(", {} to {until}", h.valid_from),
                 None => format!(", {}", h.valid_from),
             };
-            format!("{} [{}{when}] {}", h.id, h.kind.as_str(), folded(&h.text))
+            format!("{} [{}{when}] {:.3} {}", h.id, h.kind.as_str(), h.score, folded(&h.text))
         })
         .collect();
     lines.join("\n")
@@ -58,32 +102,33 @@ pub fn hits(hits: &[Hit]) -> String {
 
 /// An entry's versions: the current one first, then the older ones and those merged into it.
 pub fn chain(chain: &Chain) -> String {
-    let mut out = String::new();
     let current = chain.versions.iter().filter(|v| v.status.is_current());
     let older = chain.versions.iter().filter(|v| !v.status.is_current());
-    for v in current.chain(older) {
-        let date = |d: Option<chrono::NaiveDate>| d.map_or("?".to_string(), |d| d.to_string());
-        let mut notes = vec![v.status.to_string()];
-        if v.pinned {
-            notes.push("pinned".into());
-        }
-        notes.push(format!("first seen {}", date(v.first_seen)));
-        notes.push(format!("updated {}", date(v.updated)));
-        if let Some(until) = v.valid_until {
-            notes.push(format!("until {until}"));
-        }
-        if let Some(next) = &v.superseded_by {
-            notes.push(format!("superseded by {next}"));
-        }
-        if !v.supersedes.is_empty() {
-            notes.push(format!("supersedes {}", v.supersedes.join(", ")));
-        }
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        let _ = write!(out, "{} ({}): {}", v.id, notes.join(", "), folded(&v.content));
-    }
-    out
+    let lines: Vec<String> = current
+        .chain(older)
+        .map(|v| {
+            let mut notes = vec![v.status.to_string()];
+            if v.pinned {
+                notes.push("pinned".into());
+            }
+            notes.push(format!("first seen {}", day(v.first_seen)));
+            notes.push(format!("updated {}", day(v.updated)));
+            if let Some(until) = v.valid_until {
+                notes.push(format!("until {until}"));
+            }
+            if let Some(next) = &v.superseded_by {
+                notes.push(format!("superseded by {next}"));
+            }
+            if !v.supersedes.is_empty() {
+                notes.push(format!("supersedes {}", v.supersedes.join(", ")));
+            }
+            if let Some(run) = &v.run {
+                notes.push(format!("run {run}"));
+            }
+            format!("{} ({}): {}", v.id, notes.join(", "), folded(&v.content))
+        })
+        .collect();
+    lines.join("\n")
 }
 
 pub fn forgotten(done: &Forgotten) -> String {
@@ -98,7 +143,17 @@ pub fn pinned(id: &str, pinned: bool) -> String {
     }
 }
 
-fn op(op: &OpReport) -> String {
+/// An op in a few words: its kind and the entries it names (`REMOVE m-1 into m-2`).
+pub fn op_label(op: &OpReport) -> String {
+    match (&op.target, &op.into) {
+        (Some(t), Some(i)) => format!("{} {t} into {i}", op.op),
+        (Some(t), None) => format!("{} {t}", op.op),
+        _ => op.op.to_string(),
+    }
+}
+
+/// One op on one line: kind, target, and what it writes.
+pub fn op(op: &OpReport) -> String {
     let target = op.target.as_deref().unwrap_or("(new)");
     let what = match (&op.content, &op.into) {
         (Some(content), _) => folded(content),
@@ -108,37 +163,68 @@ fn op(op: &OpReport) -> String {
     format!("{} {target} {what}", op.op)
 }
 
+/// An op with why it was proposed: the decider's reason, the signals that fired, its confidence.
+fn op_with_reasons(op: &OpReport) -> String {
+    let mut notes: Vec<String> = op.why.iter().map(|w| folded(w)).collect();
+    notes.extend(op.signals.iter().cloned());
+    notes.extend(op.confidence.map(|c| format!("confidence {c:.2}")));
+    match notes.is_empty() {
+        true => self::op(op),
+        false => format!("{} [{}]", self::op(op), notes.join("; ")),
+    }
+}
+
 /// What a pass did, would do (dry run), or why it did not start.
-pub fn pass(report: &PassReport) -> String {
+pub fn pass(report: &PassReport, reader: Reader) -> String {
     if !report.gate.open {
         return format!(
-            "not consolidating: {} (memory_consolidate with force = true skips min_hours and min_facts)",
-            report.gate.reason
+            "not consolidating: {} ({} skips min_hours and min_facts)",
+            report.gate.reason,
+            reader.step(Step::Force)
         );
     }
     let mut lines: Vec<String> = report.ops.iter().map(op).collect();
     lines.push(format!("run {}", report.summary()));
     for plan in &report.plans {
         lines.push(format!(
-            "plan {plan} stored for review: memory_plans shows it, memory_apply_plan or memory_reject_plan decides it"
+            "plan {plan} stored for review: {} shows it, {} decides it",
+            reader.step(Step::Plans),
+            reader.step(Step::Decide(plan))
         ));
     }
     lines.join("\n")
 }
 
-pub fn status(status: &Status) -> String {
+/// The state of memory at a glance.
+pub fn status(status: &Status, reader: Reader) -> String {
     let gate = &status.gate;
     let mut out = format!(
-        "gate {} ({})\npending facts: {} ({} held: in a plan, undone or rejected, edited in the archive, or in an entry memory.md cannot show)\nentries: {}",
+        "gate: {} ({})\npending facts: {}",
         if gate.open { "open" } else { "shut" },
         gate.reason,
-        status.pending_facts,
-        status.held_facts,
-        status.entries
+        status.pending_facts
     );
-    if status.plans_waiting > 0 {
-        let _ = write!(out, "\nreview: {} plans wait, {} ops proposed", status.plans_waiting, status.proposals_waiting);
+    if status.held_facts > 0 {
+        let _ = write!(
+            out,
+            " ({} held: in a plan, undone or rejected, which {} takes up; or edited in the archive or in an \
+             entry memory.md cannot show, which {} names)",
+            status.held_facts,
+            reader.step(Step::Force),
+            reader.step(Step::Verify)
+        );
     }
+    let _ = write!(out, "\nentries: {}", status.entries);
+    if status.plans_waiting > 0 {
+        let _ = write!(
+            out,
+            "\nreview: {} plans wait, {} ops proposed ({})",
+            status.plans_waiting,
+            status.proposals_waiting,
+            reader.step(Step::Plans)
+        );
+    }
+    let _ = write!(out, "\nembedder: {} ({})", status.embedder.name, status.embedder.why);
     match &status.last_run {
         Some(run) => {
             let _ = write!(out, "\nlast run: {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops);
@@ -146,9 +232,33 @@ pub fn status(status: &Status) -> String {
         None => out.push_str("\nlast run: none"),
     }
     if status.problems > 0 {
-        let _ = write!(out, "\nproblems: {} (a person can see them with `memfold verify`)", status.problems);
+        let _ = write!(out, "\nproblems: {} (see {})", status.problems, reader.step(Step::Verify));
     }
     out
+}
+
+/// What `verify` found: each problem and warning, then the tally.
+pub fn verified(report: &Report) -> String {
+    let mut lines: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
+    lines.extend(report.warnings.iter().map(|w| format!("warning: {w}")));
+    lines.push(format!(
+        "{}: {} facts ({} pending, {} consolidated, {} tombstoned), {} problems",
+        if report.ok { "ok" } else { "NOT OK" },
+        report.facts,
+        report.pending,
+        report.consolidated,
+        report.tombstoned,
+        report.problems.len()
+    ));
+    lines.join("\n")
+}
+
+pub fn reindexed(done: &Reindexed) -> String {
+    let stats = &done.stats;
+    format!(
+        "{} docs: {} embedded, {} written, {} deleted, {} unchanged in {:.2}s",
+        done.docs, stats.embedded, stats.upserted, stats.deleted, stats.unchanged, done.seconds
+    )
 }
 
 /// Stored plans with their ops and diffs.
@@ -163,7 +273,7 @@ pub fn plans(plans: &[PlanView]) -> String {
         }
         out.push_str(&plan.headline());
         if plan.status == PlanStatus::Pending {
-            for line in plan.ops.iter().map(op) {
+            for line in plan.ops.iter().map(op_with_reasons) {
                 let _ = write!(out, "\n  {line}");
             }
             let _ = write!(out, "\n{}", plan.diff.trim_end());
@@ -172,23 +282,25 @@ pub fn plans(plans: &[PlanView]) -> String {
     out
 }
 
-/// One stored plan, group by group.
+/// One stored plan, group by group: its facts as archived, its ops, and the entries shown to
+/// the decider that it leaves alone.
 pub fn plan_detail(detail: &PlanDetail) -> String {
     let texts: std::collections::HashMap<&str, &str> =
         detail.fact_texts.iter().map(|f| (f.id.as_str(), f.text.as_str())).collect();
     let mut out = detail.plan.headline();
     for group in &detail.groups {
-        let _ = write!(out, "\ngroup {}:", group.group);
+        let _ = write!(out, "\ngroup {}: {} op{}", group.group, group.ops.len(), plural(group.ops.len()));
         for fact in &group.facts {
             let _ = write!(out, "\n  fact {fact}: {}", folded(texts.get(fact.as_str()).copied().unwrap_or("?")));
         }
         for detail in &group.ops {
-            let _ = write!(out, "\n  {}", op(&detail.op));
-            if let Some(why) = &detail.op.why {
-                let _ = write!(out, " (why: {})", folded(why));
-            }
-            if let Some(c) = detail.op.confidence {
-                let _ = write!(out, " (confidence {c:.2})");
+            let _ = write!(out, "\n  {}", op_with_reasons(&detail.op));
+            for change in &detail.changes {
+                let before = change.before.as_deref().unwrap_or("");
+                let after = change.after.as_deref().unwrap_or("");
+                for line in crate::planning::diff::unified(before, after, &change.entry, 1).lines() {
+                    let _ = write!(out, "\n    {line}");
+                }
             }
         }
         for e in &group.left_alone {
@@ -198,28 +310,34 @@ pub fn plan_detail(detail: &PlanDetail) -> String {
     out
 }
 
-pub fn applied(applied: &AppliedPlan) -> String {
+pub fn applied(applied: &AppliedPlan, reader: Reader) -> String {
     let rejected = if applied.rejected.is_empty() {
         String::new()
     } else {
-        format!("; the other groups were rejected, their {} facts stay pending", applied.rejected.len())
+        format!(
+            "; the other groups were rejected, their {} facts stay pending ({} decides them anew)",
+            applied.rejected.len(),
+            reader.step(Step::Force)
+        )
     };
     format!(
-        "applied plan {} as run {}{}: {} ops, {} facts{rejected} (memory_undo undoes it)",
+        "applied plan {} as run {}{}: {} ops, {} facts{rejected} ({} undoes it)",
         applied.plan,
         applied.run,
         if applied.rebased { ", rebased onto the changed memory.md" } else { "" },
         applied.ops,
-        applied.facts.len()
+        applied.facts.len(),
+        reader.step(Step::Undo(&applied.run))
     )
 }
 
-pub fn rejected(rejected: &RejectedPlan) -> String {
+pub fn rejected(rejected: &RejectedPlan, reader: Reader) -> String {
     format!(
         "rejected plan {}: nothing was written; {} facts stay pending, left out of automatic passes \
-         (memory_consolidate with force = true decides them anew)",
+         ({} decides them anew)",
         rejected.plan,
-        rejected.facts.len()
+        rejected.facts.len(),
+        reader.step(Step::Force)
     )
 }
 
@@ -239,6 +357,9 @@ pub fn runs(runs: &[RunView]) -> String {
                 ops.join(", "),
                 run.facts
             );
+            if let Some(u) = run.llm {
+                let _ = write!(line, "; {} LLM calls ({} + {} tokens)", u.calls, u.prompt_tokens, u.completion_tokens);
+            }
             if let Some(plan) = &run.plan {
                 let _ = write!(line, "; from plan {plan}");
             }
@@ -251,17 +372,18 @@ pub fn runs(runs: &[RunView]) -> String {
     lines.join("\n")
 }
 
-pub fn undone(undone: &Undone) -> String {
+pub fn undone(undone: &Undone, reader: Reader) -> String {
     format!(
         "undid {}{}: {} entries restored ({}), {} removed ({}); {} facts pending again \
-         (memory_consolidate with force = true decides them anew)",
+         ({} decides them anew)",
         undone.run,
         if undone.exact { ", memory.md restored byte for byte" } else { "" },
         undone.restored.len(),
         ids(&undone.restored),
         undone.removed.len(),
         ids(&undone.removed),
-        undone.facts.len()
+        undone.facts.len(),
+        reader.step(Step::Force)
     )
 }
 
@@ -274,5 +396,12 @@ mod tests {
         assert_eq!(folded("Lives in Porto.\n\n  Since 2026-05."), "Lives in Porto. Since 2026-05.");
         assert_eq!(ids(&[]), "none");
         assert_eq!(ids(&["m-1".into(), "f-2".into()]), "m-1, f-2");
+    }
+
+    #[test]
+    fn a_person_is_told_the_command_and_an_agent_the_tool() {
+        assert_eq!(Reader::Person.step(Step::Decide("r-1")), "`memfold apply r-1` or `memfold reject r-1`");
+        assert_eq!(Reader::Agent.step(Step::Decide("r-1")), "memory_apply_plan or memory_reject_plan");
+        assert!(Reader::Agent.step(Step::Force).starts_with("memory_consolidate"));
     }
 }

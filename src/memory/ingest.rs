@@ -7,23 +7,44 @@ use crate::models::llm::{Usage, extract};
 use crate::store::archive::{self, Fact, NewFact};
 use crate::store::caches::KeyCache;
 
+/// Facts that passed [`Memory::check_facts`] (or came checked from a turn's extraction): what
+/// [`Memory::add`] appends. Checked once, at the door of the request they came with, so a
+/// batch of several requests never fails for one of them.
+#[derive(Debug, Clone, Default)]
+pub struct CheckedFacts(Vec<NewFact>);
+
+impl CheckedFacts {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Join another checked batch to this one.
+    pub fn extend(&mut self, other: CheckedFacts) {
+        self.0.extend(other.0);
+    }
+}
+
 impl Memory {
-    /// Whether facts may be appended: at least one, none without text, none longer than
-    /// `ingest.max_fact_bytes`. Adapters that batch requests check each request with it first.
-    pub fn check_facts(&self, facts: &[NewFact]) -> Result<(), Error> {
+    /// Check facts before they may be appended: at least one, none without text, none dated
+    /// outside the years 1000 to 9999, none longer than `ingest.max_fact_bytes`.
+    pub fn check_facts(&self, facts: Vec<NewFact>) -> Result<CheckedFacts, Error> {
         if facts.is_empty() {
             return Err(Error::BadInput("no facts given".into()));
         }
-        archive::check_new(facts, self.inner.config.ingest.max_fact_bytes).map_err(|e| match e {
+        archive::check_new(&facts, self.inner.config.ingest.max_fact_bytes).map_err(|e| match e {
             archive::ArchiveError::TooLong { .. } => Error::TooLarge(e.to_string()),
             e => Error::BadInput(e.to_string()),
-        })
+        })?;
+        Ok(CheckedFacts(facts))
     }
 
-    /// Append facts to their day's archive (blocking). Refused, storing nothing, when a fact
-    /// has no text or is too long.
-    pub fn add(&self, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
-        self.check_facts(&facts)?;
+    /// Append checked facts to their day's archive (blocking).
+    pub fn add(&self, facts: CheckedFacts) -> Result<Vec<Fact>, Error> {
+        let facts = facts.0;
         let now = self.inner.clock.wall_now();
         let added =
             self.inner.appender.lock().unwrap_or_else(|e| e.into_inner()).append(&self.inner.root, &facts, now)?;
@@ -33,7 +54,7 @@ impl Memory {
 
     /// Ask the LLM for the facts in a conversation turn (`prompts/extract.md`). Nothing is
     /// stored: the caller appends them, all or none.
-    pub async fn extract_turn(&self, turn: &Turn) -> Result<(Vec<NewFact>, Usage), Error> {
+    pub async fn extract_turn(&self, turn: &Turn) -> Result<(CheckedFacts, Usage), Error> {
         if turn.text.trim().is_empty() {
             return Err(Error::BadInput("the turn is empty".into()));
         }
@@ -76,6 +97,6 @@ impl Memory {
                 tracing::warn!(error = %e, "the keys of extracted facts were not cached");
             }
         }
-        Ok((facts, usage))
+        Ok((CheckedFacts(facts), usage))
     }
 }

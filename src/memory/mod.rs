@@ -37,11 +37,15 @@ pub(crate) mod status;
 pub(crate) use passes::promote_root;
 pub mod views;
 
+pub use ingest::CheckedFacts;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::NaiveDate;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use tokio::sync::{Notify, OnceCell, broadcast};
 
 use crate::blocking;
@@ -109,20 +113,57 @@ pub struct Turn {
     pub source: Option<String>,
 }
 
-impl Turn {
-    /// A turn given either as text or as chat messages (`role`, `content`): exactly one of
-    /// them, and not empty.
-    pub fn from_parts<'a>(
-        text: Option<&str>,
-        messages: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<Turn, Error> {
-        match (text, messages.len()) {
-            (Some(text), 0) if !text.trim().is_empty() => Ok(Turn { text: text.trim().to_string(), ..Turn::default() }),
-            (None, 1..) => Ok(Turn::from_messages(messages)),
-            _ => Err(Error::BadInput("give either \"messages\" (non-empty) or \"text\" (non-empty)".into())),
-        }
-    }
+/// A turn as the doors take it (`POST /turns`, the MCP tool `memory_add_turn`): as text or as
+/// chat messages, with the day and the source of its facts.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRequest {
+    /// The turn as text ("user: …\nassistant: …"). Give this or messages.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The turn as chat messages. Give this or text.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// The day the facts belong to (YYYY-MM-DD); default today.
+    #[serde(default, deserialize_with = "day")]
+    pub date: Option<NaiveDate>,
+    /// Stored as the facts' source (default "turn").
+    #[serde(default)]
+    pub source: Option<String>,
+}
 
+/// One chat message of a turn.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// "user", "assistant", …
+    pub role: String,
+    pub content: String,
+}
+
+/// A day as `YYYY-MM-DD`, refused with a message that shows what was given.
+pub fn day<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<NaiveDate>, D::Error> {
+    let text: Option<String> = Option::deserialize(deserializer)?;
+    text.map(|t| t.parse().map_err(|_| serde::de::Error::custom(format!("expected a day as YYYY-MM-DD, got {t:?}"))))
+        .transpose()
+}
+
+impl TryFrom<TurnRequest> for Turn {
+    type Error = Error;
+
+    /// Exactly one of text and messages, and not empty.
+    fn try_from(request: TurnRequest) -> Result<Turn, Error> {
+        let messages = request.messages.iter().map(|m| (m.role.as_str(), m.content.as_str()));
+        let turn = match (request.text.as_deref(), messages.len()) {
+            (Some(text), 0) if !text.trim().is_empty() => Turn { text: text.trim().to_string(), ..Turn::default() },
+            (None, 1..) => Turn::from_messages(messages),
+            _ => return Err(Error::BadInput("give either \"messages\" (non-empty) or \"text\" (non-empty)".into())),
+        };
+        Ok(Turn { date: request.date, source: request.source, ..turn })
+    }
+}
+
+impl Turn {
     /// A turn from chat messages (`role`, `content`).
     pub fn from_messages<'a>(messages: impl IntoIterator<Item = (&'a str, &'a str)>) -> Turn {
         let text = messages
@@ -398,6 +439,17 @@ impl Memory {
         Ok(gone)
     }
 
+    /// The start of every change (blocking): take the lock (finishing an unfinished change),
+    /// record the entries a person deleted from `memory.md` by hand, and read the files. A
+    /// failure at any step stops the change: planning around a hand deletion that could not
+    /// be recorded would bring the deleted entry back.
+    fn lock_and_read(&self) -> Result<(LockGuard, Ledger), Error> {
+        let lock = self.lock()?;
+        self.reconcile_locked(&lock)?;
+        let ledger = Ledger::load(&self.inner.root)?;
+        Ok((lock, ledger))
+    }
+
     /// Lock, recover, record hand deletions, read, plan, commit: the write path of every verb
     /// but consolidation. `plan` returns the change and what to answer.
     /// Returns what `plan` answered, whether `memory.md` was rewritten, and the lock, still held.
@@ -407,9 +459,7 @@ impl Memory {
     ) -> Result<(T, bool, LockGuard), Error> {
         let me = self.clone();
         blocking(move || {
-            let lock = me.lock()?;
-            me.reconcile_locked(&lock)?;
-            let ledger = Ledger::load(&me.inner.root)?;
+            let (lock, ledger) = me.lock_and_read()?;
             let (change, out) = plan(&me, &ledger)?;
             let rewrote = change.memory.is_some();
             commit::commit(&me.inner.root, &change, &lock)?;
@@ -475,14 +525,18 @@ mod tests {
 
     #[test]
     fn a_turn_is_text_or_messages_never_both_nor_neither() {
-        let none = std::iter::empty::<(&str, &str)>;
-        assert_eq!(Turn::from_parts(Some("  user: hi  "), none()).unwrap().text, "user: hi");
-        let messages = [("user", " hi "), ("assistant", "hello")];
-        assert_eq!(Turn::from_parts(None, messages.into_iter()).unwrap().text, "user: hi\nassistant: hello");
-        for bad in [Turn::from_parts(Some("x"), messages.into_iter()), Turn::from_parts(Some(" "), none())] {
-            assert_eq!(bad.unwrap_err().kind(), crate::error::Kind::BadInput);
+        let turn = |json: serde_json::Value| Turn::try_from(serde_json::from_value::<TurnRequest>(json).unwrap());
+        assert_eq!(turn(serde_json::json!({"text": "  user: hi  "})).unwrap().text, "user: hi");
+        let messages =
+            serde_json::json!([{"role": "user", "content": " hi "}, {"role": "assistant", "content": "hello"}]);
+        let both = turn(serde_json::json!({"messages": messages, "date": "2026-05-01", "source": "chat"})).unwrap();
+        assert_eq!((both.text.as_str(), both.source.as_deref()), ("user: hi\nassistant: hello", Some("chat")));
+        for bad in [serde_json::json!({"text": "x", "messages": messages}), serde_json::json!({"text": " "})] {
+            assert_eq!(turn(bad).unwrap_err().kind(), crate::error::Kind::BadInput);
         }
-        assert!(Turn::from_parts(None, none()).is_err());
+        assert!(turn(serde_json::json!({})).is_err());
+        let err = serde_json::from_value::<TurnRequest>(serde_json::json!({"text": "x", "date": "May 1"})).unwrap_err();
+        assert!(err.to_string().contains("YYYY-MM-DD"), "{err}");
     }
 
     #[tokio::test]

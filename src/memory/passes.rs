@@ -35,15 +35,15 @@ impl Memory {
         let started = self.inner.clock.now();
         let me = self.clone();
         let (lock, holder, ledger, marks) = blocking(move || -> Result<_, Error> {
-            let lock = if opts.dry_run { None } else { Some(me.lock()?) };
-            if let Some(lock) = &lock
-                && let Err(e) = me.reconcile_locked(lock)
-            {
-                tracing::warn!(error = %e, "could not record hand edits of memory.md");
-            }
-            // A dry run takes no lock, but says so when a pass holds it, as that pass would.
-            let holder = opts.dry_run.then(|| crate::sys::lock::holder(&me.inner.root.consolidate_lock())).flatten();
-            Ok((lock, holder, Ledger::load(&me.inner.root)?, records::plan_marks(&me.inner.root)))
+            let (lock, holder, ledger) = if opts.dry_run {
+                // A dry run takes no lock, but says so when a pass holds it, as that pass would.
+                let holder = crate::sys::lock::holder(&me.inner.root.consolidate_lock());
+                (None, holder, Ledger::load(&me.inner.root)?)
+            } else {
+                let (lock, ledger) = me.lock_and_read()?;
+                (Some(lock), None, ledger)
+            };
+            Ok((lock, holder, ledger, records::plan_marks(&me.inner.root)))
         })
         .await?;
         let (under_review, rejected) = (marks.under_review, marks.rejected);
@@ -81,11 +81,7 @@ impl Memory {
         let today = self.inner.clock.day_of(started);
         let me = self.clone();
         let (lock, ledger, marks) = blocking(move || -> Result<_, Error> {
-            let lock = me.lock()?;
-            if let Err(e) = me.reconcile_locked(&lock) {
-                tracing::warn!(error = %e, "could not record hand edits of memory.md");
-            }
-            let ledger = Ledger::load(&me.inner.root)?;
+            let (lock, ledger) = me.lock_and_read()?;
             // A rebuild rewrites every block: one a person must mend would be cemented (a broken
             // header turned into text, entries an open block hides folded into it).
             let memory = &ledger.memory;

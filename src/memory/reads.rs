@@ -57,15 +57,11 @@ impl Memory {
     pub async fn verify(&self) -> Result<Report, Error> {
         let me = self.clone();
         let (busy, ledger) = blocking(move || -> Result<_, Error> {
-            let busy = match me.lock() {
-                Ok(lock) => {
-                    me.reconcile_locked(&lock)?;
-                    false
-                }
-                Err(Error::Busy(_)) => commit::pending(&me.inner.root),
-                Err(e) => return Err(e),
-            };
-            Ok((busy, Ledger::load(&me.inner.root)?))
+            match me.lock_and_read() {
+                Ok((_lock, ledger)) => Ok((false, ledger)),
+                Err(Error::Busy(_)) => Ok((commit::pending(&me.inner.root), Ledger::load(&me.inner.root)?)),
+                Err(e) => Err(e),
+            }
         })
         .await?;
         let mut extra = Vec::new();

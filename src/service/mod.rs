@@ -38,7 +38,7 @@ use crate::memory::views::{
     Added, AppliedPlan, Chain, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail, PlanView, Reindexed,
     RejectedPlan, RunView, Status, Undone,
 };
-use crate::memory::{Memory, Rewritten, SearchRequest, Turn};
+use crate::memory::{CheckedFacts, Memory, Rewritten, SearchRequest, Turn};
 use crate::store::archive::{Fact, NewFact};
 use crate::sys::lock::{LockError, LockGuard};
 use metrics::{Gauges, Metrics};
@@ -206,7 +206,7 @@ struct Ingest {
 }
 
 struct Waiting {
-    facts: Vec<NewFact>,
+    facts: CheckedFacts,
     reply: oneshot::Sender<Result<Vec<Fact>, Error>>,
 }
 
@@ -351,7 +351,7 @@ impl Service {
     /// refused request (no facts, a fact without text or too long) stores nothing.
     pub async fn add(&self, door: Door, facts: Vec<NewFact>) -> Result<Added, Error> {
         self.count(Verb::Add, door);
-        self.memory.check_facts(&facts)?;
+        let facts = self.memory.check_facts(facts)?;
         let n = facts.len();
         let added = self.append(facts).await?;
         self.metrics.facts_ingested(Verb::Add, n);
@@ -374,7 +374,7 @@ impl Service {
         Ok(Added::new(&added, Some(usage)))
     }
 
-    async fn append(&self, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
+    async fn append(&self, facts: CheckedFacts) -> Result<Vec<Fact>, Error> {
         let (reply, answer) = oneshot::channel();
         lock(&self.ingest.queue).push(Waiting { facts, reply });
         {
@@ -552,7 +552,10 @@ impl Service {
 /// Append one batch and answer each waiter with its own facts, in the order given.
 fn append_batch(memory: &Memory, mut batch: Vec<Waiting>) {
     let sizes: Vec<usize> = batch.iter().map(|w| w.facts.len()).collect();
-    let all: Vec<NewFact> = batch.iter_mut().flat_map(|w| std::mem::take(&mut w.facts)).collect();
+    let mut all = CheckedFacts::default();
+    for waiting in &mut batch {
+        all.extend(std::mem::take(&mut waiting.facts));
+    }
     let started = Instant::now();
     match memory.add(all) {
         Ok(facts) => {

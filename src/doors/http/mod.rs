@@ -54,7 +54,7 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use crate::doors::mcp::McpServer;
 use crate::error::{Error, Kind};
 use crate::memory::views::PassOptions;
-use crate::memory::{SearchRequest, Turn};
+use crate::memory::{SearchRequest, TurnRequest};
 use crate::service::workers::stopped;
 use crate::service::{Door, PassAnswer, Service};
 use crate::store::archive::NewFact;
@@ -380,33 +380,8 @@ async fn post_facts(State(state): Shared, JsonBody(body): JsonBody<FactsBody>) -
     ok(json!(state.service.add(DOOR, body.facts).await?))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TurnBody {
-    #[serde(default)]
-    messages: Vec<TurnMessage>,
-    #[serde(default)]
-    text: Option<String>,
-    /// Stored as the facts' `src` (default `turn`).
-    #[serde(default)]
-    source: Option<String>,
-    /// The day the facts belong to (default today).
-    #[serde(default)]
-    date: Option<NaiveDate>,
-}
-
-#[derive(Deserialize)]
-struct TurnMessage {
-    role: String,
-    content: String,
-}
-
-async fn post_turns(State(state): Shared, JsonBody(body): JsonBody<TurnBody>) -> ApiResult {
-    let messages = body.messages.iter().map(|m| (m.role.as_str(), m.content.as_str()));
-    let mut turn = Turn::from_parts(body.text.as_deref(), messages)?;
-    turn.date = body.date;
-    turn.source = body.source;
-    ok(json!(state.service.add_turn(DOOR, turn).await?))
+async fn post_turns(State(state): Shared, JsonBody(body): JsonBody<TurnRequest>) -> ApiResult {
+    ok(json!(state.service.add_turn(DOOR, body.try_into()?).await?))
 }
 
 // ---- search ----------------------------------------------------------------------------------

@@ -17,26 +17,20 @@ use futures::FutureExt;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{ErrorData as McpError, schemars, tool, tool_router};
-use serde::de::Error as _;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::McpServer;
-use crate::doors::render as text;
+use crate::doors::render::{self as text, Reader};
 use crate::error::{Error, Kind};
 use crate::memory::views::PassOptions;
-use crate::memory::{SearchRequest, Turn};
+use crate::memory::{SearchRequest, TurnRequest, day};
 use crate::service::{Door, PassAnswer};
 use crate::store::archive::NewFact;
 
+/// The MCP tools' reader: an agent.
+const READER: Reader = Reader::Agent;
 const DOOR: Door = Door::Mcp;
-
-/// A day as `YYYY-MM-DD`, refused with a message that shows what was given.
-fn day<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<NaiveDate>, D::Error> {
-    let text: Option<String> = Option::deserialize(deserializer)?;
-    text.map(|t| t.parse().map_err(|_| D::Error::custom(format!("expected a day as YYYY-MM-DD, got {t:?}"))))
-        .transpose()
-}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,32 +43,6 @@ pub struct AddArgs {
     /// Where the facts came from, stored with them (e.g. "chat").
     #[serde(default)]
     pub source: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddTurnArgs {
-    /// The turn as text ("user: …\nassistant: …"). Give this or messages.
-    #[serde(default)]
-    pub text: Option<String>,
-    /// The turn as chat messages. Give this or text.
-    #[serde(default)]
-    pub messages: Vec<Message>,
-    /// The day the facts belong to (YYYY-MM-DD); default today.
-    #[serde(default, deserialize_with = "day")]
-    pub date: Option<NaiveDate>,
-    /// Stored as the facts' source (default "turn").
-    #[serde(default)]
-    pub source: Option<String>,
-}
-
-/// One chat message of a turn.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Message {
-    /// "user", "assistant", …
-    pub role: String,
-    pub content: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -229,13 +197,9 @@ impl McpServer {
                        worth remembering and stores them like memory_add, all or none. Needs an LLM configured.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]
-    async fn memory_add_turn(&self, Parameters(args): Parameters<AddTurnArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_add_turn(&self, Parameters(args): Parameters<TurnRequest>) -> Result<CallToolResult, McpError> {
         answer(async move {
-            let messages = args.messages.iter().map(|m| (m.role.as_str(), m.content.as_str()));
-            let mut turn = Turn::from_parts(args.text.as_deref(), messages)?;
-            turn.date = args.date;
-            turn.source = args.source;
-            let added = self.service.add_turn(DOOR, turn).await?;
+            let added = self.service.add_turn(DOOR, args.try_into()?).await?;
             Ok((text::stored(&added), json!(added)))
         })
         .await
@@ -300,7 +264,7 @@ impl McpServer {
     ) -> Result<CallToolResult, McpError> {
         let opts = PassOptions { force: args.force, dry_run: args.dry_run };
         reply(self.service.consolidate(DOOR, opts), |answer| match answer {
-            PassAnswer::Done(report) => (text::pass(report), json!(report)),
+            PassAnswer::Done(report) => (text::pass(report, READER), json!(report)),
             PassAnswer::Running(running) => (running.message.clone(), json!(running)),
         })
         .await
@@ -312,7 +276,7 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_status(&self) -> Result<CallToolResult, McpError> {
-        reply(self.service.status(DOOR), |status| (text::status(&status.status), json!(status))).await
+        reply(self.service.status(DOOR), |status| (text::status(&status.status, READER), json!(status))).await
     }
 
     #[tool(
@@ -342,7 +306,7 @@ impl McpServer {
     )]
     async fn memory_apply_plan(&self, Parameters(args): Parameters<ApplyPlanArgs>) -> Result<CallToolResult, McpError> {
         reply(self.service.apply_plan(DOOR, &args.plan, args.groups), |applied| {
-            (text::applied(applied), json!(applied))
+            (text::applied(applied, READER), json!(applied))
         })
         .await
     }
@@ -352,7 +316,10 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_reject_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.reject_plan(DOOR, &args.plan), |rejected| (text::rejected(rejected), json!(rejected))).await
+        reply(self.service.reject_plan(DOOR, &args.plan), |rejected| {
+            (text::rejected(rejected, READER), json!(rejected))
+        })
+        .await
     }
 
     #[tool(
@@ -369,7 +336,7 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     async fn memory_undo(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.undo(DOOR, &args.run), |undone| (text::undone(undone), json!(undone))).await
+        reply(self.service.undo(DOOR, &args.run), |undone| (text::undone(undone, READER), json!(undone))).await
     }
 }
 

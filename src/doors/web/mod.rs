@@ -486,16 +486,7 @@ fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert: Option<Al
                 })
                 .collect(),
             left_alone: g.left_alone.clone(),
-            summary: g
-                .ops
-                .iter()
-                .map(|op| match (&op.op.target, &op.op.into) {
-                    (Some(t), Some(i)) => format!("{} {t} into {i}", op.op.op),
-                    (Some(t), None) => format!("{} {t}", op.op.op),
-                    _ => op.op.op.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
+            summary: g.ops.iter().map(|op| crate::doors::render::op_label(&op.op)).collect::<Vec<_>>().join(", "),
             confidence: g.ops.iter().filter_map(|op| op.op.confidence).reduce(f64::min).map(|c| format!("{c:.2}")),
         })
         .collect::<Vec<GroupRow>>();
