@@ -17,4 +17,5 @@ pub mod plan;
 pub mod rebuild;
 pub mod records;
 pub mod rules;
+pub mod stem;
 pub mod validate;

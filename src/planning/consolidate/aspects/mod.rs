@@ -20,9 +20,7 @@
 //! Keys are derived, never the truth, and never a reason to merge: they only add candidates.
 //! No key, threshold or cosine decides anything.
 
-mod words;
 
-pub(crate) use words::stem;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -30,6 +28,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::stem::{stem, stems};
 use crate::models::embed::{EmbedError, Embedder};
 
 /// What a text is about: a subject class (`user`, `partner`, `dog`, …) and an attribute.
@@ -131,7 +130,7 @@ impl Taxonomy {
                 all.aspect.push(a);
             }
         }
-        let stems = |cues: &[String]| cues.iter().map(|c| words::stems(c)).filter(|c| !c.is_empty()).collect();
+        let stems = |cues: &[String]| cues.iter().map(|c| stems(c)).filter(|c| !c.is_empty()).collect();
         let subjects: Vec<(String, Vec<Vec<String>>)> =
             all.subject.iter().map(|s| (s.name.to_lowercase(), stems(&s.cues))).collect();
         let mut subject_cues = HashMap::new();
@@ -165,13 +164,13 @@ impl Taxonomy {
     pub fn parse_key(&self, text: &str) -> Option<Key> {
         let (subject, attribute) = text.split_once('/')?;
         let attribute = attribute.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
-        let subject = words::stems(subject);
+        let subject = stems(subject);
         if attribute.is_empty() || subject.is_empty() {
             return None;
         }
         let class = if subject == [USER] || subject == ["i"] || subject == ["me"] {
             USER.to_string()
-        } else if let Some(class) = self.subjects.iter().find(|(name, _)| words::stems(name) == subject) {
+        } else if let Some(class) = self.subjects.iter().find(|(name, _)| stems(name) == subject) {
             class.0.clone()
         } else {
             // "sister Ana": the class of any cue it holds.
@@ -196,7 +195,7 @@ impl Names {
         let mut names = HashMap::new();
         for text in texts {
             let raw: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
-            let stems: Vec<String> = raw.iter().map(|w| words::stem(&w.to_lowercase())).collect();
+            let stems: Vec<String> = raw.iter().map(|w| stem(&w.to_lowercase())).collect();
             // The longest relation phrase at the start ("father in law", "best friend").
             let Some((len, class)) = (1..=stems.len().min(4))
                 .rev()
@@ -286,7 +285,7 @@ impl Keyer {
             .iter()
             .zip(nearest)
             .map(|(text, nearest)| {
-                let stems = words::stems(text);
+                let stems = stems(text);
                 let subject = self.subject(text, &stems, names);
                 // In order: the attribute whose cue comes first in the text leads (an entry
                 // usually opens with what it is about: "Front door code is 2291.").
@@ -713,7 +712,7 @@ mod tests {
         let taxonomy = Taxonomy::builtin();
         let keyer = Keyer::with_examples(taxonomy.clone(), Vec::new(), Vec::new(), KeyerParams::default());
         let names = Names::learn(["Partner Théo works as a physiotherapist.", "Dog Bruno's vet is Dr. Lee."], &taxonomy);
-        let subject = |t: &str| keyer.subject(t, &words::stems(t), &names);
+        let subject = |t: &str| keyer.subject(t, &stems(t), &names);
         assert_eq!(subject("Since his knee acts up, my husband takes the metro."), "partner");
         assert_eq!(subject("Théo is doing the afternoon pickup now."), "partner");
         assert_eq!(subject("Took Bruno in for his shots."), "dog");

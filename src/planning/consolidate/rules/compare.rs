@@ -100,7 +100,8 @@ pub(super) fn same_subject(a: &[String], b: &[String]) -> bool {
 pub(super) fn antonym(a: &[String], b: &[String]) -> Option<(&'static str, &'static str)> {
     let has = |ws: &[String], w: &str| ws.iter().any(|x| x == w);
     for &(x, y) in ANTONYMS {
-        for (p, q) in [(x, y), (y, x)] {
+        let (x_stem, y_stem) = (word_stem(x), word_stem(y));
+        for (p, q) in [(x_stem.as_str(), y_stem.as_str()), (y_stem.as_str(), x_stem.as_str())] {
             if has(a, p) && has(b, q) && !has(a, q) && !has(b, p) {
                 let rest = |ws: &[String]| ws.iter().filter(|w| *w != p && *w != q).cloned().collect::<Vec<_>>();
                 if same_subject(&rest(a), &rest(b)) {
@@ -153,7 +154,7 @@ pub(super) fn contradiction(old: &Clause, new: &Clause) -> Vec<String> {
     if !old.negated
         && !new.negated
         && let (Some(a), Some(b)) = (&old.attribute, &new.attribute)
-        && a.key == b.key
+        && a.stems == b.stems
         && a.value != b.value
     {
         signals.push(format!("attribute-value:{}", a.key.join(" ")));

@@ -37,7 +37,7 @@ use chrono::{Datelike, NaiveDate};
 use super::super::aspects::{Key, compatible};
 use super::super::ops::{Candidate, Neighbor, Op, ProposedOp};
 use super::text::{Said, Tok, content_words, strip_time, tokens};
-use super::words::{is_date, is_name, is_number};
+use super::words::{is_date, is_name, is_number, word_stem};
 
 /// What the pass knows about the texts of a call besides the texts.
 #[derive(Debug, Clone, Default)]
@@ -148,22 +148,17 @@ struct Words {
     event_year: Option<i32>,
 }
 
-fn stemmed(word: &str) -> String {
-    super::super::aspects::stem(word)
-}
-
 impl Words {
     fn new(text: &str) -> Words {
         let said = Said::new(text);
         let toks: Vec<Tok> = tokens(strip_time(text.trim()));
         let content: Vec<String> = content_words(&toks)
             .into_iter()
-            .filter(|w| !w.starts_with('@') && !super::words::listed!(FILLERS, w.as_str()))
-            .map(|w| stemmed(&w))
+            .filter(|w| !w.starts_with('@') && !super::words::stem_set!(FILLERS).contains(w))
             .collect();
-        let all = toks.iter().map(|t| stemmed(&t.word)).chain(content.iter().cloned()).collect();
+        let all = toks.iter().map(|t| word_stem(&t.word)).chain(content.iter().cloned()).collect();
         let spaced = format!(" {} ", toks.iter().map(|t| t.word.as_str()).collect::<Vec<_>>().join(" "));
-        let long = toks.iter().filter(|t| t.word.chars().count() >= 3).map(|t| stemmed(&t.word)).collect();
+        let long = toks.iter().filter(|t| t.word.chars().count() >= 3).map(|t| word_stem(&t.word)).collect();
         Words {
             content,
             all,

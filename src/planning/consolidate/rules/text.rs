@@ -181,7 +181,10 @@ impl Said {
 /// An attribute statement: "my favourite colour is purple", "email: a@b.c".
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Attribute {
+    /// The key's words as one spelling writes them ("favourite colour"), for signals.
     pub(super) key: Vec<String>,
+    /// Their stems, for comparing keys ("kids' names" and "kid's name" are one key).
+    pub(super) stems: Vec<String>,
     pub(super) value: Vec<String>,
 }
 
@@ -260,8 +263,7 @@ pub(super) fn content_words(main: &[Tok]) -> Vec<String> {
             out.push(t.word.clone());
             continue;
         }
-        let stem = spelling(stem(w));
-        out.push(frame(&stem, main.get(k + 1)).map_or(stem, str::to_string));
+        out.push(frame(w, main.get(k + 1)).map_or_else(|| word_stem(w), str::to_string));
     }
     out
 }
@@ -301,7 +303,7 @@ pub(super) fn attribute(main: &[Tok]) -> Option<Attribute> {
         .iter()
         .map(|t| t.word.as_str())
         .filter(|w| !is_article(w) && person(w).is_none())
-        .map(|w| spelling(stem(w)))
+        .map(|w| spelled(w).to_string())
         .collect();
     let named = value.first().is_some_and(|t| matches!(t.word.as_str(), "named" | "called"));
     if named {
@@ -310,7 +312,9 @@ pub(super) fn attribute(main: &[Tok]) -> Option<Attribute> {
     }
     let value: Vec<String> =
         value.iter().map(|t| t.word.clone()).filter(|w| !is_article(w) && !listed!(TIME_ADVERBS, w)).collect();
-    let single_valued =
-        named || key.iter().any(|w| w == "favourite") || key.last().is_some_and(|w| listed!(ATTRIBUTE_NOUNS, w));
-    (single_valued && !value.is_empty() && value.len() <= 6).then_some(Attribute { key, value })
+    let stems: Vec<String> = key.iter().map(|w| word_stem(w)).collect();
+    let single_valued = named
+        || key.iter().any(|w| w == "favourite")
+        || stems.last().is_some_and(|w| stem_set!(ATTRIBUTE_NOUNS).contains(w));
+    (single_valued && !value.is_empty() && value.len() <= 6).then_some(Attribute { key, stems, value })
 }

@@ -61,6 +61,18 @@ macro_rules! word_set {
 }
 pub(super) use word_set;
 
+/// The stems ([`word_stem`]) of the space-separated words of the constant `$list` as a set,
+/// for lists compared with stemmed words.
+macro_rules! stem_set {
+    ($list:expr) => {{
+        static SET: std::sync::LazyLock<std::collections::HashSet<String>> = std::sync::LazyLock::new(|| {
+            $list.split(' ').filter(|w| !w.is_empty()).map($crate::planning::consolidate::rules::words::word_stem).collect()
+        });
+        &*SET
+    }};
+}
+pub(super) use stem_set;
+
 /// Whether `word` is one of the space-separated words of the constant `$list`.
 macro_rules! listed {
     ($list:expr, $word:expr) => {
@@ -133,44 +145,36 @@ pub(super) fn person(word: &str) -> Option<&'static str> {
     })
 }
 
-/// Light stemming: "likes" → "like", "cities" → "city"; words with digits stay as they are.
-pub(super) fn stem(word: &str) -> String {
-    if word.chars().any(|c| c.is_ascii_digit()) {
-        return word.to_string();
-    }
-    if word.len() > 4
-        && let Some(base) = word.strip_suffix("ies")
-    {
-        return format!("{base}y");
-    }
-    if word.len() > 3 && word.ends_with('s') && !["ss", "us", "is"].iter().any(|s| word.ends_with(s)) {
-        return word[..word.len() - 1].to_string();
-    }
-    word.to_string()
-}
-
-pub(super) fn spelling(word: String) -> String {
-    match word.as_str() {
-        "favorite" | "fave" => "favourite".into(),
-        "color" => "colour".into(),
+/// One spelling for the words with two ("favorite" and "fave" are "favourite", "color" is
+/// "colour").
+pub(super) fn spelled(word: &str) -> &str {
+    match word {
+        "favorite" | "fave" => "favourite",
+        "color" => "colour",
         _ => word,
     }
 }
 
+/// A word's stem for comparing texts ([`super::super::stem`]), after its one spelling.
+pub(super) fn word_stem(word: &str) -> String {
+    super::super::stem::stem(spelled(word))
+}
+
 /// A few verbs that name the same slot in different words ("works at" / "started at" → `@work`).
-pub(super) fn frame(stem: &str, next: Option<&Tok>) -> Option<&'static str> {
+/// Matched on the word as written: "used" (as in "used to") names no slot.
+pub(super) fn frame(word: &str, next: Option<&Tok>) -> Option<&'static str> {
     let after = next.map_or("", |t| t.word.as_str());
-    match stem {
-        "work" | "working" | "worked" | "employed" | "started" if matches!(after, "at" | "for" | "with") => {
+    match word {
+        "work" | "works" | "working" | "worked" | "employed" | "started" if matches!(after, "at" | "for" | "with") => {
             Some("@work")
         }
         "joined" if after == "at" || next.is_some_and(is_name) => Some("@work"),
-        "live" | "living" | "lived" | "based" | "moved" | "relocated"
+        "live" | "lives" | "living" | "lived" | "based" | "moved" | "relocated"
             if matches!(after, "in" | "to" | "into" | "near") =>
         {
             Some("@home")
         }
-        "use" | "using" => Some("@use"),
+        "use" | "uses" | "using" => Some("@use"),
         "switched" if after == "to" => Some("@use"),
         _ => None,
     }
