@@ -1,9 +1,12 @@
 //! Tests against real LanceDB tables in temp dirs, with a deterministic bag-of-words embedder.
 
+use std::collections::HashSet;
 use std::sync::Mutex as StdMutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
+use lancedb::index::{Index as LanceIndex, IndexType};
 
 use super::*;
 

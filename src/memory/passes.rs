@@ -2,31 +2,26 @@
 
 use std::time::Instant;
 
-use chrono::{DateTime, Utc};
-
 use super::{Memory, Rewritten, blocking};
 use crate::config::Config;
-use crate::config::Mode;
 use crate::error::Error;
 use crate::models::llm::ChatClient;
-use crate::planning::consolidate::apply::{self, Outcome};
-use crate::planning::consolidate::decide::{DecideError, Decider};
-use crate::planning::consolidate::divert::{divert, seen_facts};
 use crate::planning::consolidate::gate::{self, Gate, GateInput};
-use crate::planning::consolidate::pass::{AspectRun, Pass, PassOptions, PassReport, eligible, ms, run_id};
-use crate::planning::consolidate::records::PlanReason;
+use crate::planning::consolidate::pass::{
+    AspectRun, Pass, PassOptions, PassPlan, PassReport, PassRun, eligible, ms, run_id,
+};
 use crate::planning::consolidate::{rebuild, records};
 use crate::planning::promote::{self, PromoteInput, PromoteReport};
 use crate::store::Problem;
 use crate::store::Root;
-use crate::store::archive::Fact;
 use crate::store::caches::KeyCache;
 use crate::store::commit;
 use crate::store::content_hash;
-use crate::store::entries::{Entry, EntryFile};
+use crate::store::entries::Entry;
 use crate::store::ledger::Ledger;
 use crate::store::promoted::{self, PromotedError};
 use crate::sys::lock::LockGuard;
+use std::collections::HashSet;
 
 impl Memory {
     /// Run a pass if the gate is open (or `force`); with `dry_run`, plan and report only.
@@ -67,8 +62,8 @@ impl Memory {
         let run = run_id(started, &pending);
         report.run = Some(run.clone());
         tracing::info!(run = %run, pending = pending.len(), decider = self.decider_name(), "pass started");
-        let planned = PassRun { lock, ledger: &ledger, pending: &pending, run, started, opts, rebuild: None, rejected };
-        self.run_pass(planned, report, clock).await
+        let planned = PassRun { ledger: &ledger, pending: &pending, run, started, opts, rebuild: None };
+        self.run_pass(planned, lock, rejected, report, clock).await
     }
 
     /// Set the current entries aside and consolidate every archived fact that is not
@@ -115,108 +110,54 @@ impl Memory {
         report.run = Some(run.clone());
         tracing::info!(run = %run, pending = pending.len(), set_aside = blocks.len(), "rebuild started");
         let planned = PassRun {
-            lock: Some(lock),
             ledger: &planning,
             pending: &pending,
             run,
             started,
             opts: PassOptions { force: true, dry_run: false },
             rebuild: Some((&ledger.memory, blocks)),
-            rejected,
         };
-        self.run_pass(planned, report, clock).await
+        self.run_pass(planned, Some(lock), rejected, report, clock).await
     }
 
     /// Plan, commit, promote and reindex one pass whose gate is open.
-    async fn run_pass(&self, run: PassRun<'_>, mut report: PassReport, clock: Instant) -> Result<PassReport, Error> {
-        let mut cfg = self.inner.config.consolidation.clone();
-        if run.rebuild.is_some() {
-            // A rebuild is one change: it applies whole, or in review mode is stored whole.
-            cfg.review_below_confidence = 0.0;
-        }
-        let cfg = &cfg;
-        let today = self.inner.clock.day_of(run.started);
+    async fn run_pass(
+        &self,
+        run: PassRun<'_>,
+        lock: Option<LockGuard>,
+        rejected: HashSet<(String, String)>,
+        mut report: PassReport,
+        clock: Instant,
+    ) -> Result<PassReport, Error> {
         let aspects = self
             .aspects()
             .await?
             .map(|aspects| AspectRun { aspects, cache: std::sync::Mutex::new(KeyCache::load(&self.inner.root)) });
-        // Only the offline decider's folds read the pairs a person rejected.
-        let rejected = match &self.inner.decider {
-            Decider::Offline if cfg.offline_folds => run.rejected.clone(),
-            _ => Default::default(),
-        };
-        let pass = Pass {
-            config: cfg,
-            embedder: self.index().await?.embedder(),
-            decider: &self.inner.decider,
-            aspects,
-            rejected,
-        };
-        let planned = pass.plan(run.ledger, run.pending, &run.run, run.started, today, &mut report).await;
+        let embedder = self.index().await?.embedder();
+        let config = &self.inner.config.consolidation;
+        let pass = Pass::new(config, run.rebuild.is_some(), embedder, &self.inner.decider, aspects, rejected);
+        let planned = pass.plan_run(&self.inner.root, &run, &mut report, &self.inner.clock).await;
         if let Some(aspects) = pass.aspects {
             let mut cache = aspects.cache.into_inner().unwrap_or_else(|e| e.into_inner());
             if let Err(e) = blocking(move || cache.save()).await {
                 tracing::warn!(error = %e, "aspect keys not cached");
             }
         }
-        let mut planned = planned?;
-        if cfg.mode == Mode::Auto {
-            report.proposals = planned.held.len();
-        }
-        if run.opts.dry_run {
+        let PassPlan { change, ops, failures } = planned?;
+        let Some(change) = change else {
             report.timings.total_ms = ms(clock);
             return Ok(report);
-        }
-        let mut rewrite_from = None;
-        if let Some((on_disk, blocks)) = &run.rebuild {
-            // Every entry is set aside, so a fact left undecided would leave memory.md without
-            // what it says until a later pass: a rebuild writes nothing unless it decided all.
-            if let Some((err, _)) = planned.stopped.take() {
-                tracing::warn!(run = %run.run, error = %err, "rebuild stopped; nothing was written");
-                return Err(match err {
-                    DecideError::Llm(e) => Error::Llm(e),
-                    DecideError::BadReply(m) => Error::LlmReply(m),
-                });
-            }
-            if let Some((fact, why)) = planned.failures.first() {
-                return Err(Error::LlmReply(format!(
-                    "rebuild: {} facts undecided ({fact}: {why}); nothing was written",
-                    planned.failures.len()
-                )));
-            }
-            let plan = &mut planned.plan;
-            plan.memory_hash_before = on_disk.hash.clone();
-            plan.memory_before = on_disk.render();
-            plan.history.splice(0..0, blocks.iter().cloned());
-            rewrite_from = (cfg.mode == Mode::Auto).then_some(*on_disk);
-        }
-        let step = Instant::now();
-        let held_reason = match &self.inner.decider {
-            Decider::Offline => PlanReason::Proposal,
-            Decider::Llm { .. } => PlanReason::LowConfidence,
         };
-        let (plan, mut stored) =
-            divert(planned.plan, &planned.held, held_reason, &planned.facts, cfg.mode, run.started, today);
-        if let Some(stored) = &mut stored {
-            stored.seen = seen_facts(&report.clusters, stored, &run.ledger.memory);
-            if run.rebuild.is_some() {
-                stored.reason = PlanReason::Rebuild;
-            }
-        }
-        let outcome = Outcome { failures: &planned.failures, store: stored.as_ref(), rewrite_from };
-        let change =
-            apply::change(&self.inner.root, run.ledger, &plan, outcome, run.started, self.inner.clock.now(), today);
+        let step = Instant::now();
         let rewrote = change.memory.is_some();
         let root = self.inner.root.clone();
-        let lock = run.lock.ok_or_else(|| Error::Other("a pass that writes holds the lock".into()))?;
+        let lock = lock.ok_or_else(|| Error::Other("a pass that writes holds the lock".into()))?;
         // The guard goes with the write: dropping this task cannot release the lock mid-write.
         let lock = blocking(move || commit::commit(&root, &change, &lock).map(|()| lock)).await?;
-        report.plans.extend(stored.map(|s| s.id));
         report.timings.write_ms = ms(step);
-        report.applied = !plan.journal.is_empty();
         if rewrote {
             let step = Instant::now();
-            let (_lock, usage) = self.after_commit(lock, report.applied.then_some(plan.run.as_str())).await;
+            let (_lock, usage) = self.after_commit(lock, report.applied.then_some(run.run.as_str())).await;
             report.llm.add(usage);
             report.timings.promote_ms = ms(step);
         } else {
@@ -227,7 +168,7 @@ impl Memory {
         self.refresh().await?;
         report.timings.reindex_ms = ms(step);
         report.timings.total_ms = ms(clock);
-        tracing::info!(run = %plan.run, ops = plan.journal.len(), failed = planned.failures.len(), "pass done");
+        tracing::info!(run = %run.run, ops, failed = failures, "pass done");
         Ok(report)
     }
 
@@ -279,20 +220,4 @@ pub(crate) async fn promote_root(
     let root = root.clone();
     blocking(move || promoted::write(&root, planned.text.as_deref(), &planned.expected, &planned.record)).await?;
     Ok(planned.report)
-}
-
-/// A pass whose gate is open, ready to plan.
-struct PassRun<'a> {
-    /// Held unless it is a dry run.
-    lock: Option<LockGuard>,
-    /// The files as read (for a rebuild: with the current entries set aside).
-    ledger: &'a Ledger,
-    pending: &'a [&'a Fact],
-    run: String,
-    started: DateTime<Utc>,
-    opts: PassOptions,
-    /// A rebuild: `memory.md` as it is on disk, and the versions set aside.
-    rebuild: Option<(&'a EntryFile, Vec<Entry>)>,
-    /// (fact, entry) pairs of rejected plans, read with the facts under review.
-    rejected: std::collections::HashSet<(String, String)>,
 }

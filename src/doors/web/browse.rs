@@ -1,0 +1,248 @@
+//! The review page's other pages: applied runs (and their undo), an entry with its versions (pin,
+//! unpin, forget), one archived fact, and search.
+
+use crate::doors::http::status_of;
+use crate::memory::SearchRequest;
+use crate::memory::views::{FactView, Version};
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::*;
+
+pub(super) struct RunRow {
+    run: String,
+    time: String,
+    when: String,
+    plan: Option<String>,
+    ops: String,
+    facts: usize,
+    llm: String,
+    undone: Option<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/runs.html")]
+pub(super) struct RunsPage {
+    nav: Nav,
+    runs: Vec<RunRow>,
+    alert: Option<Alert>,
+}
+
+pub(super) async fn runs_page(ui: &Ui, nav: Nav, alert: Option<Alert>) -> Response {
+    match ui.service.runs(DOOR).await {
+        Ok(runs) => {
+            let runs = runs
+                .into_iter()
+                .rev()
+                .map(|r| RunRow {
+                    time: r.time.to_rfc3339(),
+                    when: format!("{} ({})", r.time.format("%Y-%m-%d %H:%M"), ago(r.time)),
+                    plan: r.plan,
+                    ops: kinds(&r.ops),
+                    facts: r.facts,
+                    llm: r.llm.map_or(String::new(), |u| format!("{} calls", u.calls)),
+                    undone: r.undone.map(|t| t.format("%Y-%m-%d %H:%M").to_string()),
+                    run: r.run,
+                })
+                .collect();
+            RunsPage { nav, runs, alert }.into_response()
+        }
+        Err(e) => error_page(&e, &Session { csrf: nav.csrf }, "Runs"),
+    }
+}
+
+pub(super) async fn runs(State(ui): State<Ui>, session: axum::Extension<Session>, done: Query<Done>) -> Response {
+    runs_page(&ui, Nav::new("runs", &session, &done), None).await
+}
+
+pub(super) async fn undo(
+    State(ui): State<Ui>,
+    session: axum::Extension<Session>,
+    Path(run): Path<String>,
+    _: CheckedForm,
+) -> Response {
+    match ui.service.undo(DOOR, &run).await {
+        Ok(undone) => Redirect::to(&format!("/ui/runs?done=undone&run={}", undone.run)).into_response(),
+        Err(e) => {
+            let mut response =
+                runs_page(&ui, Nav::new("runs", &session, &Done::default()), Some(Alert::from(&e))).await;
+            *response.status_mut() = status_of(e.kind());
+            response
+        }
+    }
+}
+
+// ---- entries and facts ------------------------------------------------------------------------
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/entry.html")]
+pub(super) struct EntryPage {
+    nav: Nav,
+    id: String,
+    current: Option<String>,
+    pinned: bool,
+    versions: Vec<Version>,
+    alert: Option<Alert>,
+}
+
+pub(super) async fn entry_page(ui: &Ui, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
+    let chain = match ui.service.history(DOOR, id).await {
+        Ok(chain) => chain,
+        Err(e) => return error_page(&e, &Session { csrf: nav.csrf }, "Entry"),
+    };
+    let current = chain.versions.iter().find(|v| v.id == id && v.status.is_current());
+    let (current, pinned) = (current.map(|v| v.content.clone()), current.is_some_and(|v| v.pinned));
+    EntryPage { nav, id: id.to_string(), current, pinned, versions: chain.versions, alert }.into_response()
+}
+
+pub(super) async fn entry(
+    State(ui): State<Ui>,
+    session: axum::Extension<Session>,
+    Path(id): Path<String>,
+    done: Query<Done>,
+) -> Response {
+    entry_page(&ui, &id, Nav::new("", &session, &done), None).await
+}
+
+pub(super) async fn set_pin(ui: &Ui, session: &Session, id: &str, pinned: bool) -> Response {
+    match ui.service.pin(DOOR, id, pinned).await {
+        Ok(_) => {
+            let done = if pinned { "pinned" } else { "unpinned" };
+            Redirect::to(&format!("/ui/entries/{id}?done={done}")).into_response()
+        }
+        Err(e) => error_page(&e, session, "Entry"),
+    }
+}
+
+pub(super) async fn pin(
+    State(ui): State<Ui>,
+    session: axum::Extension<Session>,
+    Path(id): Path<String>,
+    _: CheckedForm,
+) -> Response {
+    set_pin(&ui, &session, &id, true).await
+}
+
+pub(super) async fn unpin(
+    State(ui): State<Ui>,
+    session: axum::Extension<Session>,
+    Path(id): Path<String>,
+    _: CheckedForm,
+) -> Response {
+    set_pin(&ui, &session, &id, false).await
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/forget.html")]
+pub(super) struct ForgetPage {
+    nav: Nav,
+    id: String,
+    content: String,
+}
+
+pub(super) async fn forget_page(
+    State(ui): State<Ui>,
+    session: axum::Extension<Session>,
+    Path(id): Path<String>,
+) -> Response {
+    match ui.service.entry(DOOR, &id).await {
+        Ok(entry) => {
+            ForgetPage { nav: Nav::new("", &session, &Done::default()), id, content: entry.content }.into_response()
+        }
+        Err(e) => error_page(&e, &session, "Forget"),
+    }
+}
+
+pub(super) async fn forget(
+    State(ui): State<Ui>,
+    session: axum::Extension<Session>,
+    Path(id): Path<String>,
+    CheckedForm(fields): CheckedForm,
+) -> Response {
+    let reason = field(&fields, "reason").map(str::trim).filter(|r| !r.is_empty());
+    match ui.service.forget(DOOR, &id, reason).await {
+        Ok(_) => Redirect::to("/ui?done=forgotten").into_response(),
+        Err(e) => error_page(&e, &session, "Forget"),
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/fact.html")]
+pub(super) struct FactPage {
+    nav: Nav,
+    fact: FactView,
+    fate: &'static str,
+}
+
+pub(super) async fn fact(State(ui): State<Ui>, session: axum::Extension<Session>, Path(id): Path<String>) -> Response {
+    match ui.service.fact(DOOR, &id).await {
+        Ok(fact) => {
+            let fate = match fact.fate {
+                crate::store::ledger::FactFate::Pending => "Pending: no entry holds it yet",
+                crate::store::ledger::FactFate::Consolidated => "Consolidated",
+                crate::store::ledger::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
+            };
+            FactPage { nav: Nav::new("", &session, &Done::default()), fact, fate }.into_response()
+        }
+        Err(e) => error_page(&e, &session, "Fact"),
+    }
+}
+
+// ---- search -----------------------------------------------------------------------------------
+
+pub(super) struct HitRow {
+    kind: &'static str,
+    id: String,
+    link: String,
+    text: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/search.html")]
+pub(super) struct SearchPage {
+    nav: Nav,
+    q: String,
+    searched: bool,
+    hits: Vec<HitRow>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct SearchParams {
+    q: Option<String>,
+}
+
+/// A person browsing: the hits are not recorded in the recall log.
+pub(super) async fn search(
+    State(ui): State<Ui>,
+    session: axum::Extension<Session>,
+    Query(params): Query<SearchParams>,
+) -> Response {
+    let q = params.q.unwrap_or_default();
+    let nav = Nav::new("search", &session, &Done::default());
+    if q.trim().is_empty() {
+        return SearchPage { nav, q, searched: false, hits: Vec::new() }.into_response();
+    }
+    let request = SearchRequest { k: Some(20), skip_recall: true, ..SearchRequest::default() };
+    match ui.service.search(DOOR, &q, &request).await {
+        Ok(hits) => {
+            let hits = hits
+                .into_iter()
+                .map(|h| {
+                    let kind = h.kind.as_str();
+                    let link = match h.kind {
+                        crate::index::DocKind::Fact => format!("/ui/facts/{}", h.id),
+                        _ => format!("/ui/entries/{}", h.id),
+                    };
+                    HitRow { kind, id: h.id, link, text: h.text }
+                })
+                .collect();
+            SearchPage { nav, q, searched: true, hits }.into_response()
+        }
+        Err(e) => error_page(&e, &session, "Search"),
+    }
+}
+
+// ---- sign-in ----------------------------------------------------------------------------------
