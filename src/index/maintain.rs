@@ -27,54 +27,8 @@ impl Index {
         }
         let indices = table.list_indices().await.db("list indices")?;
         let on = |column: &str| indices.iter().find(|i| i.columns.len() == 1 && i.columns[0] == column);
-        let mut built = false;
-
-        // Scalar indices make the kind and as-of filters index lookups instead of scans of
-        // every row; each builds in milliseconds.
-        for column in [KIND, VALID_FROM, VALID_UNTIL] {
-            if on(column).is_none() {
-                let index = match column {
-                    KIND => LanceIndex::Bitmap(BitmapIndexBuilder::default()),
-                    _ => LanceIndex::BTree(BTreeIndexBuilder::default()),
-                };
-                table
-                    .create_index(&[column], index)
-                    .name(format!("{column}_idx"))
-                    .execute()
-                    .await
-                    .db("build a filter index")?;
-                built = true;
-            }
-        }
-
-        let vector_index = on(VECTOR);
-        if rows >= self.tuning.ann_min_rows {
-            let trained =
-                meta.ann_trained_rows.or_else(|| vector_index.and_then(|i| i.num_indexed_rows).map(|n| n as usize));
-            let reason = match (vector_index, trained) {
-                (None, _) => Some("none yet"),
-                (Some(i), _) if i.index_type != IndexType::IvfSq => Some("it is of another kind"),
-                (Some(_), Some(trained)) if rows >= 2 * trained.max(1) => Some("the table has doubled since training"),
-                _ => None,
-            };
-            if let Some(reason) = reason {
-                info!(rows, reason, "building the vector index (IVF-SQ, cosine)");
-                let started = Instant::now();
-                let builder = IvfSqIndexBuilder::default().distance_type(DistanceType::Cosine);
-                let index = LanceIndex::IvfSq(builder);
-                table
-                    .create_index(&[VECTOR], index)
-                    .name(VECTOR_INDEX.to_string())
-                    .replace(true)
-                    .execute()
-                    .await
-                    .db("build the vector index")?;
-                info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "built the vector index");
-                meta.ann_trained_rows = Some(rows);
-                meta::write(&self.dir, meta).await?;
-                built = true;
-            }
-        }
+        let mut built = build_filter_indices(table, &on).await?;
+        built |= self.train_vector_index(table, meta, rows, on(VECTOR)).await?;
 
         let deleted = stats.num_deleted_rows.unwrap_or(0);
         let fragments = stats.fragment_stats.num_fragments;
@@ -118,30 +72,61 @@ impl Index {
                 built = true;
             }
         }
-
-        let mut folded = false;
-        if !built {
-            let lag = outside.values().copied().max().unwrap_or(0);
-            if lag > self.tuning.index_lag_rows {
-                let started = Instant::now();
-                // A fold adds a delta segment to the ANN index that every search then visits
-                // too. Past a few, the deltas (small, so cheap to rebuild) and the new rows merge
-                // into one segment beside the base.
-                if segments > self.tuning.max_index_deltas {
-                    let merge = OptimizeOptions::merge(segments - 1).index_names(vec![VECTOR_INDEX.to_string()]);
-                    table.optimize(OptimizeAction::Index(merge)).await.db("merge the vector index deltas")?;
-                }
-                table.optimize(OptimizeAction::Index(OptimizeOptions::default())).await.db("update the indices")?;
-                info!(
-                    unindexed = lag,
-                    segments,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "folded new rows into the indices"
-                );
-                folded = true;
-            }
-        }
+        let lag = outside.values().copied().max().unwrap_or(0);
+        let folded = !built && lag > self.tuning.index_lag_rows && {
+            self.fold_new_rows(table, lag, segments).await?;
+            true
+        };
         Ok(built || rebuild_text || compact || folded)
+    }
+
+    /// Train the vector (ANN) index past `ann_min_rows`: when there is none, when it is of
+    /// another kind, or when the table has doubled since it was trained. Returns whether it did.
+    async fn train_vector_index(
+        &self,
+        table: &Table,
+        meta: &mut Meta,
+        rows: usize,
+        index: Option<&lancedb::index::IndexConfig>,
+    ) -> Result<bool, IndexError> {
+        if rows < self.tuning.ann_min_rows {
+            return Ok(false);
+        }
+        let trained = meta.ann_trained_rows.or_else(|| index.and_then(|i| i.num_indexed_rows).map(|n| n as usize));
+        let reason = match (index, trained) {
+            (None, _) => "none yet",
+            (Some(i), _) if i.index_type != IndexType::IvfSq => "it is of another kind",
+            (Some(_), Some(trained)) if rows >= 2 * trained.max(1) => "the table has doubled since training",
+            _ => return Ok(false),
+        };
+        info!(rows, reason, "building the vector index (IVF-SQ, cosine)");
+        let started = Instant::now();
+        let builder = IvfSqIndexBuilder::default().distance_type(DistanceType::Cosine);
+        table
+            .create_index(&[VECTOR], LanceIndex::IvfSq(builder))
+            .name(VECTOR_INDEX.to_string())
+            .replace(true)
+            .execute()
+            .await
+            .db("build the vector index")?;
+        info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "built the vector index");
+        meta.ann_trained_rows = Some(rows);
+        meta::write(&self.dir, meta).await?;
+        Ok(true)
+    }
+
+    /// Fold the `lag` rows outside the indices into them. A fold adds a delta segment to the
+    /// ANN index that every search then visits too: past a few, the deltas (small, so cheap to
+    /// rebuild) and the new rows merge into one segment beside the base.
+    async fn fold_new_rows(&self, table: &Table, lag: usize, segments: usize) -> Result<(), IndexError> {
+        let started = Instant::now();
+        if segments > self.tuning.max_index_deltas {
+            let merge = OptimizeOptions::merge(segments - 1).index_names(vec![VECTOR_INDEX.to_string()]);
+            table.optimize(OptimizeAction::Index(merge)).await.db("merge the vector index deltas")?;
+        }
+        table.optimize(OptimizeAction::Index(OptimizeOptions::default())).await.db("update the indices")?;
+        info!(unindexed = lag, segments, elapsed_ms = started.elapsed().as_millis() as u64, "folded new rows into the indices");
+        Ok(())
     }
 
     /// Fold what a day of small writes leaves behind back into the indices, for the daemon to
@@ -292,4 +277,29 @@ async fn coverage(table: &Table, indices: &[lancedb::index::IndexConfig]) -> Res
         }
     }
     Ok((outside, segments))
+}
+
+/// Scalar indices make the kind and as-of filters index lookups instead of scans of every row;
+/// each builds in milliseconds. Returns whether one was built.
+async fn build_filter_indices<'a>(
+    table: &Table,
+    on: &impl Fn(&str) -> Option<&'a lancedb::index::IndexConfig>,
+) -> Result<bool, IndexError> {
+    let mut built = false;
+    for column in [KIND, VALID_FROM, VALID_UNTIL] {
+        if on(column).is_none() {
+            let index = match column {
+                KIND => LanceIndex::Bitmap(BitmapIndexBuilder::default()),
+                _ => LanceIndex::BTree(BTreeIndexBuilder::default()),
+            };
+            table
+                .create_index(&[column], index)
+                .name(format!("{column}_idx"))
+                .execute()
+                .await
+                .db("build a filter index")?;
+            built = true;
+        }
+    }
+    Ok(built)
 }

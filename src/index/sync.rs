@@ -87,40 +87,9 @@ impl Index {
         };
         meta::forget_sources(&self.dir).await?;
         let existing = self.existing(&table, &scope, docs).await?;
-        let in_scope = |path: &str| match &scope {
-            Scope::All => true,
-            Scope::Paths(paths) => paths.iter().any(|p| p == path),
-            Scope::Appended(_) => false,
-        };
-
-        let mut wanted: HashSet<&str> = HashSet::with_capacity(docs.len());
-        let mut stats = SyncStats::default();
-        let mut to_write: Vec<(&Doc, String)> = Vec::new();
-        let mut repair: Vec<String> = Vec::new();
-        for doc in docs {
-            if !wanted.insert(&doc.key) {
-                warn!(key = %doc.key, path = %doc.path, "two documents share a key; indexing the first");
-                continue;
-            }
-            let hash = rows::content_hash(doc);
-            match existing.get(&doc.key) {
-                Some(e) if e.paths.len() == 1 && e.hash == hash => stats.unchanged += 1,
-                Some(e) => {
-                    if e.paths.len() > 1 {
-                        repair.push(doc.key.clone());
-                    }
-                    to_write.push((doc, hash));
-                }
-                None => to_write.push((doc, hash)),
-            }
-        }
-        let mut to_delete: Vec<String> = existing
-            .iter()
-            .filter(|(key, e)| !wanted.contains(key.as_str()) && e.paths.iter().any(|p| in_scope(p)))
-            .map(|(key, _)| key.clone())
-            .collect();
-        to_delete.sort();
-        let total = to_delete.len() + to_write.len();
+        let mut plan = SyncPlan::of(docs, &existing, &scope);
+        let mut stats = SyncStats { unchanged: plan.unchanged, ..SyncStats::default() };
+        let total = plan.delete.len() + plan.write.len();
         let report = |done: usize| {
             if let Some(progress) = progress {
                 progress(done, total);
@@ -129,32 +98,61 @@ impl Index {
 
         // A delete, and an upsert of a stored key (lance deletes the old row), leaves the old row
         // in the full-text index's statistics until that index is rebuilt.
-        let removes = !to_delete.is_empty() || to_write.iter().any(|(d, _)| existing.contains_key(&d.key));
+        let removes = !plan.delete.is_empty() || plan.write.iter().any(|(d, _)| existing.contains_key(&d.key));
         if removes && !meta.text_stale {
             meta.text_stale = true;
             meta::write(&self.dir, &meta).await?;
         }
         // Deleting every copy of a duplicated key before re-inserting it repairs the table.
-        for chunk in to_delete.chunks(KEYS_PER_FILTER).chain(repair.chunks(KEYS_PER_FILTER)) {
+        for chunk in plan.delete.chunks(KEYS_PER_FILTER).chain(plan.repair.chunks(KEYS_PER_FILTER)) {
             table.delete(rank::key_list(chunk, false).as_str()).await.db("delete rows")?;
         }
-        if !repair.is_empty() {
-            warn!(keys = repair.len(), "index held duplicate keys; rewrote them");
+        if !plan.repair.is_empty() {
+            warn!(keys = plan.repair.len(), "index held duplicate keys; rewrote them");
         }
-        stats.deleted = to_delete.len();
-        let mut done = to_delete.len();
+        stats.deleted = plan.delete.len();
         if total > 0 {
-            report(done);
+            report(stats.deleted);
         }
+        stats.embedded = self.write_rows(&table, &mut plan, &existing, &|n| report(stats.deleted + n)).await?;
+        stats.upserted = plan.write.len();
+        self.after_sync(&table, &mut meta, stats.upserted + stats.deleted > 0).await?;
+        if let Some(record) = &record {
+            meta::write_sources(&self.dir, record).await?;
+        }
+        if stats.upserted + stats.deleted > 0 {
+            info!(
+                embedded = stats.embedded,
+                upserted = stats.upserted,
+                deleted = stats.deleted,
+                unchanged = stats.unchanged,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "index synced"
+            );
+        } else {
+            debug!(unchanged = stats.unchanged, "index already up to date");
+        }
+        Ok(stats)
+    }
 
-        // New keys are appended; stored keys are rewritten by a merge-insert, which replaces the
-        // old row in the same commit (and, unlike an append, reads the key column to find it).
+    /// Write the rows `plan` holds, reporting how many are done: new keys are appended; stored
+    /// keys are rewritten by a merge-insert, which replaces the old row in the same commit
+    /// (and, unlike an append, reads the key column to find it). Returns the texts embedded.
+    async fn write_rows(
+        &self,
+        table: &Table,
+        plan: &mut SyncPlan<'_>,
+        existing: &HashMap<String, Existing>,
+        report: &(dyn Fn(usize) + Sync),
+    ) -> Result<usize, IndexError> {
         let schema = rows::schema(self.want.dim);
+        let repair = &plan.repair;
         let stored = |doc: &Doc| existing.contains_key(&doc.key) && !repair.contains(&doc.key);
-        to_write.sort_by_key(|(doc, _)| stored(doc));
-        for chunk in to_write.chunks(self.tuning.write_batch.max(1)) {
-            let (vectors, embedded) = self.vectors_for(&table, chunk, &existing, &|n| report(done + n)).await?;
-            stats.embedded += embedded;
+        plan.write.sort_by_key(|(doc, _)| stored(doc));
+        let (mut done, mut embedded) = (0, 0);
+        for chunk in plan.write.chunks(self.tuning.write_batch.max(1)) {
+            let (vectors, chunk_embedded) = self.vectors_for(table, chunk, existing, &|n| report(done + n)).await?;
+            embedded += chunk_embedded;
             let (updates, appends): (Vec<usize>, Vec<usize>) = (0..chunk.len()).partition(|&i| stored(chunk[i].0));
             for (rows_at, update) in [(appends, false), (updates, true)] {
                 if rows_at.is_empty() {
@@ -176,12 +174,17 @@ impl Index {
             done += chunk.len();
             report(done);
         }
-        stats.upserted = to_write.len();
+        Ok(embedded)
+    }
 
-        let maintained = self.maintain(&table, &mut meta).await?;
-        if stats.upserted + stats.deleted > 0 || maintained {
-            self.prune(&table).await?;
-            self.held.changed(&table);
+    /// After rows were written (`wrote`): maintain the table, prune old versions, and tell the
+    /// held rows; after maintenance, size the cache to the new indices and hand back what
+    /// building them freed.
+    async fn after_sync(&self, table: &Table, meta: &mut meta::Meta, wrote: bool) -> Result<(), IndexError> {
+        let maintained = self.maintain(table, meta).await?;
+        if wrote || maintained {
+            self.prune(table).await?;
+            self.held.changed(table);
         }
         if maintained {
             // A new or rebuilt index may no longer fit the cache sized for the old one, and a
@@ -192,22 +195,7 @@ impl Index {
             // back otherwise.
             let _ = tokio::task::spawn_blocking(crate::sys::alloc::release_free_memory).await;
         }
-        if let Some(record) = &record {
-            meta::write_sources(&self.dir, record).await?;
-        }
-        if stats.upserted + stats.deleted > 0 {
-            info!(
-                embedded = stats.embedded,
-                upserted = stats.upserted,
-                deleted = stats.deleted,
-                unchanged = stats.unchanged,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "index synced"
-            );
-        } else {
-            debug!(unchanged = stats.unchanged, "index already up to date");
-        }
-        Ok(stats)
+        Ok(())
     }
 
     /// Key → stored hash and path(s) of every row a sync of `docs` over `scope` may touch: all
@@ -313,5 +301,52 @@ impl Index {
             return Err(shape(format!("returned a vector of {} dimensions, expected {}", v.len(), self.want.dim)));
         }
         Ok(vectors)
+    }
+}
+
+/// What a sync writes and deletes, from the docs and what the table holds of them.
+struct SyncPlan<'a> {
+    /// Docs whose row is missing or differs, with their content hash.
+    write: Vec<(&'a Doc, String)>,
+    /// Keys in the scope that no doc has any more, sorted.
+    delete: Vec<String>,
+    /// Keys stored more than once: every copy is deleted before the doc is written again.
+    repair: Vec<String>,
+    unchanged: usize,
+}
+
+impl<'a> SyncPlan<'a> {
+    fn of(docs: &'a [Doc], existing: &HashMap<String, Existing>, scope: &Scope) -> SyncPlan<'a> {
+        let in_scope = |path: &str| match scope {
+            Scope::All => true,
+            Scope::Paths(paths) => paths.iter().any(|p| p == path),
+            Scope::Appended(_) => false,
+        };
+        let mut wanted: HashSet<&str> = HashSet::with_capacity(docs.len());
+        let mut plan = SyncPlan { write: Vec::new(), delete: Vec::new(), repair: Vec::new(), unchanged: 0 };
+        for doc in docs {
+            if !wanted.insert(&doc.key) {
+                warn!(key = %doc.key, path = %doc.path, "two documents share a key; indexing the first");
+                continue;
+            }
+            let hash = rows::content_hash(doc);
+            match existing.get(&doc.key) {
+                Some(e) if e.paths.len() == 1 && e.hash == hash => plan.unchanged += 1,
+                Some(e) => {
+                    if e.paths.len() > 1 {
+                        plan.repair.push(doc.key.clone());
+                    }
+                    plan.write.push((doc, hash));
+                }
+                None => plan.write.push((doc, hash)),
+            }
+        }
+        plan.delete = existing
+            .iter()
+            .filter(|(key, e)| !wanted.contains(key.as_str()) && e.paths.iter().any(|p| in_scope(p)))
+            .map(|(key, _)| key.clone())
+            .collect();
+        plan.delete.sort();
+        plan
     }
 }

@@ -189,16 +189,17 @@ impl Metrics {
 
     /// The Prometheus text exposition of every family.
     pub fn render(&self, gauges: Gauges) -> String {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut out = String::new();
-        let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (labels, value) in samples {
-                let _ = writeln!(out, "{name}{labels} {value}");
-            }
-        };
-        let plain = |v: u64| vec![(String::new(), v.to_string())];
+        let mut out = Exposition::default();
+        self.render_calls(&mut out);
+        self.render_passes(&mut out);
+        self.render_llm(&mut out);
+        self.render_index(&mut out);
+        render_gauges(&mut out, &gauges);
+        out.0
+    }
 
+    /// Calls by verb and door, facts ingested, HTTP responses.
+    fn render_calls(&self, out: &mut Exposition) {
         let calls: Vec<_> = self
             .calls
             .lock()
@@ -208,8 +209,13 @@ impl Metrics {
                 (format!(r#"{{verb="{}",door="{}"}}"#, verb.as_str(), door.as_str()), n.to_string())
             })
             .collect();
-        family("memfold_calls_total", "counter", "Calls of the service, by verb and by door (http, mcp, ui).", &calls);
-        family(
+        out.family(
+            "memfold_calls_total",
+            "counter",
+            "Calls of the service, by verb and by door (http, mcp, ui).",
+            &calls,
+        );
+        out.family(
             "memfold_facts_ingested_total",
             "counter",
             "Facts appended to the archive by this daemon: given as facts (POST /facts, memory_add) or extracted \
@@ -219,7 +225,19 @@ impl Metrics {
                 (r#"{via="turns"}"#.into(), get(&self.facts_from_turns).to_string()),
             ],
         );
-        family(
+        let responses: Vec<_> = self
+            .responses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(code, n)| (format!(r#"{{code="{code}"}}"#), n.to_string()))
+            .collect();
+        out.family("memfold_http_responses_total", "counter", "HTTP responses by status code.", &responses);
+    }
+
+    /// Gate checks, passes by outcome, ops by kind, and the pass duration histogram.
+    fn render_passes(&self, out: &mut Exposition) {
+        out.family(
             "memfold_gate_checks_total",
             "counter",
             "Consolidation attempts by the scheduler (ticks, requests and retries).",
@@ -230,36 +248,10 @@ impl Metrics {
             .zip(&self.passes)
             .map(|(o, c)| (format!(r#"{{outcome="{}"}}"#, o.as_str()), get(c).to_string()))
             .collect();
-        family("memfold_passes_total", "counter", "Consolidation attempts by outcome.", &passes);
+        out.family("memfold_passes_total", "counter", "Consolidation attempts by outcome.", &passes);
         let ops: Vec<_> =
             OP_KINDS.iter().zip(&self.ops).map(|(k, c)| (format!(r#"{{op="{k}"}}"#), get(c).to_string())).collect();
-        family("memfold_ops_total", "counter", "Operations written by applied passes, by kind.", &ops);
-        for (name, help, pick) in [
-            (
-                "memfold_llm_calls_total",
-                "Chat completions, by purpose (a pass counts its promotion under consolidate).",
-                0,
-            ),
-            ("memfold_llm_prompt_tokens_total", "Prompt tokens sent to the chat model, by purpose.", 1),
-            ("memfold_llm_completion_tokens_total", "Completion tokens received from the chat model, by purpose.", 2),
-        ] {
-            let samples: Vec<_> = [
-                ("consolidate", &self.llm_consolidate),
-                ("extract", &self.llm_extract),
-                ("promote", &self.llm_promote),
-            ]
-            .iter()
-            .map(|(purpose, c)| {
-                let value = match pick {
-                    0 => get(&c.calls),
-                    1 => get(&c.prompt_tokens),
-                    _ => get(&c.completion_tokens),
-                };
-                (format!(r#"{{purpose="{purpose}"}}"#), value.to_string())
-            })
-            .collect();
-            family(name, "counter", help, &samples);
-        }
+        out.family("memfold_ops_total", "counter", "Operations written by applied passes, by kind.", &ops);
         let mut cumulative = 0;
         let mut buckets: Vec<_> = DURATION_BUCKETS
             .iter()
@@ -273,65 +265,117 @@ impl Metrics {
         buckets.push((r#"_bucket{le="+Inf"}"#.into(), cumulative.to_string()));
         buckets.push(("_sum".into(), format!("{}", get(&self.pass_seconds_micros) as f64 / 1e6)));
         buckets.push(("_count".into(), cumulative.to_string()));
-        family(
+        out.family(
             "memfold_pass_duration_seconds",
             "histogram",
             "Duration of passes whose gate opened (including dry runs and failed ones).",
             &buckets,
         );
-        family(
+    }
+
+    /// Chat completions and their tokens, by purpose.
+    fn render_llm(&self, out: &mut Exposition) {
+        let purposes =
+            [("consolidate", &self.llm_consolidate), ("extract", &self.llm_extract), ("promote", &self.llm_promote)];
+        let by_purpose = |pick: fn(&LlmCounters) -> &AtomicU64| -> Vec<(String, String)> {
+            purposes
+                .iter()
+                .map(|(purpose, c)| (format!(r#"{{purpose="{purpose}"}}"#), get(pick(c)).to_string()))
+                .collect()
+        };
+        out.family(
+            "memfold_llm_calls_total",
+            "counter",
+            "Chat completions, by purpose (a pass counts its promotion under consolidate).",
+            &by_purpose(|c| &c.calls),
+        );
+        out.family(
+            "memfold_llm_prompt_tokens_total",
+            "counter",
+            "Prompt tokens sent to the chat model, by purpose.",
+            &by_purpose(|c| &c.prompt_tokens),
+        );
+        out.family(
+            "memfold_llm_completion_tokens_total",
+            "counter",
+            "Completion tokens received from the chat model, by purpose.",
+            &by_purpose(|c| &c.completion_tokens),
+        );
+    }
+
+    /// Index refreshes and settles, by result.
+    fn render_index(&self, out: &mut Exposition) {
+        let results = |ok: &AtomicU64, error: &AtomicU64| {
+            [
+                (r#"{result="ok"}"#.to_string(), get(ok).to_string()),
+                (r#"{result="error"}"#.to_string(), get(error).to_string()),
+            ]
+        };
+        out.family(
             "memfold_index_refreshes_total",
             "counter",
             "Index refreshes after ingest, file changes and searches.",
-            &[
-                (r#"{result="ok"}"#.into(), get(&self.refreshes).to_string()),
-                (r#"{result="error"}"#.into(), get(&self.refresh_errors).to_string()),
-            ],
+            &results(&self.refreshes, &self.refresh_errors),
         );
-        family(
+        out.family(
             "memfold_index_settles_total",
             "counter",
             "Times the indexer folded small writes back into the indices (at start and when idle).",
-            &[
-                (r#"{result="ok"}"#.into(), get(&self.settles).to_string()),
-                (r#"{result="error"}"#.into(), get(&self.settle_errors).to_string()),
-            ],
+            &results(&self.settles, &self.settle_errors),
         );
-        let responses: Vec<_> = self
-            .responses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(code, n)| (format!(r#"{{code="{code}"}}"#), n.to_string()))
-            .collect();
-        family("memfold_http_responses_total", "counter", "HTTP responses by status code.", &responses);
-        if let Some(pending) = gauges.pending_facts {
-            family(
-                "memfold_pending_facts",
-                "gauge",
-                "Archived facts not yet consolidated or tombstoned.",
-                &plain(pending as u64),
-            );
-        }
-        if let Some(held) = gauges.held_searches {
-            family(
-                "memfold_searches_held_vectors_total",
-                "counter",
-                "Searches whose vector leg scanned the vectors the daemon holds in memory (the others asked LanceDB).",
-                &plain(held),
-            );
-        }
-        if let Some(entries) = gauges.entries {
-            family("memfold_entries", "gauge", "Current entries in consolidated/memory.md.", &plain(entries as u64));
-        }
-        family(
-            "memfold_uptime_seconds",
-            "gauge",
-            "Seconds since the daemon started.",
-            &[(String::new(), format!("{:.3}", gauges.uptime.as_secs_f64()))],
-        );
-        out
     }
+}
+
+/// The gauges read from the files (when they could be read) and the uptime.
+fn render_gauges(out: &mut Exposition, gauges: &Gauges) {
+    if let Some(pending) = gauges.pending_facts {
+        out.family(
+            "memfold_pending_facts",
+            "gauge",
+            "Archived facts not yet consolidated or tombstoned.",
+            &plain(pending as u64),
+        );
+    }
+    if let Some(held) = gauges.held_searches {
+        out.family(
+            "memfold_searches_held_vectors_total",
+            "counter",
+            "Searches whose vector leg scanned the vectors the daemon holds in memory (the others asked LanceDB).",
+            &plain(held),
+        );
+    }
+    if let Some(entries) = gauges.entries {
+        out.family("memfold_entries", "gauge", "Current entries in consolidated/memory.md.", &plain(entries as u64));
+    }
+    out.family(
+        "memfold_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+        &[(String::new(), format!("{:.3}", gauges.uptime.as_secs_f64()))],
+    );
+}
+
+/// A Prometheus text exposition being written.
+#[derive(Default)]
+struct Exposition(String);
+
+impl Exposition {
+    /// One metric family: its help and type lines, then one line per (labels, value) sample.
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(self.0, "{name}{labels} {value}");
+        }
+    }
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// One sample without labels.
+fn plain(v: u64) -> Vec<(String, String)> {
+    vec![(String::new(), v.to_string())]
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::store::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
-use crate::planning::consolidate::plan::{JournalRecord, net_changes};
+use crate::planning::consolidate::plan::{JournalRecord, NetChange, net_changes};
 use crate::planning::consolidate::records::{self, RunRecord, UndoRecord};
 use crate::error::Error;
 use crate::store::entries::{Entry, EntryFile, EntryMeta, HistoryStatus, Item};
@@ -83,80 +83,20 @@ pub fn plan_undo(
         });
     }
     let changes = net_changes(records.iter().copied());
-    let conflicts: Vec<String> = changes
-        .iter()
-        .filter(|c| ledger.memory.get(&c.entry).map(Entry::render) != c.after)
-        .map(|c| c.entry.clone())
-        .collect();
-    if !conflicts.is_empty() {
-        return Err(Error::Conflict {
-            message: format!(
-                "entries run {run} touched have changed since ({}); undo refused and nothing was changed. \
-                 Undo the later runs first, or edit these entries by hand",
-                conflicts.join(", ")
-            ),
-            ids: conflicts,
-        });
-    }
+    check_unchanged(ledger, &changes, run)?;
     // Byte for byte only with the copy at hand: old records have had theirs dropped.
     let exact = record
         .as_ref()
         .is_some_and(|r| !r.memory_hash_after.is_empty() && r.memory_hash_after == ledger.memory.hash && r.has_copy());
     let before_file = record.as_ref().map(|r| EntryFile::parse(&r.memory_before, MEMORY));
-    let mut memory = ledger.memory.clone();
-    let (mut restored, mut removed) = (Vec::new(), Vec::new());
-    for c in &changes {
-        let before = c.before.as_deref().and_then(block_entry);
-        match (before, c.after.is_some()) {
-            (None, true) => {
-                memory.remove(&c.entry);
-                removed.push(c.entry.clone());
-            }
-            (Some(old), true) => {
-                if let Some(slot) = memory.get_mut(&c.entry) {
-                    *slot = old;
-                }
-                restored.push(c.entry.clone());
-            }
-            (Some(old), false) => {
-                reinsert(&mut memory, old, before_file.as_ref());
-                restored.push(c.entry.clone());
-            }
-            (None, false) => {}
-        }
-    }
+    let put_back = put_back(&ledger.memory, &changes, before_file.as_ref());
     let new_text = match (&record, exact) {
         (Some(r), true) => r.memory_before.clone(),
-        _ => memory.render(),
+        _ => put_back.memory.render(),
     };
-    // The undone versions go to history as reverted.
-    let reverted: Vec<Entry> = changes
-        .iter()
-        .filter_map(|c| {
-            let after = block_entry(c.after.as_deref()?)?;
-            let mut meta: EntryMeta = after.meta.clone();
-            meta.status = Some(HistoryStatus::Reverted);
-            meta.valid_until = Some(today);
-            meta.run = Some(run.to_string());
-            meta.superseded_by = c.before.is_some().then(|| c.entry.clone());
-            meta.first_seen = meta.first_seen.or(meta.updated);
-            Some(Entry::new(meta, &after.content))
-        })
-        .collect();
-    // The run's copies of the versions now current again lead nowhere any more either.
-    let mut history = ledger.history.clone();
-    for block in history
-        .entries_mut()
-        .filter(|e| e.meta.run.as_deref() == Some(run) && e.meta.status.as_ref().is_some_and(HistoryStatus::leads_on))
-    {
-        block.meta.status = Some(HistoryStatus::Restored);
-        block.touch();
-    }
-    for block in &reverted {
-        history.push(block.clone());
-    }
+    let history = history_after_undo(&ledger.history, &changes, run, today);
+    let after = Ledger { memory: EntryFile::parse(&new_text, MEMORY), history, ..ledger.clone() };
     // Facts the run consumed that no longer live on in current memory.
-    let after = Ledger { memory: EntryFile::parse(&new_text, MEMORY), history: history.clone(), ..ledger.clone() };
     let fates = after.fates();
     let run_facts: BTreeSet<&str> = records.iter().flat_map(|r| r.op.op.facts().iter().map(String::as_str)).collect();
     let facts: Vec<String> =
@@ -178,8 +118,9 @@ pub fn plan_undo(
         })
         .collect();
     change.memory = Some(MemoryWrite { before: ledger.memory.hash.clone(), text: new_text, entries });
-    change.history = Some(HistoryWrite::Rewrite { before: ledger.history.hash.clone(), text: history.render() });
+    change.history = Some(HistoryWrite::Rewrite { before: ledger.history.hash.clone(), text: after.history.render() });
     change.state = Some(state);
+    let PutBack { restored, removed, .. } = put_back;
     let mut record = record.unwrap_or_else(|| RunRecord::legacy(run, &records));
     record.undone = Some(UndoRecord {
         time: now,
@@ -190,6 +131,84 @@ pub fn plan_undo(
     });
     change.records.push(record.file());
     Ok((change, Undone { run: run.to_string(), exact, restored, removed, facts, llm: Usage::default() }))
+}
+
+/// Refuse an undo when an entry `run` touched is no longer as the run left it, naming them.
+fn check_unchanged(ledger: &Ledger, changes: &[NetChange], run: &str) -> Result<(), Error> {
+    let conflicts: Vec<String> = changes
+        .iter()
+        .filter(|c| ledger.memory.get(&c.entry).map(Entry::render) != c.after)
+        .map(|c| c.entry.clone())
+        .collect();
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Conflict {
+        message: format!(
+            "entries run {run} touched have changed since ({}); undo refused and nothing was changed. \
+             Undo the later runs first, or edit these entries by hand",
+            conflicts.join(", ")
+        ),
+        ids: conflicts,
+    })
+}
+
+/// `memory.md` with the entries a run changed put back: its additions removed, the versions it
+/// replaced or removed restored (a removed one where it stood in `before`, the run's copy).
+struct PutBack {
+    memory: EntryFile,
+    restored: Vec<String>,
+    removed: Vec<String>,
+}
+
+fn put_back(memory: &EntryFile, changes: &[NetChange], before: Option<&EntryFile>) -> PutBack {
+    let mut memory = memory.clone();
+    let (mut restored, mut removed) = (Vec::new(), Vec::new());
+    for c in changes {
+        let old = c.before.as_deref().and_then(block_entry);
+        match (old, c.after.is_some()) {
+            (None, true) => {
+                memory.remove(&c.entry);
+                removed.push(c.entry.clone());
+            }
+            (Some(old), true) => {
+                if let Some(slot) = memory.get_mut(&c.entry) {
+                    *slot = old;
+                }
+                restored.push(c.entry.clone());
+            }
+            (Some(old), false) => {
+                reinsert(&mut memory, old, before);
+                restored.push(c.entry.clone());
+            }
+            (None, false) => {}
+        }
+    }
+    PutBack { memory, restored, removed }
+}
+
+/// `history.md` after undoing `run`: the undone versions appended as `reverted`, and the run's
+/// copies of the versions now current again marked `restored` (neither kind leads anywhere).
+fn history_after_undo(history: &EntryFile, changes: &[NetChange], run: &str, today: NaiveDate) -> EntryFile {
+    let mut history = history.clone();
+    for block in history
+        .entries_mut()
+        .filter(|e| e.meta.run.as_deref() == Some(run) && e.meta.status.as_ref().is_some_and(HistoryStatus::leads_on))
+    {
+        block.meta.status = Some(HistoryStatus::Restored);
+        block.touch();
+    }
+    for c in changes {
+        let Some(after) = c.after.as_deref().and_then(block_entry) else { continue };
+        let mut meta: EntryMeta = after.meta.clone();
+        meta.status = Some(HistoryStatus::Reverted);
+        meta.valid_until = Some(today);
+        meta.run = Some(run.to_string());
+        meta.superseded_by = c.before.is_some().then(|| c.entry.clone());
+        meta.first_seen = meta.first_seen.or(meta.updated);
+        history.push(Entry::new(meta, &after.content));
+    }
+    history
 }
 
 /// Put an entry the run removed back where it stood before the run (after the nearest earlier
