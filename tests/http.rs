@@ -19,7 +19,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
 use crate::common::daemon::{
-    Daemon, Fixture, STOP_TIMEOUT, eventually, free_port, memfold, metric, run, temp_files, verify, with,
+    Daemon, Fixture, STOP_TIMEOUT, eventually, memfold, metric, run, temp_files, verify, with,
 };
 use crate::common::{add_everything, files, llm_env, mcp};
 
@@ -200,7 +200,7 @@ async fn a_token_is_required_on_every_route_but_healthz_when_set() {
 
     // Asking for a token that is not there is refused at start rather than served open.
     let out = memfold(&fixture.root())
-        .args(["serve", "--bind", &format!("127.0.0.1:{}", free_port())])
+        .args(["serve", "--bind", "127.0.0.1:0"])
         .env("MEMFOLD_SERVER__TOKEN_ENV", "HTTP_TEST_TOKEN_UNSET")
         .output()
         .unwrap();
@@ -484,11 +484,8 @@ async fn runs_can_be_listed_and_undone_and_plans_listed() {
 async fn a_second_serve_on_the_same_root_exits_with_a_clear_message() {
     let fixture = Fixture::new();
     let daemon = fixture.serve(&[]).await;
-    let out = memfold(&fixture.root())
-        .args(["serve", "--bind", &format!("127.0.0.1:{}", free_port())])
-        .env("MEMFOLD_LOG", "warn")
-        .output()
-        .unwrap();
+    let out =
+        memfold(&fixture.root()).args(["serve", "--bind", "127.0.0.1:0"]).env("MEMFOLD_LOG", "warn").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("memfold serve already running"), "{stderr}");

@@ -19,9 +19,13 @@ async fn the_interval_tick_runs_a_pass_when_the_gate_opens() {
             ("MEMFOLD_CONSOLIDATION__MIN_HOURS", "0"),
         ])
         .await;
-    // One fact keeps the gate shut: the ticks run no pass.
+    // One fact keeps the gate shut: the ticks (two of them after the fact) run no pass.
     daemon.add(&["Keeps bees on the allotment."]).await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let before = metric(&daemon.metrics().await, "memfold_gate_checks_total");
+    eventually(Duration::from_secs(30), "two ticks after the fact", async || {
+        (metric(&daemon.metrics().await, "memfold_gate_checks_total") >= before + 2.0).then_some(())
+    })
+    .await;
     let (_, runs) = daemon.get("/runs").await;
     assert_eq!(runs["runs"], Value::Array(Vec::new()), "a pass ran with the gate shut: {runs}");
 

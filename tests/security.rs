@@ -3,7 +3,7 @@
 //! root, and dates that cannot make odd file names.
 //!
 //! The tests that need a second account create one (`memfold-other`) when they run as root,
-//! and otherwise print why they are skipped.
+//! and otherwise say why they are skipped (and fail under `CI=true`, where they must run).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -59,10 +59,6 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 /// Say why a test that needs root does not run here (not a failure under CI: which account
 /// runs the tests is the machine's choice, not a missing tool).
-fn skip(reason: &str) {
-    println!("skipped: {reason}");
-}
-
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -71,7 +67,7 @@ fn is_root() -> bool {
 /// The uid of the second account, created if missing (root only).
 fn other_account() -> Option<u32> {
     if !is_root() {
-        skip("creating a second account needs root");
+        memfold::testkit::skip("creating a second account needs root");
         return None;
     }
     let id = |name: &str| Command::new("id").args(["-u", name]).output().ok().filter(|o| o.status.success());
@@ -332,14 +328,14 @@ async fn another_account_reads_nothing_and_gets_401() {
     let listed = as_other("ls", &[root.to_str().unwrap()]);
     assert!(!listed.status.success(), "{OTHER} listed the root");
 
-    let port = crate::common::daemon::free_port();
     let mut serve = crate::common::bin()
         .arg("--root")
         .arg(&root)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .args(["serve", "--bind", "127.0.0.1:0"])
         .env("MEMFOLD_LOG", "warn")
         .spawn()
         .unwrap();
+    let port = crate::common::daemon::listening_port(&root, &mut serve, String::new).await;
     let script = format!(
         "import urllib.request, urllib.error, sys\n\
          try:\n    urllib.request.urlopen('http://127.0.0.1:{port}/entries', timeout=5); print(200)\n\

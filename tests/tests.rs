@@ -13,6 +13,7 @@ mod crash;
 mod http;
 mod index;
 mod inert;
+mod layout;
 mod mcp;
 mod offline;
 mod review;

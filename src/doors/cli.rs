@@ -329,7 +329,13 @@ fn add(memory: &Memory, args: AddArgs) -> Result<i32> {
 
 async fn status(memory: &Memory, json: bool) -> Result<i32> {
     let status = memory.status().await?;
-    print(json, &status, || format!("root: {}\n{}", memory.root().dir().display(), render::status(&status, READER)))
+    let daemon = match memory.daemon() {
+        Some(d) => format!("listening on {} (pid {})", d.addr, d.pid),
+        None => "not running".to_string(),
+    };
+    print(json, &status, || {
+        format!("root: {}\ndaemon: {daemon}\n{}", memory.root().dir().display(), render::status(&status, READER))
+    })
 }
 
 async fn verify(memory: &Memory, json: bool) -> Result<i32> {

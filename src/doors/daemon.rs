@@ -86,6 +86,7 @@ pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonErr
         .map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
     let addr = listener.local_addr().map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
     let auth = state.auth(Some(addr))?;
+    state.announce(Some(addr));
     state.warn_if_exposed();
     let watcher = state.watcher()?;
     let mut signals = Signals::new().map_err(DaemonError::Signal)?;
@@ -136,6 +137,7 @@ pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonErr
             }
         }
     }
+    state.announce(None);
     drop(state);
     drop(serve_lock);
     info!("memfold stopped");

@@ -377,6 +377,25 @@ impl Memory {
         self.mark_dirty();
     }
 
+    /// Record where this process's daemon listens, or that it stopped (see
+    /// [`crate::store::listening`]). A failure is logged: clients then use `server.bind`.
+    pub(crate) fn announce(&self, addr: Option<std::net::SocketAddr>) {
+        let root = &self.inner.root;
+        match addr {
+            Some(addr) => {
+                if let Err(e) = crate::store::listening::Listening::write(root, addr) {
+                    tracing::warn!(error = %e, "could not record where the daemon listens");
+                }
+            }
+            None => crate::store::listening::Listening::remove(root),
+        }
+    }
+
+    /// Where a daemon serving this root listens, if one runs.
+    pub fn daemon(&self) -> Option<crate::store::listening::Listening> {
+        crate::store::listening::Listening::read(&self.inner.root)
+    }
+
     fn tell(&self, what: Rewritten) {
         let _ = self.inner.rewritten.send(what);
     }

@@ -125,6 +125,9 @@ impl Endpoint {
     }
 
     /// POST `body` to `path` and return the JSON reply, retrying transient failures.
+    /// A loop of its own rather than a backoff crate's: the delay comes from the server's
+    /// `Retry-After` when it sends one, and the error names the attempts made, which a crate
+    /// would leave to closures as long as this loop.
     pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, HttpError> {
         let url = self.url(path);
         let attempts = self.max_retries + 1;

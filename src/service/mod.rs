@@ -276,6 +276,11 @@ impl Service {
         self.memory.hold_vectors();
     }
 
+    /// Record where the daemon listens (`.memfold/serve.json`), or, with None, that it stopped.
+    pub fn announce(&self, addr: Option<std::net::SocketAddr>) {
+        self.memory.announce(addr);
+    }
+
     /// Log which of the root's files other accounts can read or change.
     pub fn warn_if_exposed(&self) {
         let dir = self.memory.root().dir();

@@ -10,6 +10,7 @@ pub mod caches;
 pub mod commit;
 pub mod entries;
 pub mod ledger;
+pub mod listening;
 pub mod promoted;
 pub mod recall;
 pub mod signin;
@@ -83,6 +84,10 @@ impl Root {
     }
     pub fn serve_lock(&self) -> PathBuf {
         self.state_dir().join("serve.lock")
+    }
+    /// Where the running daemon listens ([`listening`]).
+    pub fn listening_file(&self) -> PathBuf {
+        self.state_dir().join("serve.json")
     }
     pub fn index_dir(&self) -> PathBuf {
         self.state_dir().join("index")

@@ -27,18 +27,10 @@ impl Zone {
             "utc" | "z" => return Ok(Zone::Fixed(FixedOffset::east_opt(0).expect("zero offset"))),
             _ => {}
         }
-        let bad = || format!("{text:?} is not \"local\", \"utc\" or an offset like \"+02:00\"");
-        let (sign, rest) = match text.as_bytes().first() {
-            Some(b'+') => (1, &text[1..]),
-            Some(b'-') => (-1, &text[1..]),
-            _ => return Err(bad()),
-        };
-        let (h, m) = rest.split_once(':').ok_or_else(bad)?;
-        let (h, m): (i32, i32) = (h.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?);
-        if !(0..=23).contains(&h) || !(0..=59).contains(&m) {
-            return Err(bad());
-        }
-        FixedOffset::east_opt(sign * (h * 3600 + m * 60)).map(Zone::Fixed).ok_or_else(bad)
+        // chrono reads an offset as `+HH:MM` (also `+HHMM`), and refuses hours past 23.
+        text.parse::<FixedOffset>()
+            .map(Zone::Fixed)
+            .map_err(|_| format!("{text:?} is not \"local\", \"utc\" or an offset like \"+02:00\""))
     }
 }
 

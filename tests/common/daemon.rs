@@ -13,9 +13,24 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a daemon may take to exit after SIGTERM (the bound).
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// The port of the daemon `child` serving `root`, once it listens: it binds port 0 and records
+/// the port the system gave it (`.memfold/serve.json`). Panics, with its logs, if it exits first
+/// or takes longer than [`START_TIMEOUT`].
+pub async fn listening_port(root: &Path, child: &mut Child, logs: impl Fn() -> String) -> u16 {
+    let root = memfold::store::Root::new(root);
+    let started = Instant::now();
+    loop {
+        if let Some(listening) = memfold::store::listening::Listening::read(&root)
+            && listening.pid == child.id()
+        {
+            return listening.addr.port();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("memfold serve exited with {status} before listening:\n{}", logs());
+        }
+        assert!(started.elapsed() < START_TIMEOUT, "memfold serve did not listen in time:\n{}", logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 pub fn memfold(root: &Path) -> Command {
@@ -68,18 +83,21 @@ impl Fixture {
 
     /// Start `memfold serve` with these extra environment variables and wait until it answers.
     pub async fn serve(&self, env: &[(&str, &str)]) -> Daemon {
-        let port = free_port();
-        let log = self.dir.path().join(format!("serve-{port}.log"));
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = self.dir.path().join(format!("serve-{n}.log"));
         let mut command = memfold(&self.root());
         command
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .args(["serve", "--bind", "127.0.0.1:0"])
             .env("MEMFOLD_LOG", "info")
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap());
         for (k, v) in env {
             command.env(k, v);
         }
-        let child = command.spawn().expect("memfold serve starts");
+        let mut child = command.spawn().expect("memfold serve starts");
+        let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+        let port = listening_port(&self.root(), &mut child, logs).await;
         let mut daemon = Daemon {
             child,
             port,

@@ -1,7 +1,8 @@
 //! A small W3C WebDriver client over reqwest: enough of the protocol to drive Debian's chromium
 //! through its chromedriver in the browser test (sessions, navigation, elements, clicks, keys,
-//! scripts, cookies, screenshots). The protocol is plain JSON over HTTP; a client crate would
-//! bring its own HTTP stack for the dozen calls used here.
+//! scripts, cookies, screenshots). The protocol is plain JSON over HTTP; fantoccini, the client
+//! crate, would bring hyper's legacy client, the mozilla webdriver crate and a second ICU stack
+//! (19 crates) for the twenty calls used here.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -9,8 +10,6 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::{Value, json};
-
-use super::daemon::free_port;
 
 /// The key WebDriver's element references are kept under.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -32,15 +31,30 @@ impl Drop for Driver {
 }
 
 impl Driver {
-    /// Start `chromedriver` on a free loopback port and wait until it is ready.
+    /// Start `chromedriver` on a loopback port it chooses (it says which on stdout) and wait
+    /// until it is ready.
     pub async fn start(chromedriver: &Path) -> Driver {
-        let port = free_port();
-        let child = Command::new(chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
+        let mut child = Command::new(chromedriver)
+            .arg("--port=0")
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("{} does not start: {e}", chromedriver.display()));
+        let stdout = child.stdout.take().expect("piped");
+        let port = tokio::task::spawn_blocking(move || {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            let port = lines.by_ref().map_while(Result::ok).find_map(|line| {
+                line.split_once("started successfully on port ")
+                    .and_then(|(_, rest)| rest.trim_end_matches('.').trim().parse::<u16>().ok())
+            });
+            // Keep reading, so chromedriver never blocks on a full pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            port
+        })
+        .await
+        .unwrap()
+        .expect("chromedriver says which port it listens on");
         let driver = Driver { child, base: format!("http://127.0.0.1:{port}"), client: reqwest::Client::new() };
         let started = Instant::now();
         loop {

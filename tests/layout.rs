@@ -1,0 +1,194 @@
+//! The layout docs/ARCHITECTURE.md describes, checked against the source: the folders are the
+//! layers, dependencies point down, planning writes nothing, doors reach memory through the
+//! service, and the code map names every folder there is.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The layers, from the outside in: a module may use the ones after its own.
+const LAYERS: [&str; 8] = ["doors", "service", "memory", "planning", "index", "models", "store", "sys"];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`, with its path relative to `src/`.
+fn sources(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let name = path.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+            out.push((name, std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A file's code without its test module (`#[cfg(test)] mod tests { … }` at the end) and
+/// without comments; files of tests (`tests.rs`) have none.
+fn code(name: &str, text: &str) -> String {
+    if name.ends_with("/tests.rs") {
+        return String::new();
+    }
+    let end = text.find("\n#[cfg(test)]\nmod tests").unwrap_or(text.len());
+    text[..end].lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+fn layer(name: &str) -> Option<usize> {
+    let top = name.split('/').next()?;
+    LAYERS.iter().position(|l| *l == top)
+}
+
+#[test]
+fn the_top_of_src_is_the_layers_and_a_few_files() {
+    let mut files = Vec::new();
+    let mut folders = BTreeSet::new();
+    for entry in std::fs::read_dir(src()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            folders.insert(name);
+        } else {
+            files.push(name);
+        }
+    }
+    assert!(files.len() <= 6, "{files:?}");
+    assert_eq!(folders, LAYERS.iter().map(|l| l.to_string()).collect(), "every folder of src/ is a layer");
+}
+
+#[test]
+fn dependencies_point_down_and_config_knows_no_server() {
+    let mut up = Vec::new();
+    for (name, text) in sources(&src()) {
+        let code = code(&name, &text);
+        let Some(mine) = layer(&name) else {
+            if name == "config.rs" {
+                for door in ["crate::doors", "crate::service"] {
+                    assert!(!code.contains(door), "config.rs uses {door}");
+                }
+            }
+            continue;
+        };
+        for (n, line) in code.lines().enumerate() {
+            for (at, _) in line.match_indices("crate::") {
+                let target: String =
+                    line[at + 7..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+                if let Some(theirs) = LAYERS.iter().position(|l| *l == target)
+                    && theirs < mine
+                {
+                    up.push(format!("{name}:{}: {} uses {target}", n + 1, LAYERS[mine]));
+                }
+            }
+        }
+    }
+    assert!(up.is_empty(), "dependencies that point up:\n{}", up.join("\n"));
+}
+
+#[test]
+fn planning_writes_no_file() {
+    const WRITES: [&str; 12] = [
+        "fs::write",
+        "write_atomic",
+        "append_durable",
+        "File::create",
+        "OpenOptions",
+        "remove_file",
+        "remove_dir",
+        "create_dir",
+        "fs::rename",
+        "set_permissions",
+        "commit::commit",
+        ".save(",
+    ];
+    let mut found = Vec::new();
+    for (name, text) in sources(&src().join("planning")) {
+        let code = code(&name, &text);
+        for write in WRITES {
+            if code.contains(write) {
+                found.push(format!("{name}: {write}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "planning writes:\n{}", found.join("\n"));
+}
+
+#[test]
+fn doors_reach_memory_only_through_the_service() {
+    for (name, text) in sources(&src().join("doors")) {
+        // The command line has no daemon to share: it is the one door that holds a Memory.
+        if name == "doors/cli.rs" {
+            continue;
+        }
+        let code = code(&name, &text);
+        assert!(!code.contains(".memory()"), "{name} calls .memory()");
+        assert!(!code.contains("std::fs::") && !code.contains("tokio::fs::"), "{name} touches files");
+    }
+}
+
+#[test]
+fn no_source_file_is_over_900_lines_and_there_is_one_stemmer() {
+    for (name, text) in sources(&src()) {
+        let lines = code(&name, &text).lines().count();
+        assert!(lines <= 900, "{name}: {lines} lines");
+        if name != "planning/consolidate/stem.rs" {
+            assert!(!text.contains("fn stem("), "{name} stems words of its own");
+        }
+    }
+}
+
+#[test]
+fn tests_have_one_skip_helper() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    for entry in std::fs::read_dir(&tests).unwrap().chain(std::fs::read_dir(tests.join("common")).unwrap()) {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") && path.file_name().is_some_and(|n| n != "layout.rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(!text.contains("fn skip("), "{} has a skip of its own", path.display());
+        }
+    }
+}
+
+/// Every folder under `src/` is named in docs/ARCHITECTURE.md's code map (as `name/`, inside
+/// the bullet of its layer), and every folder the map names is a folder of `src/`.
+#[test]
+fn the_code_map_names_every_folder_and_only_those() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md")).unwrap();
+    let map = &doc[doc.find("## Code map").expect("a code map")..];
+    let map = &map[..map[3..].find("\n## ").map_or(map.len(), |i| i + 3)];
+    // The bullet of each layer: from `- `layer/`` to the next bullet.
+    let bullet = |layer: &str| -> &str {
+        let at =
+            map.find(&format!("- `{layer}/`")).unwrap_or_else(|| panic!("the code map has no bullet for `{layer}/`"));
+        let rest = &map[at + 2..];
+        &rest[..rest.find("\n- ").unwrap_or(rest.len())]
+    };
+    let mut folders = BTreeSet::new();
+    fn walk(dir: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.insert(path.strip_prefix(src()).unwrap().display().to_string());
+                walk(&path, out);
+            }
+        }
+    }
+    walk(&src(), &mut folders);
+    for folder in &folders {
+        let layer = folder.split('/').next().unwrap();
+        let name = folder.rsplit('/').next().unwrap();
+        assert!(bullet(layer).contains(&format!("`{name}/`")), "the code map does not name `{folder}/`");
+    }
+    let names: BTreeSet<&str> = folders.iter().map(|f| f.rsplit('/').next().unwrap()).collect();
+    for (at, _) in map.match_indices('`') {
+        let named: String = map[at + 1..].chars().take_while(|c| *c != '`').collect();
+        if let Some(name) =
+            named.strip_suffix('/').filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        {
+            assert!(name == "src" || names.contains(name), "the code map names `{named}`, which is no folder of src/");
+        }
+    }
+}
