@@ -175,7 +175,8 @@ async fn main() {
     };
     // Entries embedded once, into the base root's cache, which every pass copies.
     {
-        let index = memfold::index::corpus::open_index(&root, &config(false, base.path())).await.unwrap();
+        let index =
+            memfold::index::corpus::open_index(&root, &config(false, base.path()), &Default::default()).await.unwrap();
         let texts: Vec<String> = file.entries().map(|e| e.content.clone()).collect();
         index.embedder().embed(&texts).await.unwrap();
     }
@@ -317,7 +318,7 @@ async fn main() {
 async fn debug_keys(pairs: &[Pair], chosen: &[usize], file: &EntryFile, config: &Config) {
     use memfold::planning::consolidate::aspects::{Key, Keyer, KeyerParams, Names, Taxonomy, candidates};
     let root = Root::new(&config.root);
-    let index = memfold::index::corpus::open_index(&root, config).await.unwrap();
+    let index = memfold::index::corpus::open_index(&root, config, &Default::default()).await.unwrap();
     let embedder = index.embedder();
     let keyer = Keyer::new(Taxonomy::builtin(), embedder.as_ref(), KeyerParams::default()).await.unwrap();
     let names = Names::learn(file.entries().map(|e| e.content.as_str()), keyer.taxonomy());

@@ -4,6 +4,10 @@
 //! variables `MEMFOLD_SECTION__KEY` (e.g. `MEMFOLD_LLM__BASE_URL`) override single keys and
 //! `MEMFOLD_ROOT` overrides `root`. Unknown keys, in the file or the environment, are an
 //! error that names the key.
+//!
+//! **Homes.** With `--home DIR` (`MEMFOLD_HOME`) the file is `<home>/memfold.toml`, shared by
+//! every space, and `--space NAME` (`MEMFOLD_SPACE`) picks the space whose root is
+//! `<home>/spaces/<name>`; a `memfold.toml` in that root overrides the home's keys for it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,8 +32,15 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// The memory root (also `--root` / `MEMFOLD_ROOT`).
+    /// The memory root (also `--root` / `MEMFOLD_ROOT`); with a home and a space, the space's.
     pub root: PathBuf,
+    /// The home of spaces (`--home` / `MEMFOLD_HOME`), when memfold runs on one.
+    #[serde(skip)]
+    pub home: Option<PathBuf>,
+    /// The space of the home this configuration is for (`--space` / `MEMFOLD_SPACE`); none for
+    /// what works on the home as a whole (serve, spaces, the home's token).
+    #[serde(skip)]
+    pub space: Option<String>,
     pub ingest: IngestConfig,
     pub llm: LlmConfig,
     pub embedding: EmbeddingConfig,
@@ -40,12 +51,15 @@ pub struct Config {
     pub server: ServerConfig,
     pub security: SecurityConfig,
     pub time: TimeConfig,
+    pub spaces: SpacesConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             root: PathBuf::from("~/.local/share/memfold"),
+            home: None,
+            space: None,
             ingest: IngestConfig::default(),
             llm: LlmConfig::default(),
             embedding: EmbeddingConfig::default(),
@@ -56,6 +70,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             security: SecurityConfig::default(),
             time: TimeConfig::default(),
+            spaces: SpacesConfig::default(),
         }
     }
 }
@@ -302,7 +317,9 @@ pub struct ServerConfig {
     /// A request body must keep arriving: no wait between two parts of it longer than this,
     /// and the whole body within it for the JSON routes.
     pub body_timeout_secs: u64,
-    /// Connections served at once; more wait to be accepted.
+    /// Connections served at once; more wait to be accepted. 0: as many as the process's file
+    /// limit leaves room for, after raising its soft limit to the hard one (see
+    /// `crate::sys::limits`).
     pub max_connections: usize,
     /// MCP sessions open at once on `/mcp`; a new one past it is refused (503).
     pub max_mcp_sessions: usize,
@@ -322,7 +339,7 @@ impl Default for ServerConfig {
             auth: true,
             header_timeout_secs: 10,
             body_timeout_secs: 30,
-            max_connections: 256,
+            max_connections: 0,
             max_mcp_sessions: 32,
             settle_idle_secs: 60,
         }
@@ -351,11 +368,45 @@ impl Default for TimeConfig {
     }
 }
 
+/// A home's spaces, as one daemon serves them (`[spaces]` in the home's `memfold.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpacesConfig {
+    /// Make a space on its first write (the agent hooks name a space per project).
+    pub auto_create: bool,
+    /// Spaces every space's search also reads; each hit says which space it came from.
+    pub shared: Vec<String>,
+    /// Spaces a daemon keeps open at once; the least recently used idle one closes first.
+    pub max_open: usize,
+    /// Seconds a space may go unused (no request, no pass) before it closes; it opens again
+    /// on its next request. 0: spaces close only past `max_open`.
+    pub close_idle_secs: u64,
+    /// Consolidation passes a daemon runs at once across its spaces.
+    pub max_concurrent_passes: usize,
+    /// Spaces `/metrics` names one by one (the largest); the rest are summed.
+    pub metrics_top: usize,
+}
+
+impl Default for SpacesConfig {
+    fn default() -> Self {
+        SpacesConfig {
+            auto_create: false,
+            shared: Vec::new(),
+            max_open: 64,
+            close_idle_secs: 300,
+            max_concurrent_passes: 1,
+            metrics_top: 10,
+        }
+    }
+}
+
 /// Values from the command line, the top of the precedence order.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub root: Option<PathBuf>,
     pub config: Option<PathBuf>,
+    pub home: Option<PathBuf>,
+    pub space: Option<String>,
 }
 
 impl Config {
@@ -367,6 +418,16 @@ impl Config {
 
     /// As [`Config::load`], with the environment given explicitly (for tests).
     pub fn load_with_env(flags: &Overrides, env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+        let home = flags.home.clone().or_else(|| env.get("MEMFOLD_HOME").filter(|h| !h.is_empty()).map(PathBuf::from));
+        if let Some(home) = home {
+            return Config::load_home(&expand_tilde(&home), flags, env);
+        }
+        if let Some(space) = flags.space.as_ref() {
+            return Err(ConfigError::Invalid {
+                origin: "--space".into(),
+                message: format!("{space:?} names a space, but no home holds it: give --home DIR (or MEMFOLD_HOME)"),
+            });
+        }
         // Root decides where the default config file is, so resolve it first.
         let explicit_file = flags.config.clone();
         let mut table = match &explicit_file {
@@ -396,6 +457,58 @@ impl Config {
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid { origin, message: e.message().to_string() })?;
         config.check()?;
+        Ok(config)
+    }
+
+    /// The configuration of `home`: its `memfold.toml` (or `--config`), and for a space the
+    /// space's own `memfold.toml` over it; then the environment.
+    fn load_home(home: &Path, flags: &Overrides, env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+        if flags.root.is_some() {
+            return Err(ConfigError::Invalid {
+                origin: "--root".into(),
+                message: "a root and a home were both given: a home's spaces are its roots (--home DIR --space NAME)"
+                    .into(),
+            });
+        }
+        let origin = flags.config.clone().unwrap_or_else(|| home.join("memfold.toml"));
+        let mut table = match (&flags.config, origin.exists()) {
+            (Some(path), _) => read_table(path)?,
+            (None, true) => read_table(&origin)?,
+            (None, false) => toml::Table::new(),
+        };
+        table.remove("root");
+        let space = flags.space.clone().or_else(|| env.get("MEMFOLD_SPACE").filter(|s| !s.is_empty()).cloned());
+        let root = match &space {
+            Some(name) => {
+                crate::store::home::check_name(name)
+                    .map_err(|message| ConfigError::Invalid { origin: "--space".into(), message })?;
+                let root = home.join("spaces").join(name);
+                let own = root.join("memfold.toml");
+                if own.exists() {
+                    let mut theirs = read_table(&own)?;
+                    theirs.remove("root");
+                    // How the daemon serves and schedules is the home's to say.
+                    for section in ["server", "spaces"] {
+                        if theirs.remove(section).is_some() {
+                            tracing::warn!(
+                                file = %own.display(),
+                                "[{section}] in a space's memfold.toml is ignored: the home's memfold.toml sets it for every space"
+                            );
+                        }
+                    }
+                    merge_tables(&mut table, theirs);
+                }
+                root
+            }
+            None => home.to_path_buf(),
+        };
+        apply_env(&mut table, env)?;
+        table.insert("root".into(), toml::Value::String(root.to_string_lossy().into_owned()));
+        let mut config: Config = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
+            ConfigError::Invalid { origin: origin.display().to_string(), message: e.message().to_string() }
+        })?;
+        config.check()?;
+        (config.home, config.space) = (Some(home.to_path_buf()), space);
         Ok(config)
     }
 
@@ -439,7 +552,6 @@ impl Config {
         for (key, value) in [
             ("server.header_timeout_secs", self.server.header_timeout_secs as usize),
             ("server.body_timeout_secs", self.server.body_timeout_secs as usize),
-            ("server.max_connections", self.server.max_connections),
             ("server.max_mcp_sessions", self.server.max_mcp_sessions),
             ("server.settle_idle_secs", self.server.settle_idle_secs as usize),
         ] {
@@ -472,7 +584,7 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
 }
 
 /// Variables read elsewhere that are not configuration keys.
-const NON_KEY_VARS: &[&str] = &["MEMFOLD_ROOT", "MEMFOLD_LOG", "MEMFOLD_CONFIG"];
+const NON_KEY_VARS: &[&str] = &["MEMFOLD_ROOT", "MEMFOLD_LOG", "MEMFOLD_CONFIG", "MEMFOLD_HOME", "MEMFOLD_SPACE"];
 /// Prefixes of variables that belong to memfold's own tests and benchmarks, not to configuration.
 const NON_KEY_PREFIXES: &[&str] = &["MEMFOLD_TEST_", "MEMFOLD_BENCH_"];
 
@@ -499,6 +611,18 @@ fn apply_env(table: &mut toml::Table, env: &BTreeMap<String, String>) -> Result<
         section.insert(key, value);
     }
     Ok(())
+}
+
+/// `over`'s keys on top of `base`'s, section by section.
+fn merge_tables(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(mine)), toml::Value::Table(theirs)) => merge_tables(mine, theirs),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
 }
 
 /// Parse an environment value as the type of the key's default.
@@ -647,7 +771,7 @@ mod tests {
     fn file_then_env_then_flags() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "[consolidation]\nmin_facts = 5\nmin_hours = 2.5\n[llm]\nmodel = \"file-model\"\n");
-        let flags = Overrides { root: Some(dir.path().to_path_buf()), config: None };
+        let flags = Overrides { root: Some(dir.path().to_path_buf()), config: None, ..Overrides::default() };
         let c = Config::load_with_env(&flags, &env(&[("MEMFOLD_CONSOLIDATION__MIN_FACTS", "7")])).unwrap();
         assert_eq!(c.consolidation.min_facts, 7, "env beats file");
         assert_eq!(c.consolidation.min_hours, 2.5, "file beats default");
@@ -659,12 +783,12 @@ mod tests {
     fn root_flag_beats_env_and_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = write(dir.path(), "root = \"/from/file\"\n");
-        let flags = Overrides { root: None, config: Some(file.clone()) };
+        let flags = Overrides { root: None, config: Some(file.clone()), ..Overrides::default() };
         let c = Config::load_with_env(&flags, &env(&[])).unwrap();
         assert_eq!(c.root, PathBuf::from("/from/file"));
         let c = Config::load_with_env(&flags, &env(&[("MEMFOLD_ROOT", "/from/env")])).unwrap();
         assert_eq!(c.root, PathBuf::from("/from/env"));
-        let flags = Overrides { root: Some("/from/flag".into()), config: Some(file) };
+        let flags = Overrides { root: Some("/from/flag".into()), config: Some(file), ..Overrides::default() };
         let c = Config::load_with_env(&flags, &env(&[("MEMFOLD_ROOT", "/from/env")])).unwrap();
         assert_eq!(c.root, PathBuf::from("/from/flag"));
     }
@@ -673,7 +797,9 @@ mod tests {
     fn unknown_file_key_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let file = write(dir.path(), "[consolidation]\nmin_factz = 5\n");
-        let err = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap_err();
+        let err =
+            Config::load_with_env(&Overrides { root: None, config: Some(file), ..Overrides::default() }, &env(&[]))
+                .unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("min_factz"), "{msg}");
         assert!(msg.contains("memfold.toml"), "{msg}");
@@ -683,10 +809,13 @@ mod tests {
     fn a_file_written_for_cluster_max_still_loads_and_a_zero_budget_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let file = write(dir.path(), "[consolidation]\ncluster_max = 2000\n");
-        let c = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap();
+        let c = Config::load_with_env(&Overrides { root: None, config: Some(file), ..Overrides::default() }, &env(&[]))
+            .unwrap();
         assert_eq!((c.consolidation.cluster_max, c.consolidation.call_budget_tokens), (2000, 4000));
         let file = write(dir.path(), "[consolidation]\ncall_budget_tokens = 0\n");
-        let err = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap_err();
+        let err =
+            Config::load_with_env(&Overrides { root: None, config: Some(file), ..Overrides::default() }, &env(&[]))
+                .unwrap_err();
         assert!(err.to_string().contains("consolidation.call_budget_tokens"), "{err}");
     }
 
@@ -694,14 +823,16 @@ mod tests {
     fn unknown_section_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let file = write(dir.path(), "[llmm]\nmodel = \"x\"\n");
-        let err = Config::load_with_env(&Overrides { root: None, config: Some(file) }, &env(&[])).unwrap_err();
+        let err =
+            Config::load_with_env(&Overrides { root: None, config: Some(file), ..Overrides::default() }, &env(&[]))
+                .unwrap_err();
         assert!(err.to_string().contains("llmm"), "{err}");
     }
 
     #[test]
     fn unknown_env_key_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let flags = Overrides { root: Some(dir.path().into()), config: None, ..Overrides::default() };
         let err = Config::load_with_env(&flags, &env(&[("MEMFOLD_LLM__MODLE", "x")])).unwrap_err();
         assert!(err.to_string().contains("MEMFOLD_LLM__MODLE"), "{err}");
         let err = Config::load_with_env(&flags, &env(&[("MEMFOLD_CONSOLIDATION__MIN_FACTS", "many")])).unwrap_err();
@@ -711,7 +842,7 @@ mod tests {
     #[test]
     fn test_and_bench_variables_are_not_configuration() {
         let dir = tempfile::tempdir().unwrap();
-        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let flags = Overrides { root: Some(dir.path().into()), config: None, ..Overrides::default() };
         let vars = env(&[("MEMFOLD_TEST_MINILM_DIR", "/x"), ("MEMFOLD_BENCH_FACTS", "10"), ("MEMFOLD_LOG", "debug")]);
         Config::load_with_env(&flags, &vars).unwrap();
         let err = Config::load_with_env(&flags, &env(&[("MEMFOLD_TESTS", "1")])).unwrap_err();
@@ -721,7 +852,7 @@ mod tests {
     #[test]
     fn env_sets_enums_and_strings() {
         let dir = tempfile::tempdir().unwrap();
-        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let flags = Overrides { root: Some(dir.path().into()), config: None, ..Overrides::default() };
         let c = Config::load_with_env(
             &flags,
             &env(&[("MEMFOLD_LLM__BASE_URL", "http://127.0.0.1:1/v1"), ("MEMFOLD_CONSOLIDATION__MODE", "review")]),
@@ -735,7 +866,7 @@ mod tests {
     fn allowed_hosts_come_from_the_file_or_a_comma_separated_variable() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "[server]\nallowed_hosts = [\"memfold.lan\"]\n");
-        let flags = Overrides { root: Some(dir.path().into()), config: None };
+        let flags = Overrides { root: Some(dir.path().into()), config: None, ..Overrides::default() };
         let c = Config::load_with_env(&flags, &env(&[])).unwrap();
         assert_eq!(c.server.allowed_hosts, ["memfold.lan"]);
         let vars = env(&[("MEMFOLD_SERVER__ALLOWED_HOSTS", " a.lan, 10.0.0.5:7878 ,")]);

@@ -87,8 +87,28 @@ pub enum Error {
     Read { path: String, source: std::io::Error },
     #[error("{path} is not a valid record ({message}); move it aside")]
     Corrupt { path: String, message: String },
+    /// The index cannot be read (LanceDB failed or panicked opening it). It is derived from
+    /// the markdown, which is untouched.
+    #[error(
+        "the index at {path} cannot be read ({message}); it is derived from the markdown, which is untouched: `memfold reindex --clear` rebuilds it"
+    )]
+    IndexUnreadable { path: String, message: String },
     #[error("{0}")]
     Other(String),
+    /// A request that names a space its credentials do not reach, or a space name where none
+    /// may be named.
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such space in this home (and none is made on first write).
+    #[error("no space {0} in this home")]
+    NoSpace(String),
+    /// A space that cannot be opened (its index corrupted, a file unreadable); the daemon's
+    /// other spaces keep serving.
+    #[error("space {space} cannot be opened: {message}")]
+    SpaceUnavailable { space: String, message: String },
+    /// A failure inside a space, named so a home's operator knows which.
+    #[error("space {space}: {source}")]
+    InSpace { space: String, source: Box<Error> },
 }
 
 /// The kinds of failure adapters tell apart.
@@ -107,6 +127,8 @@ pub enum Kind {
     Unavailable,
     /// The LLM answered with something unusable.
     BadGateway,
+    /// Credentials that do not reach what the request names.
+    Forbidden,
     Internal,
 }
 
@@ -128,6 +150,10 @@ impl Error {
             Error::NoLlm(_) | Error::Embed(_) => Kind::Unavailable,
             Error::Llm(e) | Error::TurnNotStored(e) if e.is_unavailable() => Kind::Unavailable,
             Error::Llm(_) | Error::TurnNotStored(_) | Error::LlmReply(_) => Kind::BadGateway,
+            Error::Forbidden(_) => Kind::Forbidden,
+            Error::NoSpace(_) => Kind::NotFound,
+            Error::SpaceUnavailable { .. } | Error::IndexUnreadable { .. } => Kind::Unavailable,
+            Error::InSpace { source, .. } => source.kind(),
             _ => Kind::Internal,
         }
     }
@@ -142,6 +168,9 @@ impl Error {
             Error::ShuttingDown => "shutting_down",
             Error::Embed(_) => "embedding_unavailable",
             Error::Unreadable(_) => "memory_unreadable",
+            Error::SpaceUnavailable { .. } => "space_unavailable",
+            Error::IndexUnreadable { .. } => "index_unreadable",
+            Error::InSpace { source, .. } => source.code(),
             _ => match self.kind() {
                 Kind::BadInput => "bad_request",
                 Kind::TooLarge => "fact_too_large",
@@ -151,6 +180,7 @@ impl Error {
                 Kind::Busy => "lock_held",
                 Kind::Unavailable => "unavailable",
                 Kind::BadGateway => "llm_bad_reply",
+                Kind::Forbidden => "forbidden",
                 Kind::Internal => "internal",
             },
         }
@@ -160,6 +190,7 @@ impl Error {
     pub fn ids(&self) -> &[String] {
         match self {
             Error::Conflict { ids, .. } | Error::Stale { ids, .. } => ids,
+            Error::InSpace { source, .. } => source.ids(),
             _ => &[],
         }
     }

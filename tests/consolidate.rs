@@ -86,7 +86,7 @@ async fn a_job_change_becomes_one_current_entry_with_history() {
     assert_eq!(old[0].meta.status, Some(memfold::store::entries::HistoryStatus::Replaced));
     assert_eq!(old[0].meta.valid_until, Some(d("2026-05-30")));
 
-    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let index = corpus::open_index(&env.root, &env.config, &Default::default()).await.unwrap();
     let mut opts = SearchOpts::new(&env.config.search, d("2026-06-01"));
     let hits = index.search("where does he work Microsoft", &opts).await.unwrap();
     assert_eq!(hits[0].id, entries[0].id());
@@ -427,7 +427,7 @@ async fn search_finds_pending_facts_and_entries_by_kind() {
     add(&env, "2026-06-01", &["Allergic to peanuts"]);
     force(&env).await;
     add(&env, "2026-06-02", &["Learning to play the cello"]);
-    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let index = corpus::open_index(&env.root, &env.config, &Default::default()).await.unwrap();
     corpus::refresh(&env.root, &index).await.unwrap();
     let opts = SearchOpts::new(&env.config.search, d("2026-06-03"));
     let hits = index.search("peanuts allergy", &opts).await.unwrap();
@@ -556,7 +556,7 @@ async fn an_entry_replaced_twice_keeps_both_old_versions_and_verifies() {
         "one entry, two versions"
     );
     assert_eq!(memory(&env).entries().next().unwrap().content, "Lives in Oslo now");
-    let index = corpus::open_index(&env.root, &env.config).await.unwrap();
+    let index = corpus::open_index(&env.root, &env.config, &Default::default()).await.unwrap();
     let mut opts = SearchOpts::new(&env.config.search, d("2026-09-01"));
     opts.as_of = Some(d("2026-07-15"));
     let hits = index.search("lives in", &opts).await.unwrap();
@@ -675,7 +675,7 @@ async fn updates_among_distractors(env: &crate::common::Env, n: usize) -> (PassR
     let report = force(env).await;
 
     // The raw links: each fact's ranked entries, straight from the neighbour search.
-    let embedder = corpus::open_index(&env.root, &env.config).await.unwrap().embedder();
+    let embedder = corpus::open_index(&env.root, &env.config, &Default::default()).await.unwrap().embedder();
     let all: Vec<String> = texts.iter().map(|(_, t)| t.clone()).chain(news.iter().map(|t| t.to_string())).collect();
     let vectors = embedder.embed(&all).await.unwrap();
     let nodes: Vec<Node> = all.iter().zip(&vectors).map(|(text, v)| Node { id: "", text, vector: v }).collect();

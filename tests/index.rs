@@ -69,7 +69,7 @@ async fn a_fact_appended_by_hand_is_found_after_the_watcher_runs() {
     root.init().unwrap();
     let mut config = Config { root: root.dir().to_path_buf(), ..Config::default() };
     config.embedding.provider = memfold::config::EmbeddingProvider::Local;
-    let index = std::sync::Arc::new(corpus::open_index(&root, &config).await.unwrap());
+    let index = std::sync::Arc::new(corpus::open_index(&root, &config, &Default::default()).await.unwrap());
     let mut watcher = Watcher::start(&root, Duration::from_millis(200)).unwrap();
     let (worker_root, worker_index) = (root.clone(), index.clone());
     let worker = tokio::spawn(async move {
@@ -259,7 +259,7 @@ async fn a_root_built_pass_by_pass_and_by_reindex_clear_ranks_every_question_ali
     opts.k = 10;
     opts.history = true;
 
-    let index = corpus::open_index(&root, &config).await.unwrap();
+    let index = corpus::open_index(&root, &config, &Default::default()).await.unwrap();
     let rows = index.len().await.unwrap();
     let first = top_lists(&index, &questions, &opts).await;
     assert!(first.iter().filter(|l| l.len() == 10).count() > 250, "most questions fill the top 10");
@@ -270,7 +270,7 @@ async fn a_root_built_pass_by_pass_and_by_reindex_clear_ranks_every_question_ali
     drop(index);
 
     ok(memfold(dir.path(), &["reindex", "--clear"], &[]));
-    let index = corpus::open_index(&root, &config).await.unwrap();
+    let index = corpus::open_index(&root, &config, &Default::default()).await.unwrap();
     assert_eq!(index.len().await.unwrap(), rows);
     let rebuilt = top_lists(&index, &questions, &opts).await;
     if let Some(d) = differences(&questions, &first, &rebuilt) {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::daemon::{Fixture, eventually, verify};
+use crate::common::daemon::{Daemon, Fixture, eventually, metric, verify};
 use crate::common::{init_root, memfold, ok};
 
 /// The account the second-account tests act as.
@@ -195,26 +195,40 @@ fn host_of(daemon: &crate::common::daemon::Daemon) -> String {
     daemon.host()
 }
 
-/// Open `n` connections that each send half a request head, and wait for the server to close them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn half_sent_heads_are_closed_while_real_requests_are_answered() {
-    let fixture = Fixture::new();
-    let daemon = fixture
-        .serve(&[("MEMFOLD_SERVER__HEADER_TIMEOUT_SECS", "2"), ("MEMFOLD_SERVER__MAX_CONNECTIONS", "1100")])
-        .await;
+/// `GET /metrics` on a connection of its own that closes after the answer (so it leaves no
+/// idle connection behind); the exposition text.
+async fn scrape(daemon: &Daemon) -> String {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", daemon.port)).await.unwrap();
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        daemon.host(),
+        daemon.token()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// Open `n` connections that each send half a request head and stop.
+async fn half_sent_heads(daemon: &Daemon, n: usize) -> Vec<tokio::net::TcpStream> {
+    memfold::sys::limits::raise_open_files();
     let head = format!("GET /status HTTP/1.1\r\nHost: {}\r\nX-Slow: ", daemon.host());
-    let mut slow = Vec::new();
-    for _ in 0..1000 {
+    let mut slow = Vec::with_capacity(n);
+    for _ in 0..n {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", daemon.port)).await.unwrap();
         stream.write_all(head.as_bytes()).await.unwrap();
         slow.push(stream);
     }
-    let (code, status) = daemon.get("/status").await;
-    assert_eq!(code, 200, "{status}");
-    let started = Instant::now();
-    let closing = slow.into_iter().map(|mut stream| async move {
+    slow
+}
+
+/// Wait until the server has closed every stream (hyper answers a timed-out head with 408 or
+/// just closes; either way the stream ends).
+async fn all_closed(streams: Vec<tokio::net::TcpStream>, limit: Duration) {
+    let closing = streams.into_iter().map(|mut stream| async move {
         let mut buf = [0u8; 512];
-        // hyper answers a timed-out head with 408 or just closes; either way the stream ends.
         loop {
             match stream.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
@@ -222,10 +236,46 @@ async fn half_sent_heads_are_closed_while_real_requests_are_answered() {
             }
         }
     });
-    let all = futures::future::join_all(closing);
-    tokio::time::timeout(Duration::from_secs(30), all).await.expect("every half-sent head was closed");
+    tokio::time::timeout(limit, futures::future::join_all(closing)).await.expect("every half-sent head was closed");
+}
+
+/// 1,000 connections that never finish their request head, far past `server.max_connections`,
+/// do not keep a real request waiting: the oldest silent one is closed to make room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_heads_past_the_cap_do_not_delay_a_real_request() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_SERVER__MAX_CONNECTIONS", "64")]).await;
+    let slow = half_sent_heads(&daemon, 1000).await;
+    // On a connection of its own (the daemon's client keeps one alive from its start).
+    let started = Instant::now();
+    let (code, status) = daemon.raw("GET /status", &[("Host", &daemon.host())], "").await;
+    let waited = started.elapsed();
+    assert_eq!(code, 200, "{status}");
+    assert!(waited < Duration::from_secs(1), "a real request waited {waited:?} behind 1,000 half-sent heads");
+    let metrics = scrape(&daemon).await;
+    let closed = metric(&metrics, "memfold_http_connections_closed_silent_total");
+    assert!(closed >= (1000 - 64) as f64, "{closed} silent connections closed:\n{metrics}");
+    // The ones still held are closed by the header timeout.
+    all_closed(slow, Duration::from_secs(30)).await;
+    daemon.stop().await;
+}
+
+/// With the connection limit sized to the file limit, 1,000 half-sent heads are held until the
+/// header timeout closes them, and requests are answered meanwhile; a kept-alive connection
+/// that goes idle after a response is closed by the same timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_heads_are_closed_while_real_requests_are_answered() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_SERVER__HEADER_TIMEOUT_SECS", "2")]).await;
+    let slow = half_sent_heads(&daemon, 1000).await;
+    let (code, status) = daemon.get("/status").await;
+    assert_eq!(code, 200, "{status}");
+    let metrics = scrape(&daemon).await;
+    // Far below the cap: none was closed to make room (the header timeout closes them).
+    assert_eq!(metric(&metrics, "memfold_http_connections_closed_silent_total"), 0.0, "{metrics}");
+    let started = Instant::now();
+    all_closed(slow, Duration::from_secs(30)).await;
     assert!(started.elapsed() >= Duration::from_secs(1), "closed before the header timeout");
-    // A kept-alive connection that goes idle after a response is closed by the same timer.
     let mut idle = tokio::net::TcpStream::connect(("127.0.0.1", daemon.port)).await.unwrap();
     let request = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", daemon.host());
     idle.write_all(request.as_bytes()).await.unwrap();
@@ -247,26 +297,55 @@ async fn half_sent_heads_are_closed_while_real_requests_are_answered() {
     daemon.stop().await;
 }
 
-/// Past `server.max_connections`, a connection waits until one closes.
+/// Past `server.max_connections`, a connection inside a request keeps its slot: a new one
+/// waits until a request ends (here, cut off by the body timeout), and no connection is closed
+/// to make room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_past_the_cap_wait_for_a_free_slot() {
+async fn connections_inside_a_request_keep_their_slots() {
     let fixture = Fixture::new();
-    let daemon =
-        fixture.serve(&[("MEMFOLD_SERVER__HEADER_TIMEOUT_SECS", "3"), ("MEMFOLD_SERVER__MAX_CONNECTIONS", "4")]).await;
-    // The readiness probe's connection may still be open: wait for it to be closed.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let daemon = fixture
+        .serve(&[
+            ("MEMFOLD_SERVER__HEADER_TIMEOUT_SECS", "3"),
+            ("MEMFOLD_SERVER__BODY_TIMEOUT_SECS", "2"),
+            ("MEMFOLD_SERVER__MAX_CONNECTIONS", "4"),
+        ])
+        .await;
+    // The readiness probe's kept-alive connection holds a slot until the header timeout.
+    eventually(Duration::from_secs(30), "the probe's connection to close", async || {
+        (metric(&scrape(&daemon).await, "memfold_http_connections_open") == 1.0).then_some(())
+    })
+    .await;
+    // Four requests whose handlers wait for a body that never comes: `100 Continue` says the
+    // head was read and the body asked for.
+    let head = format!(
+        "POST /facts HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 40\r\nExpect: 100-continue\r\n\r\n",
+        daemon.host(),
+        daemon.token()
+    );
     let mut held = Vec::new();
     for _ in 0..4 {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", daemon.port)).await.unwrap();
-        stream.write_all(b"GET /status HTTP/1.1\r\n").await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(
+            String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 100"),
+            "{}",
+            String::from_utf8_lossy(&buf[..n])
+        );
         held.push(stream);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
-    let (code, _) = daemon.get("/status").await;
+    let (code, _) = daemon.raw("GET /status", &[("Host", &daemon.host())], "").await;
     assert_eq!(code, 200);
-    assert!(started.elapsed() >= Duration::from_secs(1), "answered while every slot was held: {:?}", started.elapsed());
-    drop(held);
+    assert!(started.elapsed() >= Duration::from_secs(1), "answered while every slot was inside a request");
+    for mut stream in held {
+        let mut answer = String::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer)).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    }
+    assert_eq!(metric(&scrape(&daemon).await, "memfold_http_connections_closed_silent_total"), 0.0);
     daemon.stop().await;
 }
 

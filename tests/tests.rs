@@ -19,5 +19,6 @@ mod offline;
 mod review;
 mod scheduler;
 mod security;
+mod spaces;
 mod ui;
 mod ui_browser;

@@ -16,8 +16,10 @@ use crate::doors::render::{self, Reader};
 use crate::error::Error;
 use crate::memory::views::{Added, NewFact, PassOptions};
 use crate::memory::{Memory, SearchRequest};
+use crate::service::Spaces;
 use crate::service::token;
 use crate::store::Root;
+use crate::store::home::Home;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -37,19 +39,27 @@ pub struct Global {
     /// The memory root [default: ~/.local/share/memfold; env: MEMFOLD_ROOT]
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Config file [default: <root>/memfold.toml]
+    /// Config file [default: <root>/memfold.toml, or <home>/memfold.toml]
     #[arg(long, global = true, value_name = "FILE", env = "MEMFOLD_CONFIG")]
     pub config: Option<PathBuf>,
+    /// A home of spaces: `serve` serves every space, `spaces` lists them [env: MEMFOLD_HOME]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The space of the home a command works on [env: MEMFOLD_SPACE]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub space: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create the folders and files of a memory root.
+    /// Create the folders and files of a memory root (with --home: the home, or with --space
+    /// a space of it).
     Init {
         #[arg(long)]
         json: bool,
     },
-    /// Run the daemon: HTTP API, consolidation scheduler and file watcher, until SIGINT/SIGTERM.
+    /// Run the daemon: HTTP API, consolidation scheduler and file watcher, until SIGINT/SIGTERM
+    /// (with --home: for every space of the home).
     Serve {
         /// Address to listen on [default: server.bind; env: MEMFOLD_SERVER__BIND].
         #[arg(long, value_name = "ADDR")]
@@ -68,6 +78,11 @@ pub enum Command {
     },
     /// Append facts to today's archive (or --date's).
     Add(AddArgs),
+    /// List the spaces of a home: entries, pending facts, last pass, disk, last use.
+    Spaces {
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the gate, pending facts, entries and the last run.
     Status {
         #[arg(long)]
@@ -119,6 +134,16 @@ pub enum Curate {
     Pin { id: String },
     /// Unpin an entry.
     Unpin { id: String },
+    /// Copy an entry into a shared space of the home, as a new fact whose source names this
+    /// space and the entry.
+    Share {
+        id: String,
+        /// The shared space ([spaces] shared).
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-consolidate the whole archive into a fresh memory.md (the old entries go to history).
     Rebuild {
         #[arg(long)]
@@ -210,19 +235,48 @@ pub struct AddArgs {
 
 /// Run a parsed command; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
-    let overrides = Overrides { root: cli.global.root.clone(), config: cli.global.config.clone() };
+    let overrides = Overrides {
+        root: cli.global.root.clone(),
+        config: cli.global.config.clone(),
+        home: cli.global.home.clone(),
+        space: cli.global.space.clone(),
+    };
     let config = Config::load(&overrides).context("loading configuration")?;
+    let home_level = config.home.is_some() && config.space.is_none();
     match cli.command {
         Command::Init { json } => return init(&config, json),
         Command::Token => return token(&config),
         Command::Ui { bind } => return ui(&config, bind),
+        Command::Serve { .. } | Command::Spaces { .. } if home_level => {}
+        Command::Spaces { .. } => {
+            bail!("`memfold spaces` lists the spaces of a home: give --home DIR (or MEMFOLD_HOME)")
+        }
+        _ if home_level => bail!(
+            "this command works on one space of the home: give --space NAME (or MEMFOLD_SPACE); `memfold spaces` lists them"
+        ),
         _ => {}
+    }
+    if let (Some(home), Some(space)) = (&config.home, &config.space)
+        && !Root::new(&config.root).is_initialized()
+    {
+        bail!("no space {space} in the home {}: `memfold --home … --space {space} init` makes it", home.display());
     }
     let runtime = runtime()?;
     let code = runtime.block_on(async {
+        if home_level {
+            return match cli.command {
+                Command::Serve { bind } => {
+                    crate::doors::daemon::serve_home(config, bind).await.map(|()| 0).map_err(Into::into)
+                }
+                Command::Spaces { json } => spaces(config, json).await,
+                _ => unreachable!("only these work on a whole home"),
+            };
+        }
         let memory = Memory::open(config).await?;
         match cli.command {
-            Command::Init { .. } | Command::Token | Command::Ui { .. } => unreachable!("handled above"),
+            Command::Init { .. } | Command::Token | Command::Ui { .. } | Command::Spaces { .. } => {
+                unreachable!("handled above")
+            }
             Command::Add(args) => add(&memory, args),
             Command::Status { json } => status(&memory, json).await,
             Command::Verify { json } => verify(&memory, json).await,
@@ -230,7 +284,9 @@ pub fn run(cli: Cli) -> Result<i32> {
             Command::Reindex { clear, json } => reindex(&memory, clear, json).await,
             Command::Curate(verb) => curate(&memory, verb).await,
             Command::Review(verb) => review(&memory, verb).await,
-            Command::Serve { bind } => crate::doors::daemon::serve(memory, bind).await.map(|()| 0).map_err(Into::into),
+            Command::Serve { bind } => {
+                crate::doors::daemon::serve_root(memory, bind).await.map(|()| 0).map_err(Into::into)
+            }
             Command::Mcp => crate::doors::mcp::serve_stdio(memory).await.map(|()| 0).map_err(Into::into),
             Command::Consolidate { force, dry_run, json } => {
                 consolidate(&memory, PassOptions { force, dry_run }, json).await
@@ -261,17 +317,44 @@ fn print(json: bool, value: &impl serde::Serialize, text: impl FnOnce() -> Strin
 }
 
 fn init(config: &Config, json: bool) -> Result<i32> {
+    if let Some(home) = &config.home {
+        let home = Home::new(home);
+        home.check_not_a_root().map_err(anyhow::Error::msg)?;
+        home.init().with_context(|| format!("creating home {}", home.dir().display()))?;
+        // The operator's token, so `memfold --home … token` works before the first `serve`.
+        if config.server.token_env.is_empty() {
+            token::ensure(&home.token_file())?;
+        }
+        if config.space.is_none() {
+            if json {
+                print_json(&json!({"home": home.dir()}))?;
+            } else {
+                println!("home ready at {} (`--space NAME init` makes a space)", home.dir().display());
+            }
+            return Ok(0);
+        }
+    }
     let dir = Memory::init(config).with_context(|| format!("creating memory root {}", config.root.display()))?;
-    // The daemon's token, so `memfold token` works before the first `serve`.
-    if config.server.auth && config.server.token_env.is_empty() {
+    // The daemon's token, so `memfold token` works before the first `serve`; every space of a
+    // home has one (its token decides the space).
+    if (config.server.auth && config.server.token_env.is_empty()) || config.space.is_some() {
         token::ensure(&Root::new(&dir).token_file())?;
     }
     if json {
-        print_json(&json!({"root": dir}))?;
+        print_json(&json!({"root": dir, "space": config.space}))?;
+    } else if let Some(space) = &config.space {
+        println!("space {space} ready at {}", dir.display());
     } else {
         println!("memory root ready at {}", dir.display());
     }
     Ok(0)
+}
+
+/// The spaces of a home, with their counts.
+async fn spaces(config: Config, json: bool) -> Result<i32> {
+    let (spaces, _) = Spaces::home(config)?;
+    let list = spaces.summaries().await;
+    print(json, &json!({ "spaces": list }), || render::spaces(&list))
 }
 
 fn ui(config: &Config, bind: Option<String>) -> Result<i32> {
@@ -281,12 +364,31 @@ fn ui(config: &Config, bind: Option<String>) -> Result<i32> {
         Some(("0.0.0.0" | "[::]" | "", port)) => format!("127.0.0.1:{port}"),
         _ => bind,
     };
-    println!("http://{host}/ui/login?code={code}");
+    match &config.space {
+        Some(space) => println!("http://{host}/ui/login?code={code}&space={space}"),
+        None => println!("http://{host}/ui/login?code={code}"),
+    }
     eprintln!("open it within 2 minutes to sign in to the review page of `memfold serve` (it works once)");
     Ok(0)
 }
 
 fn token(config: &Config) -> Result<i32> {
+    if let (Some(home), None) = (&config.home, &config.space) {
+        let token = match config.server_token_env() {
+            Some(token) => token,
+            None => token::ensure(&Home::new(home).token_file())?,
+        };
+        println!("{token}");
+        eprintln!("the home's token: it reaches every space of `memfold serve --home`, at /spaces/<name>/…");
+        return Ok(0);
+    }
+    if config.space.is_some() {
+        let root = Root::new(&config.root);
+        root.check_initialized().map_err(anyhow::Error::msg)?;
+        println!("{}", token::ensure(&root.token_file())?);
+        eprintln!("the space's token: it reaches this space, and nothing else, on `memfold serve --home`");
+        return Ok(0);
+    }
     let root = Root::new(&config.root);
     root.check_initialized().map_err(anyhow::Error::msg)?;
     match token::resolve(config, &root, None)? {
@@ -402,6 +504,10 @@ async fn curate(memory: &Memory, verb: Curate) -> Result<i32> {
             memory.pin(&id, false).await?;
             print(false, &(), || render::pinned(&id, false))
         }
+        Curate::Share { id, to, json } => {
+            let shared = share(memory, &id, &to).await?;
+            print(json, &shared, || render::stored(&shared))
+        }
         Curate::Rebuild { json } => {
             let report = memory.rebuild().await?;
             print(json, &report, || render::pass(&report, READER))
@@ -440,6 +546,22 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
             print(json, &chain, || render::chain(&chain))
         }
     }
+}
+
+/// Copy entry `id` of `memory`'s space into the shared space `to` of its home, as
+/// `Service::share` does for the daemon's doors.
+async fn share(memory: &Memory, id: &str, to: &str) -> Result<Added> {
+    let config = memory.config();
+    let from = config.space.clone().unwrap_or_default();
+    crate::service::spaces::check_share(config.home.is_some().then_some(config), &from, to)?;
+    let fact = memory.shared_fact(&from, id).await?;
+    let home = config.home.clone();
+    let target = Config::load(&Overrides { home, space: Some(to.to_string()), ..Overrides::default() })?;
+    if !Root::new(&target.root).is_initialized() {
+        bail!("the shared space {to} has not been made yet: `memfold --home … --space {to} init`");
+    }
+    let target = Memory::open(target).await?;
+    Ok(Added::new(&target.add(target.check_facts(vec![fact])?)?, None))
 }
 
 /// Make what this process creates private (umask 077): the `memfold` binary calls it first.

@@ -1,55 +1,54 @@
-//! The daemon (`memfold serve`): one [`Service`] behind its doors, named workers in a `JoinSet`,
-//! stopped by one shutdown signal.
+//! The daemon (`memfold serve`): the spaces it serves (a lone root, or every space of a home)
+//! behind its doors, named workers in a `JoinSet`, stopped by one shutdown signal.
 //!
-//! [`serve`] takes the serve lock (`.memfold/serve.lock`, so a second daemon on the same root
-//! exits with a message naming the first), opens the index, binds the listener, starts
-//! watching the root, then runs four workers over one [`Service`]:
+//! [`serve_root`] and [`serve_home`] take the serve lock (`.memfold/serve.lock` of the root or
+//! the home, so a second daemon exits with a message naming the first), read the tokens, bind
+//! the listener, start watching, then run these workers over one [`Spaces`]:
 //!
-//! - `http`: the HTTP server ([`http`]): the JSON API, the MCP server at `/mcp` ([`mcp`]).
-//!   Handlers are thin: they parse, call the service and render.
-//! - `scheduler`: the only place a consolidation pass runs, one at a time ([`scheduler`]).
-//! - `indexer`: brings the index up to date with the files ([`Service::refresh`], by content
-//!   hash) whenever ingest or the watcher marks it dirty; a search refreshes first if it is
-//!   still dirty, so facts are searchable as soon as `POST /facts` has answered. At start and
-//!   after `server.settle_idle_secs` without a change it settles the index
-//!   ([`Service::settle`]): rows small writes left outside the indices are folded in.
-//! - `watcher`: [`Watcher`] events → tombstone entries deleted from `memory.md` by hand
-//!   (`Memory::reconcile`) → mark the index dirty and tell subscribers of `memory.md` and
-//!   `MEMORY.md` (`Memory::files_changed`; the MCP server's `resources/updated`).
-//! - `trimmer`: once the daemon has done nothing for [`TRIM_QUIET`] after doing something, hands
-//!   the memory its allocator holds free back to the system ([`release_free_memory`]). glibc
-//!   keeps what searches and index writes freed (at 100k entries, about 190 MiB after 300
-//!   searches); an idle daemon then holds what it uses.
+//! - `http`: the HTTP server ([`http`]): the JSON API, the MCP server at `/mcp`, the review
+//!   page at `/ui`. Handlers are thin: they parse, call the space's service and render.
+//! - `scheduler`: the only place consolidation passes run ([`crate::service::scheduler`]).
+//! - `watcher`: one file watcher for every open space: its events → tombstone entries deleted
+//!   from `memory.md` by hand → mark the space's index dirty and tell subscribers of
+//!   `memory.md` and `MEMORY.md` (the MCP server's `resources/updated`).
+//! - `trimmer`: once the daemon has done nothing for [`crate::service::workers::TRIM_QUIET`] after doing something, hands
+//!   the memory its allocator holds free back to the system.
 //!
-//! `memfold mcp` ([`serve_stdio`]) serves the same service's MCP tools on stdin/stdout, with a
-//! scheduler that runs only the passes asked for and a watcher of its own.
+//! Each open space also has an indexer, which [`Spaces`] starts when it opens the space and
+//! stops when it closes it: it brings the space's index up to date with its files whenever
+//! ingest or the watcher marks it dirty (a search refreshes first if it is still dirty), and at
+//! open and after `server.settle_idle_secs` without a change settles it.
+//!
+//! `memfold mcp` ([`crate::doors::mcp::serve_stdio`]) serves one space's MCP tools on
+//! stdin/stdout, with a scheduler that runs only the passes asked for and a watcher of its own.
 //!
 //! **Shutdown.** SIGINT and SIGTERM (or a worker ending on its own) send `true` on one watch
 //! channel. Every worker selects on it: the server stops accepting and lets open requests
-//! finish (for at most [`http::HTTP_DRAIN`]); the scheduler drops a pass in flight, which leaves the
-//! files as they were, except that a commit already started runs to its end on its blocking
-//! thread, holding the consolidation lock until it is done (`memfold serve` gives blocking
-//! tasks up to 10 s when it shuts its runtime down; a commit cut short even so is finished by
-//! the next process that opens the root);
-//! the indexer and the watcher stop. The workers are joined, each logged by name, then the
-//! serve lock is released; a second signal stops waiting for the workers. Logs go to stderr
-//! unbuffered, so there is nothing left to flush.
+//! finish (for at most [`http::HTTP_DRAIN`]); the scheduler drops the passes in flight, which
+//! leaves the files as they were, except that a commit already started runs to its end on its
+//! blocking thread, holding the consolidation lock until it is done (`memfold serve` gives
+//! blocking tasks up to 10 s when it shuts its runtime down; a commit cut short even so is
+//! finished by the next process that opens the root); the watcher stops. The workers are
+//! joined, each logged by name, the spaces close (their indexers joined), then the serve lock
+//! is released; a second signal stops waiting for the workers. Logs go to stderr unbuffered, so
+//! there is nothing left to flush.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+use super::http;
+use crate::config::Config;
 use crate::error::Error;
 use crate::memory::Memory;
-use crate::service::watch::WatchError;
-use crate::sys::lock::LockError;
-
-use super::http;
-use crate::service::Service;
 use crate::service::token;
-use crate::service::workers::{indexer_worker, trimmer_worker, watcher_worker};
+use crate::service::watch::{WATCH_DEBOUNCE, WatchError, Watcher};
+use crate::service::workers::{trimmer_worker, watcher_worker};
+use crate::service::{SchedulerWorker, Spaces};
+use crate::sys::lock::LockError;
 
 /// Errors that stop `memfold serve` (at start, or a worker failing).
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +58,8 @@ pub enum DaemonError {
     Lock(#[from] LockError),
     #[error("opening the index: {0}")]
     Index(Error),
+    #[error(transparent)]
+    Home(Error),
     #[error("binding {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
     #[error(transparent)]
@@ -71,44 +72,64 @@ pub enum DaemonError {
     Worker { name: &'static str, message: String },
 }
 
-/// Run the daemon on `memory` until SIGINT or SIGTERM, then shut down gracefully. `bind`
-/// overrides `server.bind`.
-pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonError> {
-    let (state, scheduler) = Service::new(memory, true);
-    let config = state.config().clone();
+/// Serve the root `memory` is open on until SIGINT or SIGTERM. `bind` overrides `server.bind`.
+pub async fn serve_root(memory: Memory, bind: Option<String>) -> Result<(), DaemonError> {
+    let (spaces, scheduler) = Spaces::root(memory, true);
+    let service = spaces.open_service("").expect("a root's one space is open");
+    run(spaces, scheduler, bind, Some(service)).await
+}
+
+/// Serve every space of the home `config` names (its home's configuration).
+pub async fn serve_home(config: Config, bind: Option<String>) -> Result<(), DaemonError> {
+    let (spaces, scheduler) = Spaces::home(config).map_err(DaemonError::Home)?;
+    run(spaces, scheduler, bind, None).await
+}
+
+/// Run the daemon over `spaces` until SIGINT or SIGTERM, then shut down gracefully. A lone
+/// root's index (`root`) is opened before the listener, so its first search is not its opening.
+async fn run(
+    spaces: Arc<Spaces>,
+    scheduler: SchedulerWorker,
+    bind: Option<String>,
+    root: Option<Arc<crate::service::Service>>,
+) -> Result<(), DaemonError> {
+    let config = spaces.config().clone();
     let bind = bind.unwrap_or_else(|| config.server.bind.clone());
-    let serve_lock = state.serve_lock()?;
-    let requested = bind.parse().ok();
-    state.auth(requested)?; // refuse before binding what would not be served
-    state.open_index().await.map_err(DaemonError::Index)?;
+    let serve_lock = spaces.serve_lock()?;
+    spaces.load_tokens(bind.parse().ok())?; // refuse before binding what would not be served
+    if let Some(root) = &root {
+        root.open_index().await.map_err(DaemonError::Index)?;
+    }
+    let open_files = crate::sys::limits::raise_open_files();
     let listener = tokio::net::TcpListener::bind(&bind)
         .await
         .map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
     let addr = listener.local_addr().map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
-    let auth = state.auth(Some(addr))?;
-    state.announce(Some(addr));
-    state.warn_if_exposed();
-    let watcher = state.watcher()?;
+    spaces.load_tokens(Some(addr))?;
+    spaces.announce(Some(addr));
+    spaces.warn_if_exposed();
+    let watcher = Watcher::new(WATCH_DEBOUNCE)?;
+    spaces.watch_with(watcher.handle())?;
     let mut signals = Signals::new().map_err(DaemonError::Signal)?;
 
     let (stop_tx, stop) = watch::channel(false);
+    let max_connections = crate::sys::limits::connections(config.server.max_connections, open_files);
     info!(
         %addr,
-        root = %state.root_dir().display(),
-        auth = auth.token().is_some(),
-        decider = state.decider_name(),
+        dir = %spaces.dir().display(),
+        home = spaces.is_home(),
+        auth = spaces.needs_token(),
+        max_connections,
         interval_secs = config.consolidation.interval_seconds,
         "memfold serving"
     );
 
     let mut workers = Workers::default();
-    let http = http::Listener { listener, addr, token: auth.token().map(str::to_string) };
-    workers.spawn("http", http::serve(state.clone(), http, stop.clone()));
+    let http = http::Listener { listener, addr, max_connections };
+    workers.spawn("http", http::serve(spaces.clone(), http, stop.clone()));
     workers.spawn("scheduler", scheduler.run(stop.clone()));
-    workers.spawn("indexer", indexer_worker(state.clone(), stop.clone()));
-    workers.spawn("watcher", watcher_worker(state.clone(), watcher, stop.clone()));
-    workers.spawn("trimmer", trimmer_worker(state.clone(), stop.clone()));
-    state.mark_dirty(); // the first refresh catches up with whatever changed while nobody watched
+    workers.spawn("watcher", watcher_worker(spaces.clone(), watcher, stop.clone()));
+    workers.spawn("trimmer", trimmer_worker(spaces.clone(), stop.clone()));
 
     let mut failure = None;
     tokio::select! {
@@ -137,8 +158,10 @@ pub async fn serve(memory: Memory, bind: Option<String>) -> Result<(), DaemonErr
             }
         }
     }
-    state.announce(None);
-    drop(state);
+    spaces.announce(None);
+    spaces.close_all().await;
+    drop(root);
+    drop(spaces);
     drop(serve_lock);
     info!("memfold stopped");
     failure.map_or(Ok(()), Err)

@@ -387,6 +387,32 @@ pub fn undone(undone: &Undone, reader: Reader) -> String {
     )
 }
 
+/// A home's spaces, one line each.
+pub fn spaces(spaces: &[crate::service::SpaceSummary]) -> String {
+    if spaces.is_empty() {
+        return "no spaces yet (`memfold --home … --space NAME init` makes one)".to_string();
+    }
+    let lines: Vec<String> = spaces
+        .iter()
+        .map(|s| {
+            let when = |t: Option<chrono::DateTime<chrono::Utc>>| {
+                t.map_or("never".to_string(), |t| t.format("%Y-%m-%d %H:%M").to_string())
+            };
+            format!(
+                "{}{}: {} entries, {} pending; last pass {}, last use {}; {} KiB",
+                s.name,
+                if s.shared { " (shared)" } else { "" },
+                s.entries,
+                s.pending_facts,
+                when(s.last_pass),
+                when(s.last_use),
+                s.disk_bytes / 1024
+            )
+        })
+        .collect();
+    lines.join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

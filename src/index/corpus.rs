@@ -261,8 +261,12 @@ fn lines_before_append(text: &str, old: &crate::store::sources::Seen) -> Option<
 }
 
 /// Open the index of a root with the configured embedder.
-pub async fn open_index(root: &Root, config: &crate::config::Config) -> Result<Index, OpenError> {
-    let embedder = crate::models::embed::connect(&config.embedding, &root.embed_cache_dir()).await?;
+pub async fn open_index(
+    root: &Root,
+    config: &crate::config::Config,
+    models: &crate::models::Models,
+) -> Result<Index, OpenError> {
+    let embedder = models.embedder(&config.embedding, &root.embed_cache_dir()).await?;
     Ok(Index::open(&root.index_dir(), embedder).await?)
 }
 

@@ -183,6 +183,9 @@ pub struct Hit {
     pub valid_from: NaiveDate,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub valid_until: Option<NaiveDate>,
+    /// The shared space a hit came from, when a space's search read one beside its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
 }
 
 /// What a search returns and how it ranks.
@@ -504,6 +507,24 @@ impl Index {
         } else {
             Ok((self.table(), meta))
         }
+    }
+
+    /// Delete the table in `dir` without opening it, under the writer lock: for an index that
+    /// cannot be opened at all (`reindex --clear` on a damaged table). The next open makes an
+    /// empty one and the next sync fills it from the files.
+    pub async fn discard(dir: &Path) -> Result<(), IndexError> {
+        let _lock = writer_lock::acquire(&writer_lock::path(dir)).await?;
+        for path in [dir.join(format!("{TABLE}.lance")), meta::path(dir)] {
+            let removed = match tokio::fs::metadata(&path).await {
+                Ok(m) if m.is_dir() => tokio::fs::remove_dir_all(&path).await,
+                Ok(_) => tokio::fs::remove_file(&path).await,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            };
+            removed.map_err(|source| IndexError::Io { path: path.clone(), source })?;
+        }
+        info!(dir = %dir.display(), "unreadable index discarded");
+        Ok(())
     }
 
     /// Drop every row and every index (`reindex --clear`); the next sync rebuilds from the

@@ -236,6 +236,7 @@ pub(super) fn hit(json: &str) -> Result<Hit, IndexError> {
         path: h.path,
         valid_from: h.valid_from,
         valid_until: h.valid_until,
+        space: None,
     })
 }
 
@@ -308,6 +309,7 @@ mod tests {
             path: d.path.clone(),
             valid_from: d.valid_from,
             valid_until: d.valid_until,
+            space: None,
         };
         assert_eq!(hits(&b).unwrap(), vec![hit]);
         assert_eq!(vectors(&b, VECTOR).unwrap(), vec![vec![1.0, 0.0, 0.0]]);

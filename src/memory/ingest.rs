@@ -42,6 +42,14 @@ impl Memory {
         Ok(CheckedFacts(facts))
     }
 
+    /// The fact that copies entry `id` of this memory, space `space` of a home, into another
+    /// space: the entry's text, with a source naming the space and the entry
+    /// (`share:<space>/<entry>`). Nothing is written here.
+    pub async fn shared_fact(&self, space: &str, id: &str) -> Result<NewFact, Error> {
+        let entry = self.entry(id).await?;
+        Ok(NewFact { text: entry.content.clone(), date: None, source: Some(format!("share:{space}/{}", entry.id())) })
+    }
+
     /// Append checked facts to their day's archive (blocking).
     pub fn add(&self, facts: CheckedFacts) -> Result<Vec<Fact>, Error> {
         let facts = facts.0;

@@ -39,11 +39,13 @@ pub mod views;
 
 pub use ingest::CheckedFacts;
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::NaiveDate;
+use futures::FutureExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{Notify, OnceCell, broadcast};
@@ -53,6 +55,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::index::Index;
 use crate::index::corpus;
+use crate::models::Models;
 use crate::models::llm::{ChatClient, Prompts, Usage};
 use crate::planning::consolidate::aspects::{Aspects, Keyer, KeyerParams, Keying, Taxonomy};
 use crate::planning::consolidate::decide::Decider;
@@ -184,6 +187,8 @@ pub struct Memory {
 struct Inner {
     root: Root,
     config: Config,
+    /// The embedder models and chat clients this process shares among its roots.
+    models: Arc<Models>,
     clock: Clock,
     index: OnceCell<Arc<Index>>,
     chat: Option<ChatClient>,
@@ -244,6 +249,12 @@ impl Memory {
     /// a killed process left unfinished (when nobody else holds the lock). The index is opened
     /// on first use.
     pub async fn open(config: Config) -> Result<Memory, Error> {
+        Memory::open_with(config, Arc::default()).await
+    }
+
+    /// [`Memory::open`], with the embedder models and chat clients of `models` (a daemon's
+    /// spaces share them).
+    pub async fn open_with(config: Config, models: Arc<Models>) -> Result<Memory, Error> {
         let root = Root::new(&config.root);
         root.check_initialized().map_err(Error::NotARoot)?;
         if !config.security.allow_other_owner {
@@ -255,7 +266,7 @@ impl Memory {
             file => Taxonomy::with_file(&crate::config::expand_tilde(std::path::Path::new(file)))
                 .map_err(|e| Error::BadInput(format!("consolidation.aspects_file: {e}")))?,
         };
-        let chat = ChatClient::from_config(&config.llm)?;
+        let chat = models.chat(&config.llm)?;
         let decider = match &chat {
             Some(client) => Decider::Llm { client: client.clone(), prompts: prompts.clone() },
             None => Decider::Offline,
@@ -265,6 +276,7 @@ impl Memory {
                 clock: config.clock(),
                 root,
                 config,
+                models,
                 index: OnceCell::new(),
                 chat,
                 prompts,
@@ -306,13 +318,25 @@ impl Memory {
         self.inner
             .index
             .get_or_try_init(|| async {
-                let index = corpus::open_index(&self.inner.root, &self.inner.config).await?;
+                let opening = corpus::open_index(&self.inner.root, &self.inner.config, &self.inner.models);
+                // LanceDB may panic on a damaged table rather than fail; either way the index is
+                // unreadable, and only this memory's requests say so.
+                let index =
+                    AssertUnwindSafe(opening).catch_unwind().await.map_err(|panic| Error::IndexUnreadable {
+                        path: self.inner.root.index_dir().display().to_string(),
+                        message: crate::panic_message(&*panic).to_string(),
+                    })??;
                 if self.inner.hold_vectors.load(Ordering::SeqCst) {
                     index.hold_vectors();
                 }
                 Ok::<_, Error>(Arc::new(index))
             })
             .await
+    }
+
+    /// Searches answered from the vectors the index holds, since it opened (0 before).
+    pub(crate) fn searches_with_held_vectors(&self) -> u64 {
+        self.inner.index.get().map_or(0, |index| index.searches_with_held_vectors())
     }
 
     /// Have the index hold its vectors in memory for searches (`index/held.rs`), for a process
@@ -375,20 +399,6 @@ impl Memory {
             self.tell(Rewritten::Promoted);
         }
         self.mark_dirty();
-    }
-
-    /// Record where this process's daemon listens, or that it stopped (see
-    /// [`crate::store::listening`]). A failure is logged: clients then use `server.bind`.
-    pub(crate) fn announce(&self, addr: Option<std::net::SocketAddr>) {
-        let root = &self.inner.root;
-        match addr {
-            Some(addr) => {
-                if let Err(e) = crate::store::listening::Listening::write(root, addr) {
-                    tracing::warn!(error = %e, "could not record where the daemon listens");
-                }
-            }
-            None => crate::store::listening::Listening::remove(root),
-        }
     }
 
     /// Where a daemon serving this root listens, if one runs.

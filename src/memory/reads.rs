@@ -29,18 +29,18 @@ impl Memory {
         }
     }
 
-    /// Mint a one-time sign-in code for the review page of the root `config` names
-    /// ([`crate::store::signin`]); the root need not be opened.
+    /// Mint a one-time sign-in code for the review page of the root `config` names, or, for a
+    /// home without a space, the operator's ([`crate::store::signin`]); nothing need be open.
     pub fn mint_sign_in_code(config: &Config) -> Result<String, Error> {
-        let root = Root::new(&config.root);
-        root.check_initialized().map_err(Error::NotARoot)?;
-        signin::mint_code(&root).map_err(|source| Error::Read { path: ".memfold/ui-codes".into(), source })
-    }
-
-    /// Consume a sign-in code: true once, while it is fresh.
-    pub async fn consume_sign_in_code(&self, code: &str) -> bool {
-        let (root, code) = (self.inner.root.clone(), code.to_string());
-        blocking(move || signin::consume_code(&root, &code)).await
+        let dir = match (&config.home, &config.space) {
+            (Some(home), None) => crate::store::home::Home::new(home).codes_dir(),
+            _ => {
+                let root = Root::new(&config.root);
+                root.check_initialized().map_err(Error::NotARoot)?;
+                root.codes_dir()
+            }
+        };
+        signin::mint_code(&dir).map_err(|source| Error::Read { path: dir.display().to_string(), source })
     }
 
     /// The gate, pending facts, entries and the last run.

@@ -7,7 +7,7 @@ use super::views::Reindexed;
 use super::{MAX_K, Memory, SearchRequest, blocking};
 use crate::error::Error;
 use crate::index::corpus;
-use crate::index::{Hit, SearchOpts, Settled};
+use crate::index::{Hit, Index, SearchOpts, Settled};
 
 impl Memory {
     /// Say the files may have changed: the next search refreshes the index first.
@@ -96,7 +96,14 @@ impl Memory {
         progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
     ) -> Result<Reindexed, Error> {
         let started = Instant::now();
-        let index = self.index().await?;
+        let index = match self.index().await {
+            // A table too damaged to open is made anew; the files are the truth.
+            Err(Error::IndexUnreadable { .. }) if clear => {
+                Index::discard(&self.inner.root.index_dir()).await?;
+                self.index().await?
+            }
+            opened => opened?,
+        };
         let fresh = &self.inner.fresh;
         let mut known = fresh.refreshing.lock().await;
         let generation = fresh.wanted.load(Ordering::SeqCst);

@@ -110,16 +110,29 @@ pub struct Metrics {
     settle_errors: AtomicU64,
     /// Responses by status code (a handful of distinct codes; the lock is held for an insert).
     responses: Mutex<BTreeMap<u16, u64>>,
+    connections_open: AtomicU64,
+    connections_closed_silent: AtomicU64,
 }
 
 /// Values read from the files at scrape time.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Gauges {
     pub pending_facts: Option<usize>,
     pub entries: Option<usize>,
     pub uptime: Duration,
     /// Searches whose vector leg scanned the vectors the index holds (a count the index keeps).
     pub held_searches: Option<u64>,
+    /// A home's spaces: how many, how many open, and the largest by entries, one by one.
+    pub spaces: Option<SpaceGauges>,
+}
+
+/// A home's spaces for `/metrics`: bounded labels, however many spaces there are.
+#[derive(Debug, Clone, Default)]
+pub struct SpaceGauges {
+    pub all: usize,
+    pub open: usize,
+    /// (space, entries, pending facts) of the `spaces.metrics_top` largest.
+    pub top: Vec<(String, usize, usize)>,
 }
 
 impl Metrics {
@@ -173,6 +186,11 @@ impl Metrics {
         }
     }
 
+    /// A tick of the scheduler looked at a space's gate.
+    pub fn gate_checked(&self) {
+        self.gate_checks.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn refreshed(&self, ok: bool) {
         let counter = if ok { &self.refreshes } else { &self.refresh_errors };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -181,6 +199,19 @@ impl Metrics {
     pub fn settled(&self, ok: bool) {
         let counter = if ok { &self.settles } else { &self.settle_errors };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection was accepted (`opened`) or ended.
+    pub fn connection(&self, opened: bool) {
+        match opened {
+            true => self.connections_open.fetch_add(1, Ordering::Relaxed),
+            false => self.connections_open.fetch_sub(1, Ordering::Relaxed),
+        };
+    }
+
+    /// A connection that had sent no request head was closed to make room for a new one.
+    pub fn silent_connection_closed(&self) {
+        self.connections_closed_silent.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn response(&self, status: u16) {
@@ -233,6 +264,19 @@ impl Metrics {
             .map(|(code, n)| (format!(r#"{{code="{code}"}}"#), n.to_string()))
             .collect();
         out.family("memfold_http_responses_total", "counter", "HTTP responses by status code.", &responses);
+        out.family(
+            "memfold_http_connections_open",
+            "gauge",
+            "HTTP connections being served now (this scrape's own included).",
+            &plain(get(&self.connections_open)),
+        );
+        out.family(
+            "memfold_http_connections_closed_silent_total",
+            "counter",
+            "Connections closed, with every connection taken, because they had sent no request head while \
+             another client waited (server.max_connections).",
+            &plain(get(&self.connections_closed_silent)),
+        );
     }
 
     /// Gate checks, passes by outcome, ops by kind, and the pass duration histogram.
@@ -240,7 +284,7 @@ impl Metrics {
         out.family(
             "memfold_gate_checks_total",
             "counter",
-            "Consolidation attempts by the scheduler (ticks, requests and retries).",
+            "Gates checked: each space's at every tick of the scheduler, and each pass's own.",
             &plain(get(&self.gate_checks)),
         );
         let passes: Vec<_> = PassOutcome::ALL
@@ -347,6 +391,32 @@ fn render_gauges(out: &mut Exposition, gauges: &Gauges) {
     if let Some(entries) = gauges.entries {
         out.family("memfold_entries", "gauge", "Current entries in consolidated/memory.md.", &plain(entries as u64));
     }
+    if let Some(spaces) = &gauges.spaces {
+        out.family(
+            "memfold_spaces",
+            "gauge",
+            "Spaces of the home, and how many are open.",
+            &[
+                (r#"{state="all"}"#.into(), spaces.all.to_string()),
+                (r#"{state="open"}"#.into(), spaces.open.to_string()),
+            ],
+        );
+        let labelled = |pick: fn(&(String, usize, usize)) -> usize| -> Vec<(String, String)> {
+            spaces.top.iter().map(|s| (format!(r#"{{space="{}"}}"#, s.0), pick(s).to_string())).collect()
+        };
+        out.family(
+            "memfold_space_entries",
+            "gauge",
+            "Current entries of the largest spaces (spaces.metrics_top of them).",
+            &labelled(|s| s.1),
+        );
+        out.family(
+            "memfold_space_pending_facts",
+            "gauge",
+            "Pending facts of the largest spaces (spaces.metrics_top of them).",
+            &labelled(|s| s.2),
+        );
+    }
     out.family(
         "memfold_uptime_seconds",
         "gauge",
@@ -414,6 +484,7 @@ mod tests {
             entries: Some(2),
             uptime: Duration::from_secs(1),
             held_searches: Some(5),
+            spaces: Some(SpaceGauges { all: 3, open: 2, top: vec![("work".into(), 40, 1), ("home".into(), 12, 0)] }),
         });
         assert!(text.contains("memfold_facts_ingested_total{via=\"facts\"} 3\n"), "{text}");
         assert!(text.contains("memfold_calls_total{verb=\"add\",door=\"mcp\"} 1\n"), "{text}");
@@ -427,6 +498,9 @@ mod tests {
         assert!(text.contains("memfold_pending_facts 7\n"));
         assert!(text.contains("memfold_searches_held_vectors_total 5\n"), "{text}");
         assert!(text.contains("memfold_http_responses_total{code=\"200\"} 1\n"));
+        assert!(text.contains("memfold_spaces{state=\"all\"} 3\n"), "{text}");
+        assert!(text.contains("memfold_space_entries{space=\"work\"} 40\n"), "{text}");
+        assert!(text.contains("memfold_space_pending_facts{space=\"home\"} 0\n"), "{text}");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             assert!(name.starts_with("memfold_"), "{line}");

@@ -20,16 +20,17 @@
 
 pub mod metrics;
 pub mod scheduler;
+pub mod spaces;
 pub mod token;
 pub mod watch;
 pub mod workers;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
 use crate::error::{Error, Kind};
@@ -40,11 +41,10 @@ use crate::memory::views::{
 };
 use crate::memory::{CheckedFacts, Memory, Rewritten, SearchRequest, Turn};
 use crate::store::archive::{Fact, NewFact};
-use crate::sys::lock::{LockError, LockGuard};
-use metrics::{Gauges, Metrics};
-use scheduler::{PassQueue, SchedulerWorker};
-pub use scheduler::{PassRecord, PassState, STALE_RETRY};
-use watch::{WatchError, Watcher};
+use metrics::Metrics;
+use scheduler::PassQueue;
+pub use scheduler::{PassRecord, PassState, STALE_RETRY, SchedulerWorker};
+pub use spaces::{Access, SpaceSummary, Spaces};
 
 /// Which door a call came through (a label of `memfold_calls_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,6 +88,7 @@ pub enum Verb {
     Reject,
     Plan,
     Fact,
+    Share,
 }
 
 impl Verb {
@@ -111,6 +112,7 @@ impl Verb {
             Verb::Reject => "reject",
             Verb::Plan => "plan",
             Verb::Fact => "fact",
+            Verb::Share => "share",
         }
     }
 }
@@ -186,16 +188,22 @@ pub struct Pinned {
     pub pinned: bool,
 }
 
-/// The memory root's use cases as the daemon's doors reach them.
+/// One space's use cases as the daemon's doors reach them.
 pub struct Service {
+    /// The space's name ("" for a lone root).
+    name: String,
     memory: Memory,
-    metrics: Metrics,
+    /// The daemon's counters, which every space adds to.
+    metrics: Arc<Metrics>,
     started: Instant,
     started_at: DateTime<Utc>,
     passes: PassQueue,
     ingest: Ingest,
     /// Held by the change in progress (see the module docs).
     changes: tokio::sync::Mutex<()>,
+    /// The daemon's spaces, for what reaches across them (shared spaces' searches, share).
+    spaces: Weak<Spaces>,
+    me: Weak<Service>,
 }
 
 /// Facts waiting to be appended, and the mutex whose holder appends them (group commit).
@@ -215,36 +223,71 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Service {
-    /// A service over `memory`, and the scheduler worker that runs its passes (spawn it; the
-    /// service hands it passes over a channel). `ticks`: whether the scheduler also checks the
-    /// gate every `consolidation.interval_seconds` (the daemon) or runs only requested passes
-    /// (`memfold mcp`).
-    pub fn new(memory: Memory, ticks: bool) -> (Arc<Service>, SchedulerWorker) {
-        let (passes, worker_parts) = PassQueue::new();
-        let service = Arc::new(Service {
+    /// The service of space `name` over `memory`, counting into `metrics` and queueing its
+    /// passes on `passes` (see [`Spaces`], which makes them).
+    pub(super) fn new(
+        name: String,
+        memory: Memory,
+        metrics: Arc<Metrics>,
+        passes: mpsc::Sender<scheduler::PassRequest>,
+        spaces: Weak<Spaces>,
+        (started, started_at): (Instant, DateTime<Utc>),
+    ) -> Arc<Service> {
+        Arc::new_cyclic(|me| Service {
+            name,
             memory,
-            metrics: Metrics::default(),
-            started: Instant::now(),
-            started_at: Utc::now(),
-            passes,
+            metrics,
+            started,
+            started_at,
+            passes: PassQueue::new(passes),
             ingest: Ingest::default(),
             changes: tokio::sync::Mutex::new(()),
-        });
-        let worker = SchedulerWorker::new(service.clone(), worker_parts, ticks);
-        (service, worker)
+            spaces,
+            me: me.clone(),
+        })
     }
 
-    fn memory(&self) -> &Memory {
-        &self.memory
+    /// The space's name ("" for a lone root).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
-    // ---- the daemon's set-up ------------------------------------------------------------------
+    pub(super) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub(super) fn passes(&self) -> &PassQueue {
+        &self.passes
+    }
+
+    /// What the indexer of this space works on.
+    pub(super) fn indexing(&self) -> (Memory, Arc<Metrics>) {
+        (self.memory.clone(), self.metrics.clone())
+    }
+
+    /// Run a pass, as the space's one change at a time (the scheduler's part).
+    pub(super) async fn run_pass(&self, opts: PassOptions) -> Result<PassReport, Error> {
+        self.one_at_a_time(self.memory.consolidate(opts)).await
+    }
+
+    fn count(&self, verb: Verb, door: Door) {
+        self.metrics.call(verb, door);
+    }
+
+    /// One change of memory at a time (see the module docs); the scheduler runs its passes
+    /// through this too.
+    pub(super) async fn one_at_a_time<T>(&self, change: impl Future<Output = T>) -> T {
+        let _one = self.changes.lock().await;
+        change.await
+    }
+
+    // ---- the space's set-up ---------------------------------------------------------------
 
     pub fn config(&self) -> &Config {
         self.memory.config()
     }
 
-    /// The memory root, as configured.
+    /// The space's root, as configured.
     pub fn root_dir(&self) -> &std::path::Path {
         self.memory.root().dir()
     }
@@ -252,16 +295,6 @@ impl Service {
     /// `llm` or `offline`.
     pub fn decider_name(&self) -> &'static str {
         self.memory.decider_name()
-    }
-
-    /// The serve lock (`.memfold/serve.lock`): one daemon per root.
-    pub fn serve_lock(&self) -> Result<LockGuard, LockError> {
-        LockGuard::try_acquire(&self.memory.root().serve_lock(), "memfold serve")
-    }
-
-    /// The bearer token the daemon requires when it listens on `addr`.
-    pub fn auth(&self, addr: Option<std::net::SocketAddr>) -> Result<token::Auth, token::TokenError> {
-        token::resolve(self.config(), self.memory.root(), addr)
     }
 
     /// Open the index now, and have it hold its rows in memory for searches.
@@ -276,37 +309,18 @@ impl Service {
         self.memory.hold_vectors();
     }
 
-    /// Record where the daemon listens (`.memfold/serve.json`), or, with None, that it stopped.
-    pub fn announce(&self, addr: Option<std::net::SocketAddr>) {
-        self.memory.announce(addr);
-    }
-
-    /// Log which of the root's files other accounts can read or change.
-    pub fn warn_if_exposed(&self) {
-        let dir = self.memory.root().dir();
-        let exposed = crate::sys::access::exposed(dir);
-        if !exposed.is_empty() {
-            let files: Vec<String> = exposed.iter().map(|e| format!("{} ({:o})", e.path, e.mode)).collect();
-            tracing::warn!(
-                files = %files.join(", "),
-                fix = %crate::sys::access::fix_for(dir),
-                "other accounts on this machine can read or change these memory files"
-            );
-        }
-    }
-
-    /// A watcher of the root's files.
-    pub fn watcher(&self) -> Result<Watcher, WatchError> {
-        Watcher::of_root(self.memory.root().dir())
-    }
-
     /// The index may be behind the files: the next search or refresh catches up.
     pub fn mark_dirty(&self) {
         self.memory.mark_dirty();
     }
 
-    /// Take in paths a file watcher saw change (see [`Memory::files_changed`]).
-    pub fn files_changed(&self, changes: &[std::path::PathBuf]) {
+    /// Take in paths a file watcher saw change (see [`Memory::files_changed`]); when
+    /// `memory.md` may have changed, record what a person deleted from it first.
+    pub async fn files_changed(&self, changes: &[std::path::PathBuf]) {
+        let memory = changes.is_empty() || changes.iter().any(|p| p.ends_with("consolidated/memory.md"));
+        if memory && let Err(e) = self.memory.reconcile().await {
+            tracing::warn!(space = %self.name, error = %e, "could not record hand edits of memory.md");
+        }
         self.memory.files_changed(changes);
     }
 
@@ -320,34 +334,10 @@ impl Service {
         self.memory.file_text(file).await
     }
 
-    /// Consume a sign-in code of the review page: true once, while it is fresh.
-    pub async fn sign_in(&self, code: &str) -> bool {
-        self.memory.consume_sign_in_code(code).await
-    }
-
-    pub(super) fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    pub(super) fn passes(&self) -> &PassQueue {
-        &self.passes
-    }
-
-    fn count(&self, verb: Verb, door: Door) {
-        self.metrics.call(verb, door);
-    }
-
     /// A number that changes whenever the daemon serves a call, runs a pass or refreshes or
     /// settles the index, and stands still while it is idle.
     pub fn activity(&self) -> u64 {
         self.metrics.activity()
-    }
-
-    /// One change of memory at a time (see the module docs); the scheduler runs its passes
-    /// through this too.
-    pub(super) async fn one_at_a_time<T>(&self, change: impl Future<Output = T>) -> T {
-        let _one = self.changes.lock().await;
-        change.await
     }
 
     // ---- ingest ------------------------------------------------------------------------------
@@ -400,10 +390,52 @@ impl Service {
 
     // ---- search and the index ------------------------------------------------------------------
 
-    /// Hybrid search; the hits are recorded in the recall log.
+    /// Hybrid search; the hits are recorded in the recall log. A space of a home also reads
+    /// the home's shared spaces (`spaces.shared`): their hits say which space they came from,
+    /// are ranked among its own by score, and are not recorded in anyone's recall log.
     pub async fn search(&self, door: Door, query: &str, request: &SearchRequest) -> Result<Vec<Hit>, Error> {
         self.count(Verb::Search, door);
-        self.memory.search(query, request).await
+        let mut hits = self.memory.search(query, request).await?;
+        let Some(spaces) = self.spaces.upgrade().filter(|s| s.is_home()) else { return Ok(hits) };
+        // In a home every hit names its space, the caller's own included.
+        for hit in &mut hits {
+            hit.space = Some(self.name.clone());
+        }
+        let shared: Vec<String> = spaces.config().spaces.shared.iter().filter(|s| **s != self.name).cloned().collect();
+        if shared.is_empty() {
+            return Ok(hits);
+        }
+        let quiet = SearchRequest { skip_recall: true, ..request.clone() };
+        for name in shared {
+            let found = match spaces.service(&name, false).await {
+                Ok(space) => space.memory.search(query, &quiet).await,
+                Err(Error::NoSpace(_)) => continue,
+                Err(e) => Err(e),
+            };
+            match found {
+                Ok(found) => hits.extend(found.into_iter().map(|hit| Hit { space: Some(name.clone()), ..hit })),
+                // The caller's own space still answers; the operator sees the shared one fail.
+                Err(e) => {
+                    tracing::warn!(space = %self.name, shared = %name, error = %e, "a shared space could not be searched")
+                }
+            }
+        }
+        // Best first; on a tie the caller's own space first.
+        let own = |hit: &Hit| hit.space.as_deref() != Some(self.name.as_str());
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(own(a).cmp(&own(b))));
+        hits.truncate(request.k.unwrap_or(self.config().search.default_k).min(crate::memory::MAX_K));
+        Ok(hits)
+    }
+
+    /// Copy entry `id` into the shared space `to` as a new fact whose source names this space
+    /// and the entry (`share:<space>/<entry>`): the only way a space writes into another. The
+    /// shared space's next pass decides it like any fact.
+    pub async fn share(&self, door: Door, id: &str, to: &str) -> Result<Added, Error> {
+        self.count(Verb::Share, door);
+        let spaces = self.spaces.upgrade().ok_or(Error::ShuttingDown)?;
+        spaces::check_share(spaces.is_home().then(|| spaces.config()), &self.name, to)?;
+        let fact = self.memory.shared_fact(&self.name, id).await?;
+        spaces.service(to, false).await?.add(door, vec![fact]).await
     }
 
     /// Bring the index up to date with the files, counting the refresh.
@@ -431,7 +463,8 @@ impl Service {
     pub async fn consolidate(&self, door: Door, opts: PassOptions) -> Result<PassAnswer, Error> {
         self.count(Verb::Consolidate, door);
         let wait = Duration::from_secs(self.memory.config().server.request_timeout_secs);
-        match self.passes.request(opts, wait).await? {
+        let me = self.me.upgrade().ok_or(Error::ShuttingDown)?;
+        match self.passes.request(me, opts, wait).await? {
             Ok(result) => Ok(PassAnswer::Done(Box::new(result?))),
             Err(request) => Ok(PassAnswer::Running(PassRunning {
                 status: PassState::Running,
@@ -534,23 +567,21 @@ impl Service {
 
     // ---- metrics -------------------------------------------------------------------------------
 
-    /// The Prometheus text of every counter, with the gauges read from the files now.
-    pub async fn metrics_text(&self) -> String {
-        let uptime = self.started.elapsed();
-        let held_searches = self.memory.index().await.ok().map(|index| index.searches_with_held_vectors());
-        let gauges = match self.memory.status().await {
-            Ok(status) => Gauges {
-                pending_facts: Some(status.pending_facts),
-                entries: Some(status.entries),
-                uptime,
-                held_searches,
-            },
+    /// This space's gauges for `/metrics`: its pending facts and entries (None when the files
+    /// cannot be read) and the searches its held rows served.
+    pub(super) async fn gauges(&self) -> Option<Status> {
+        match self.memory.status().await {
+            Ok(status) => Some(status),
             Err(e) => {
-                tracing::warn!(error = %e, "metrics: could not read the files; leaving out the file gauges");
-                Gauges { uptime, held_searches, ..Gauges::default() }
+                tracing::warn!(space = %self.name, error = %e, "metrics: could not read the files; leaving out its gauges");
+                None
             }
-        };
-        self.metrics.render(gauges)
+        }
+    }
+
+    /// Searches this space answered from the vectors its index holds, since it opened.
+    pub(super) fn held_searches(&self) -> u64 {
+        self.memory.searches_with_held_vectors()
     }
 }
 
@@ -616,6 +647,7 @@ mod tests {
             Verb::Reject,
             Verb::Plan,
             Verb::Fact,
+            Verb::Share,
         ];
         let names: std::collections::BTreeSet<&str> = verbs.iter().map(|v| v.as_str()).collect();
         assert_eq!(names.len(), verbs.len());

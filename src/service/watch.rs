@@ -1,22 +1,27 @@
-//! Watching a memory root: a change to any markdown file, by any editor or program, triggers a refresh.
+//! Watching memory roots: a change to any markdown file, by any editor or program, triggers a refresh.
 //!
-//! notify (through the full debouncer) watches the root, `archive/` and `consolidated/`, each
-//! without its subfolders: only `archive/*.md`, `consolidated/*.md` and `MEMORY.md` count, and
-//! the two folders themselves (removing or renaming a folder gives one event for the folder
+//! notify (through the full debouncer) watches each root, its `archive/` and `consolidated/`,
+//! each without its subfolders: only `archive/*.md`, `consolidated/*.md` and `MEMORY.md` count,
+//! and the two folders themselves (removing or renaming a folder gives one event for the folder
 //! only; the watcher then watches the folder now at that path). `.memfold/` is not watched: the
 //! index's store opens its files on every search, and on Linux each open would wake the
 //! watcher's thread. memfold's own temp files never count. The debouncer's callback is
-//! synchronous, so it only `try_send`s the
-//! changed paths into a bounded channel; when the channel is full the batch is dropped,
-//! which loses nothing because a refresh is already queued and every refresh re-reads all
-//! files and compares content hashes. memfold's own writes therefore cost a hash check and
-//! no index work. `MEMORY.md`, `memory.md` or `history.md` linked to a file elsewhere (see
-//! `files::atomic`) is watched there too, in the folder holding the file the link points to
-//! when watching starts; a change to it asks for a full refresh.
+//! synchronous, so it only `try_send`s the changed paths into a bounded channel; when the
+//! channel is full the batch is dropped, which loses nothing because a refresh is already
+//! queued and every refresh re-reads all files and compares content hashes. memfold's own
+//! writes therefore cost a hash check and no index work. `MEMORY.md`, `memory.md` or
+//! `history.md` linked to a file elsewhere (see `store::atomic`) is watched there too, in the
+//! folder holding the file the link points to when watching starts; a change to it asks for a
+//! full refresh of its root.
+//!
+//! One watcher serves every root a daemon has open (a home's spaces come and go as they open
+//! and close: [`WatchHandle::add`], [`WatchHandle::remove`]): one notify instance and one thread,
+//! however many spaces, and each batch says which root it is for.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use notify::RecursiveMode;
@@ -40,14 +45,48 @@ pub enum WatchError {
 /// Changed paths of one debounced batch; empty means "rescan everything".
 pub type Changes = Vec<PathBuf>;
 
-/// A running watcher; dropping it stops watching.
+/// The changes of one root: its key (the space's name; empty for a lone root) and paths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub key: String,
+    pub changes: Changes,
+}
+
+/// A root being watched.
+#[derive(Debug, Clone)]
+struct Watched {
+    key: String,
+    /// Canonical: notify reports canonical paths.
+    root: Root,
+    /// The files outside the root its links point to.
+    linked: Vec<PathBuf>,
+}
+
+impl Watched {
+    fn folders(&self) -> [PathBuf; 2] {
+        [self.root.archive_dir(), self.root.consolidated_dir()]
+    }
+}
+
+type Notifier = Debouncer<notify::RecommendedWatcher, RecommendedCache>;
+
+/// Adds and removes roots of a running [`Watcher`]; cheap to clone.
+#[derive(Clone)]
+pub struct WatchHandle {
+    debouncer: Arc<Mutex<Notifier>>,
+    roots: Arc<Mutex<Vec<Watched>>>,
+}
+
+/// A running watcher; dropping it (and its handles) stops watching.
 pub struct Watcher {
-    debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
-    rx: mpsc::Receiver<Changes>,
-    /// The folders of memory's files, each watched without its subfolders.
-    folders: [PathBuf; 2],
+    handle: WatchHandle,
+    rx: mpsc::Receiver<Vec<Batch>>,
     /// Events notify delivered, counted before any filtering.
     events: Arc<AtomicUsize>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether a change at `path` can change what memfold knows.
@@ -74,91 +113,114 @@ fn linked_targets(root: &Root) -> Vec<PathBuf> {
         .collect()
 }
 
-impl Watcher {
-    /// Start watching `root`; events are grouped over `debounce`.
-    /// Watch `dir`, a root as given (notify reports canonical paths, so the watcher compares
-    /// them with the canonical root), with the daemon's debounce.
-    pub fn of_root(dir: &Path) -> Result<Watcher, WatchError> {
-        let canonical = dir.canonicalize().map_err(|source| WatchError::Root { path: dir.to_path_buf(), source })?;
-        Watcher::start(&Root::new(canonical), WATCH_DEBOUNCE)
+/// The batches of one debounced group of events: per root, the paths that count, or a rescan
+/// (an empty list) when notify asks for one or a linked file changed.
+fn batches(events: &[notify_debouncer_full::DebouncedEvent], roots: &[Watched]) -> Vec<Batch> {
+    if events.iter().any(|e| e.need_rescan()) {
+        return roots.iter().map(|w| Batch { key: w.key.clone(), changes: Vec::new() }).collect();
     }
+    let mut by_root: HashMap<&str, Option<Changes>> = HashMap::new();
+    for path in events.iter().filter(|e| !e.kind.is_access()).flat_map(|e| e.paths.iter()) {
+        for watched in roots {
+            if watched.linked.contains(path) {
+                by_root.insert(&watched.key, None);
+            } else if is_watched(&watched.root, path)
+                && let Some(changes) = by_root.entry(&watched.key).or_insert_with(|| Some(Vec::new()))
+            {
+                changes.push(path.clone());
+            }
+        }
+    }
+    by_root
+        .into_iter()
+        .map(|(key, changes)| Batch { key: key.to_string(), changes: changes.unwrap_or_default() })
+        .collect()
+}
 
-    pub fn start(root: &Root, debounce: Duration) -> Result<Watcher, WatchError> {
-        let (tx, rx) = mpsc::channel::<Changes>(16);
-        let filter_root = root.clone();
-        let targets = linked_targets(root);
-        let linked = targets.clone();
+impl Watcher {
+    /// A watcher of no root yet; events are grouped over `debounce`.
+    pub fn new(debounce: Duration) -> Result<Watcher, WatchError> {
+        let (tx, rx) = mpsc::channel::<Vec<Batch>>(16);
+        let roots: Arc<Mutex<Vec<Watched>>> = Arc::default();
         let events_seen = Arc::new(AtomicUsize::new(0));
-        let seen = events_seen.clone();
+        let (seen, watched) = (events_seen.clone(), roots.clone());
         let handler = move |result: DebounceEventResult| {
-            let changes = match result {
+            let roots = lock(&watched).clone();
+            let batches = match result {
                 Ok(events) => {
                     seen.fetch_add(events.len(), Ordering::Relaxed);
-                    let to_target = || events.iter().flat_map(|e| e.paths.iter()).any(|p| linked.contains(p));
-                    if events.iter().any(|e| e.need_rescan()) || to_target() {
-                        Some(Vec::new())
-                    } else {
-                        let paths: Vec<PathBuf> = events
-                            .iter()
-                            .filter(|e| !e.kind.is_access())
-                            .flat_map(|e| e.paths.iter())
-                            .filter(|p| is_watched(&filter_root, p))
-                            .cloned()
-                            .collect();
-                        (!paths.is_empty()).then_some(paths)
-                    }
+                    batches(&events, &roots)
                 }
                 Err(errors) => {
                     for error in errors {
                         tracing::warn!(error = %error, "watch error; rescanning");
                     }
-                    Some(Vec::new())
+                    roots.iter().map(|w| Batch { key: w.key.clone(), changes: Vec::new() }).collect()
                 }
             };
-            if let Some(changes) = changes
-                && tx.try_send(changes).is_err()
-            {
+            if !batches.is_empty() && tx.try_send(batches).is_err() {
                 tracing::debug!("watch channel full; a refresh is already queued");
             }
         };
-        let notify_err = |source| WatchError::Notify { path: root.dir().to_path_buf(), source };
-        let mut debouncer = new_debouncer(debounce, None, handler).map_err(notify_err)?;
-        debouncer.watch(root.dir(), RecursiveMode::NonRecursive).map_err(notify_err)?;
-        for target in &targets {
-            if let Some(dir) = target.parent() {
-                let err = |source| WatchError::Notify { path: dir.to_path_buf(), source };
-                debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
-            }
-        }
-        let folders = [root.archive_dir(), root.consolidated_dir()];
-        for folder in &folders {
-            watch_folder(&mut debouncer, folder)?;
-        }
-        Ok(Watcher { debouncer, rx, folders, events: events_seen })
+        let debouncer = new_debouncer(debounce, None, handler)
+            .map_err(|source| WatchError::Notify { path: PathBuf::from("/"), source })?;
+        let handle = WatchHandle { debouncer: Arc::new(Mutex::new(debouncer)), roots };
+        Ok(Watcher { handle, rx, events: events_seen })
     }
 
-    /// The next batch of changes, merged with any further batches already waiting. When a
-    /// batch names `archive/` or `consolidated/` itself (made, removed or renamed), or asks for
-    /// a rescan, the folder now at that path is watched before the batch is returned, so the
-    /// refresh that follows sees every file written after the watch began.
-    pub async fn next(&mut self) -> Option<Changes> {
-        let mut changes = self.rx.recv().await?;
-        while let Ok(more) = self.rx.try_recv() {
-            if more.is_empty() {
-                changes.clear();
-                break;
-            }
-            if !changes.is_empty() {
-                changes.extend(more);
-            }
-        }
-        if changes.is_empty() || changes.iter().any(|p| self.folders.contains(p)) {
-            for folder in &self.folders {
-                if let Err(e) = watch_folder(&mut self.debouncer, folder) {
-                    tracing::warn!(error = %e, "could not watch a folder of memory's files; a refresh reads it anyway");
-                    changes.clear();
+    /// Watch `dir`, a root as given, under the empty key, with the daemon's debounce.
+    pub fn of_root(dir: &Path) -> Result<Watcher, WatchError> {
+        let watcher = Watcher::new(WATCH_DEBOUNCE)?;
+        watcher.handle.add("", dir)?;
+        Ok(watcher)
+    }
+
+    /// Start watching `root` alone, under the empty key.
+    pub fn start(root: &Root, debounce: Duration) -> Result<Watcher, WatchError> {
+        let watcher = Watcher::new(debounce)?;
+        watcher.handle.add("", root.dir())?;
+        Ok(watcher)
+    }
+
+    pub fn handle(&self) -> WatchHandle {
+        self.handle.clone()
+    }
+
+    /// The next batches of changes, merged with any further ones already waiting, by root.
+    /// When a batch names `archive/` or `consolidated/` itself (made, removed or renamed), or
+    /// asks for a rescan, the folder now at that path is watched before the batch is returned,
+    /// so the refresh that follows sees every file written after the watch began.
+    pub async fn next_batches(&mut self) -> Option<Vec<Batch>> {
+        let mut merged: Vec<Batch> = Vec::new();
+        let mut add = |batches: Vec<Batch>| {
+            for batch in batches {
+                match merged.iter_mut().find(|b| b.key == batch.key) {
+                    Some(known) if known.changes.is_empty() => {}
+                    Some(known) if batch.changes.is_empty() => known.changes.clear(),
+                    Some(known) => known.changes.extend(batch.changes),
+                    None => merged.push(batch),
                 }
             }
+        };
+        add(self.rx.recv().await?);
+        while let Ok(more) = self.rx.try_recv() {
+            add(more);
+        }
+        for batch in &mut merged {
+            self.handle.rewatch(batch);
+        }
+        Some(merged)
+    }
+
+    /// The next batch of changes of a lone root (its key is ignored).
+    pub async fn next(&mut self) -> Option<Changes> {
+        let batches = self.next_batches().await?;
+        let mut changes: Changes = Vec::new();
+        for batch in batches {
+            if batch.changes.is_empty() {
+                return Some(Vec::new());
+            }
+            changes.extend(batch.changes);
         }
         Some(changes)
     }
@@ -169,12 +231,66 @@ impl Watcher {
     }
 }
 
+impl WatchHandle {
+    /// Watch the root at `dir` under `key` (a key already watched is watched anew).
+    pub fn add(&self, key: &str, dir: &Path) -> Result<(), WatchError> {
+        let canonical = dir.canonicalize().map_err(|source| WatchError::Root { path: dir.to_path_buf(), source })?;
+        let root = Root::new(canonical);
+        let watched = Watched { key: key.to_string(), linked: linked_targets(&root), root };
+        {
+            let mut debouncer = lock(&self.debouncer);
+            for dir in std::iter::once(watched.root.dir()).chain(watched.linked.iter().filter_map(|t| t.parent())) {
+                debouncer
+                    .watch(dir, RecursiveMode::NonRecursive)
+                    .map_err(|source| WatchError::Notify { path: dir.to_path_buf(), source })?;
+            }
+            for folder in &watched.folders() {
+                watch_folder(&mut debouncer, folder)?;
+            }
+        }
+        let mut roots = lock(&self.roots);
+        roots.retain(|w| w.key != key);
+        roots.push(watched);
+        Ok(())
+    }
+
+    /// Stop watching the root under `key`.
+    pub fn remove(&self, key: &str) {
+        let gone: Vec<Watched> = {
+            let mut roots = lock(&self.roots);
+            let (gone, kept) = std::mem::take(&mut *roots).into_iter().partition(|w| w.key == key);
+            *roots = kept;
+            gone
+        };
+        let mut debouncer = lock(&self.debouncer);
+        for watched in gone {
+            let _ = debouncer.unwatch(watched.root.dir());
+            for folder in &watched.folders() {
+                let _ = debouncer.unwatch(folder);
+            }
+        }
+    }
+
+    /// Watch again the folders of `batch`'s root that it names (or all, for a rescan); a
+    /// folder that cannot be watched turns the batch into a rescan.
+    fn rewatch(&self, batch: &mut Batch) {
+        let Some(watched) = lock(&self.roots).iter().find(|w| w.key == batch.key).cloned() else { return };
+        let folders = watched.folders();
+        if batch.changes.is_empty() || batch.changes.iter().any(|p| folders.contains(p)) {
+            let mut debouncer = lock(&self.debouncer);
+            for folder in &folders {
+                if let Err(e) = watch_folder(&mut debouncer, folder) {
+                    tracing::warn!(error = %e, "could not watch a folder of memory's files; a refresh reads it anyway");
+                    batch.changes.clear();
+                }
+            }
+        }
+    }
+}
+
 /// Watch `folder` (not its subfolders) as it now is. A folder that does not exist is not an
-/// error: its creation shows in the root's watch, and [`Watcher::next`] watches it then.
-fn watch_folder(
-    debouncer: &mut Debouncer<notify::RecommendedWatcher, RecommendedCache>,
-    folder: &Path,
-) -> Result<(), WatchError> {
+/// error: its creation shows in the root's watch, and [`Watcher::next_batches`] watches it then.
+fn watch_folder(debouncer: &mut Notifier, folder: &Path) -> Result<(), WatchError> {
     // A removed folder's watch is gone with it; one at a path made again is a new watch.
     let _ = debouncer.unwatch(folder);
     match debouncer.watch(folder, RecursiveMode::NonRecursive) {
@@ -187,6 +303,26 @@ fn watch_folder(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn one_watcher_tells_the_roots_apart_and_forgets_a_removed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (Root::new(dir.path().join("a")), Root::new(dir.path().join("b")));
+        a.init().unwrap();
+        b.init().unwrap();
+        let mut watcher = Watcher::new(Duration::from_millis(100)).unwrap();
+        let handle = watcher.handle();
+        handle.add("a", a.dir()).unwrap();
+        handle.add("b", b.dir()).unwrap();
+        let day = b.dir().canonicalize().unwrap().join("archive/2026-11-26.md");
+        std::fs::write(&day, "- 09:00 Likes tea. <!--f f-1-->\n").unwrap();
+        let batches = tokio::time::timeout(Duration::from_secs(10), watcher.next_batches()).await.unwrap().unwrap();
+        assert_eq!(batches, [Batch { key: "b".into(), changes: vec![day] }]);
+        handle.remove("b");
+        std::fs::write(b.archive_dir().join("2026-11-27.md"), "- 09:00 Likes coffee.\n").unwrap();
+        let quiet = tokio::time::timeout(Duration::from_millis(600), watcher.next_batches()).await;
+        assert!(quiet.is_err(), "{quiet:?}");
+    }
 
     /// A watcher over a fresh root, given as the daemon gives it (canonical).
     fn watched() -> (tempfile::TempDir, Root, Watcher) {

@@ -1,6 +1,7 @@
-//! The service's background workers: the indexer, the watcher and the trimmer, and the one
-//! shutdown signal every worker selects on. The daemon ([`crate::doors::daemon`]) spawns them
-//! beside the HTTP door and the scheduler.
+//! The service's background workers: an indexer per open space, the watcher and the trimmer,
+//! and the one shutdown signal every worker selects on. The daemon ([`crate::doors::daemon`])
+//! spawns the watcher and the trimmer beside the HTTP door and the scheduler; [`Spaces`]
+//! spawns a space's indexer when it opens the space, and stops it when it closes it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,8 +9,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use super::Service;
+use super::Spaces;
+use super::metrics::Metrics;
 use super::watch::Watcher;
+use crate::memory::Memory;
 use crate::sys::alloc::release_free_memory;
 
 /// Quiet time the indexer waits after being told the files changed, so bursts are one refresh.
@@ -22,36 +25,48 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
 
-pub async fn indexer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+/// Keep one space's index up to date with its files: `memory` is the space's, `metrics` the
+/// daemon's counters. Runs until `stop` says so or its sender is gone (the space closed).
+pub async fn indexer_worker((memory, metrics): (Memory, Arc<Metrics>), mut stop: watch::Receiver<bool>) {
+    let refresh = || async {
+        let result = memory.refresh().await;
+        metrics.refreshed(result.is_ok());
+        result
+    };
+    let settle = || async {
+        let result = memory.settle().await;
+        metrics.settled(result.is_ok());
+        result
+    };
     // A refresh re-reads every file, so under sustained ingest the indexer rests
     // INDEX_REST_FACTOR times as long as its last refresh took: background indexing then
     // uses a bounded share of the CPU, and a search still refreshes first when it must.
     // At start, and once the files have been quiet for `server.settle_idle_secs` after a
     // change, it folds the rows small writes left outside the indices back in (`settle`), so
     // search cost does not carry a day's writes into the next.
-    let idle = Duration::from_secs(state.memory().config().server.settle_idle_secs);
+    let idle = Duration::from_secs(memory.config().server.settle_idle_secs);
     let mut rest = INDEX_DEBOUNCE;
     // When rows were last written, while the index is not settled since; None: settle now
     // (at start) or nothing to settle.
     let mut unsettled: Option<Instant> = None;
     let mut settled = false;
-    let mut writes = state.memory().index_writes();
+    let mut writes = memory.index_writes();
     loop {
         let due = unsettled.map_or(!settled, |quiet_since| quiet_since.elapsed() >= idle);
         if due {
             tokio::select! {
                 _ = stopped(&mut stop) => break,
-                result = state.settle() => match result {
+                result = settle() => match result {
                     Ok(done) => debug!(?done, "index settled"),
                     Err(e) => warn!(error = %e, "could not settle the index; trying again after the next change"),
                 },
             }
-            (unsettled, settled, writes) = (None, true, state.memory().index_writes());
+            (unsettled, settled, writes) = (None, true, memory.index_writes());
         }
         let wait = unsettled.map_or(Duration::MAX, |quiet_since| idle.saturating_sub(quiet_since.elapsed()));
         tokio::select! {
             _ = stopped(&mut stop) => break,
-            _ = state.memory().changed() => {}
+            _ = memory.changed() => {}
             _ = tokio::time::sleep(wait) => continue,
         }
         tokio::select! {
@@ -61,18 +76,17 @@ pub async fn indexer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>
         let started = Instant::now();
         tokio::select! {
             _ = stopped(&mut stop) => break,
-            result = state.refresh() => if let Err(e) = result {
+            result = refresh() => if let Err(e) = result {
                 warn!(error = %e, "index refresh failed; trying again on the next change or search");
             }
         }
         rest = (started.elapsed() * INDEX_REST_FACTOR).max(INDEX_DEBOUNCE);
         // Rows written by this refresh or by a search's, which may have come first.
-        let now = state.memory().index_writes();
+        let now = memory.index_writes();
         if now != writes {
             (writes, unsettled) = (now, Some(Instant::now()));
         }
     }
-    Ok(())
 }
 
 /// How long the daemon must have done nothing before the trimmer runs.
@@ -96,13 +110,17 @@ impl Quiet {
     }
 }
 
-pub async fn trimmer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+pub async fn trimmer_worker(state: Arc<Spaces>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
     // Not trimmed yet: start-up (opening and settling the index) is activity too.
     let mut quiet = Quiet { seen: state.activity(), trimmed: false };
     loop {
         tokio::select! {
             _ = stopped(&mut stop) => break,
             _ = tokio::time::sleep(TRIM_QUIET) => {}
+        }
+        // Spaces unused for long close, and what they held is handed back with the rest.
+        if state.close_idle() > 0 {
+            quiet.trimmed = false;
         }
         if quiet.tick(state.activity()) {
             let _ = tokio::task::spawn_blocking(release_free_memory).await;
@@ -112,24 +130,24 @@ pub async fn trimmer_worker(state: Arc<Service>, mut stop: watch::Receiver<bool>
 }
 
 pub async fn watcher_worker(
-    state: Arc<Service>,
+    spaces: Arc<Spaces>,
     mut watcher: Watcher,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
     loop {
-        let changes = tokio::select! {
+        let batches = tokio::select! {
             _ = stopped(&mut stop) => break,
-            changes = watcher.next() => match changes {
-                Some(changes) => changes,
+            batches = watcher.next_batches() => match batches {
+                Some(batches) => batches,
                 None => return Err("the file watcher stopped".into()),
             },
         };
-        let memory = changes.is_empty() || changes.iter().any(|p| p.ends_with("consolidated/memory.md"));
-        debug!(paths = changes.len(), memory, events = watcher.events_seen(), "files changed");
-        if memory && let Err(e) = state.memory().reconcile().await {
-            warn!(error = %e, "could not record hand edits of memory.md");
+        for batch in batches {
+            // A space closed meanwhile catches up when it opens again.
+            let Some(service) = spaces.open_service(&batch.key) else { continue };
+            debug!(space = %batch.key, paths = batch.changes.len(), events = watcher.events_seen(), "files changed");
+            service.files_changed(&batch.changes).await;
         }
-        state.memory().files_changed(&changes);
     }
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;

@@ -7,6 +7,7 @@
 //! which the daemon holds as long as it runs) is held.
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,22 +24,36 @@ pub struct Listening {
 impl Listening {
     /// Record that this process listens on `addr`.
     pub fn write(root: &Root, addr: SocketAddr) -> Result<(), WriteError> {
+        Listening::write_to(&root.listening_file(), addr)
+    }
+
+    /// Record in `file` (a root's or a home's `serve.json`) that this process listens on `addr`.
+    pub fn write_to(file: &Path, addr: SocketAddr) -> Result<(), WriteError> {
         let listening = Listening { addr, pid: std::process::id() };
         let bytes = serde_json::to_vec(&listening).expect("an address serialises");
-        write_atomic(&root.listening_file(), &bytes, None)
+        write_atomic(file, &bytes, None)
     }
 
     /// The daemon recorded in `root`, while one holds the serve lock.
     pub fn read(root: &Root) -> Option<Listening> {
-        crate::sys::lock::holder(&root.serve_lock())?;
-        let bytes = std::fs::read(root.listening_file()).ok()?;
+        Listening::read_from(&root.listening_file(), &root.serve_lock())
+    }
+
+    /// The daemon recorded in `file`, while one holds `serve_lock`.
+    pub fn read_from(file: &Path, serve_lock: &Path) -> Option<Listening> {
+        crate::sys::lock::holder(serve_lock)?;
+        let bytes = std::fs::read(file).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Forget the record, if it is this process's.
     pub fn remove(root: &Root) {
-        let path = root.listening_file();
-        let ours = std::fs::read(&path)
+        Listening::remove_from(&root.listening_file());
+    }
+
+    /// Forget the record in `file`, if it is this process's.
+    pub fn remove_from(path: &Path) {
+        let ours = std::fs::read(path)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Listening>(&bytes).ok())
             .is_some_and(|l| l.pid == std::process::id());

@@ -9,6 +9,7 @@ pub mod atomic;
 pub mod caches;
 pub mod commit;
 pub mod entries;
+pub mod home;
 pub mod ledger;
 pub mod listening;
 pub mod promoted;
@@ -84,6 +85,10 @@ impl Root {
     }
     pub fn serve_lock(&self) -> PathBuf {
         self.state_dir().join("serve.lock")
+    }
+    /// The review page's sign-in codes ([`signin`]).
+    pub fn codes_dir(&self) -> PathBuf {
+        self.state_dir().join("ui-codes")
     }
     /// Where the running daemon listens ([`listening`]).
     pub fn listening_file(&self) -> PathBuf {

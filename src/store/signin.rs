@@ -1,4 +1,5 @@
-//! One-time sign-in codes for the review page, under `.memfold/ui-codes/`.
+//! One-time sign-in codes for the review page, under `.memfold/ui-codes/` of a root (a space's
+//! own page) or of a home (the operator's).
 //!
 //! `memfold ui` mints a random code and stores only its sha256, as a file of its own (private
 //! to the owner, like every file of the root). Whoever can write that folder can already edit
@@ -6,18 +7,14 @@
 //! A code is good for [`CODE_TTL`] and for one sign-in: consuming it removes its file, and only
 //! one remover can succeed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::{Root, content_hash};
+use super::content_hash;
 use crate::sys::random_hex;
 
 /// How long a sign-in code stays good.
 pub const CODE_TTL: Duration = Duration::from_secs(120);
-
-fn codes_dir(root: &Root) -> PathBuf {
-    root.state_dir().join("ui-codes")
-}
 
 fn expired(path: &Path) -> bool {
     std::fs::metadata(path)
@@ -28,10 +25,9 @@ fn expired(path: &Path) -> bool {
 
 /// Mint a sign-in code for the root's review page: its hash is stored, the code returned.
 /// Expired codes are swept on the way.
-pub fn mint_code(root: &Root) -> std::io::Result<String> {
-    let dir = codes_dir(root);
-    crate::sys::access::create_dir(&dir)?;
-    if let Ok(entries) = std::fs::read_dir(&dir) {
+pub fn mint_code(dir: &Path) -> std::io::Result<String> {
+    crate::sys::access::create_dir(dir)?;
+    if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             if expired(&entry.path()) {
                 let _ = std::fs::remove_file(entry.path());
@@ -48,11 +44,11 @@ pub fn mint_code(root: &Root) -> std::io::Result<String> {
 }
 
 /// Consume a sign-in code: true once, within [`CODE_TTL`] of its minting.
-pub fn consume_code(root: &Root, code: &str) -> bool {
+pub fn consume_code(dir: &Path, code: &str) -> bool {
     if code.len() != 64 || !code.bytes().all(|b| b.is_ascii_hexdigit()) {
         return false;
     }
-    let path = codes_dir(root).join(content_hash(code.to_ascii_lowercase()));
+    let path = dir.join(content_hash(code.to_ascii_lowercase()));
     let fresh = !expired(&path);
     // Removing is the claim: of two sign-ins racing for a code only one removes the file.
     std::fs::remove_file(&path).is_ok() && fresh
@@ -61,18 +57,19 @@ pub fn consume_code(root: &Root, code: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Root;
 
     #[test]
     fn a_code_signs_in_once() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
         root.init().unwrap();
-        let code = mint_code(&root).unwrap();
-        assert!(!consume_code(&root, &random_hex()), "an unknown code");
-        assert!(!consume_code(&root, "../../state"), "not a code");
-        assert!(consume_code(&root, &code));
-        assert!(!consume_code(&root, &code), "used already");
-        let stored: Vec<_> = std::fs::read_dir(codes_dir(&root)).unwrap().collect();
+        let code = mint_code(&root.codes_dir()).unwrap();
+        assert!(!consume_code(&root.codes_dir(), &random_hex()), "an unknown code");
+        assert!(!consume_code(&root.codes_dir(), "../../state"), "not a code");
+        assert!(consume_code(&root.codes_dir(), &code));
+        assert!(!consume_code(&root.codes_dir(), &code), "used already");
+        let stored: Vec<_> = std::fs::read_dir(root.codes_dir()).unwrap().collect();
         assert!(stored.is_empty(), "the code's file is gone");
     }
 
@@ -81,9 +78,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
         root.init().unwrap();
-        let code = mint_code(&root).unwrap();
-        let file = std::fs::File::options().write(true).open(codes_dir(&root).join(content_hash(&code))).unwrap();
+        let code = mint_code(&root.codes_dir()).unwrap();
+        let file = std::fs::File::options().write(true).open(root.codes_dir().join(content_hash(&code))).unwrap();
         file.set_modified(SystemTime::now() - CODE_TTL - Duration::from_secs(1)).unwrap();
-        assert!(!consume_code(&root, &code));
+        assert!(!consume_code(&root.codes_dir(), &code));
     }
 }

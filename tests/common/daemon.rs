@@ -35,7 +35,10 @@ pub async fn listening_port(root: &Path, child: &mut Child, logs: impl Fn() -> S
 
 pub fn memfold(root: &Path) -> Command {
     let mut command = crate::common::bin();
-    command.arg("--root").arg(root).env_remove("MEMFOLD_ROOT").env_remove("MEMFOLD_CONFIG");
+    command.arg("--root").arg(root);
+    for var in ["MEMFOLD_ROOT", "MEMFOLD_CONFIG", "MEMFOLD_HOME", "MEMFOLD_SPACE"] {
+        command.env_remove(var);
+    }
     command
 }
 
@@ -83,43 +86,51 @@ impl Fixture {
 
     /// Start `memfold serve` with these extra environment variables and wait until it answers.
     pub async fn serve(&self, env: &[(&str, &str)]) -> Daemon {
-        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let log = self.dir.path().join(format!("serve-{n}.log"));
         let mut command = memfold(&self.root());
-        command
-            .args(["serve", "--bind", "127.0.0.1:0"])
-            .env("MEMFOLD_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap());
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut child = command.spawn().expect("memfold serve starts");
-        let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-        let port = listening_port(&self.root(), &mut child, logs).await;
-        let mut daemon = Daemon {
-            child,
-            port,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-            client: reqwest::Client::new(),
-            token: None,
-        };
-        let started = Instant::now();
-        loop {
-            if let Ok(r) = daemon.client.get(daemon.url("/healthz")).send().await
-                && r.status() == 200
-            {
-                daemon.token = self.token(env);
-                return daemon;
-            }
-            if let Some(status) = daemon.child.try_wait().unwrap() {
-                panic!("memfold serve exited with {status} before answering:\n{}", daemon.logs());
-            }
-            assert!(started.elapsed() < START_TIMEOUT, "memfold serve did not answer in time:\n{}", daemon.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut daemon = start(command, &self.root(), self.dir.path()).await;
+        daemon.token = self.token(env);
+        daemon
+    }
+}
+
+/// Run `command` (a `memfold` with its global flags and environment) as `serve --bind
+/// 127.0.0.1:0`, logging into a new file in `logs`, and wait until it answers `/healthz`; `dir`
+/// is the root or home it serves. The daemon has no token yet.
+pub async fn start(mut command: Command, dir: &Path, logs: &Path) -> Daemon {
+    static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = logs.join(format!("serve-{n}.log"));
+    command
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env("MEMFOLD_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(File::create(&log).unwrap());
+    let mut child = command.spawn().expect("memfold serve starts");
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let port = listening_port(dir, &mut child, read_log).await;
+    let mut daemon = Daemon {
+        child,
+        port,
+        base: format!("http://127.0.0.1:{port}"),
+        log,
+        client: reqwest::Client::new(),
+        token: None,
+    };
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = daemon.client.get(daemon.url("/healthz")).send().await
+            && r.status() == 200
+        {
+            return daemon;
         }
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            panic!("memfold serve exited with {status} before answering:\n{}", daemon.logs());
+        }
+        assert!(started.elapsed() < START_TIMEOUT, "memfold serve did not answer in time:\n{}", daemon.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

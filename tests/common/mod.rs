@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod home;
 pub mod life;
 pub mod mcp;
 pub mod webdriver;

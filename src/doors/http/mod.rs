@@ -11,15 +11,19 @@
 //! 503 no LLM configured, the LLM or embedder unreachable, the daemon shutting down, or
 //! `server.max_mcp_sessions` MCP sessions open.
 //! Every request first passes the [`Guard`] (Host allowlist, no cross-site browser requests),
-//! then, but for `GET /healthz`, the bearer token (the root's `.memfold/token`, or
-//! `server.token_env`'s; see [`crate::service::token`]), as soon as its head is read. A request body,
+//! then, but for `GET /healthz`, the bearer token, as soon as its head is read: **the token
+//! decides the space** ([`crate::service::Spaces::access`]). A space's token reaches its own
+//! space's routes and nothing else (403 for a path under `/spaces/`); a home's operator token
+//! names the space in the path, `/spaces/<name>/<route>`, and alone may list the spaces
+//! (`GET /spaces`) and read the home's `/metrics`. A lone root's token is its
+//! `.memfold/token` (or `server.token_env`'s). A 5xx from a space names the space. A request body,
 //! where a route takes one, must be sent with `Content-Type: application/json` unless it is
 //! empty (an empty body means `{}`). Connections are accepted by [`listen`] (header
 //! timeout, connection cap).
 //!
-//! `POST/GET/DELETE /mcp` is the MCP server ([`crate::mcp`]) over streamable HTTP, behind the
-//! same guard and token; it answers in MCP's terms (JSON-RPC), not with the error bodies above,
-//! except for what the guard and the token check refuse first.
+//! `POST/GET/DELETE /mcp` is the MCP server ([`crate::doors::mcp`]) over streamable HTTP, one
+//! per space, behind the same guard and token; it answers in MCP's terms (JSON-RPC), not with
+//! the error bodies above, except for what the guard and the token check refuse first.
 //!
 //! Handlers parse, call one [`Service`] method and render; the status of every error comes from
 //! its [`Kind`] in one place ([`ApiError::from`]). Consolidation never runs in a handler:
@@ -36,14 +40,13 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::NaiveDate;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -51,12 +54,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
-use crate::doors::mcp::McpServer;
+use crate::doors::mcp::McpDoors;
 use crate::error::{Error, Kind};
 use crate::memory::views::PassOptions;
 use crate::memory::{SearchRequest, TurnRequest};
 use crate::service::workers::stopped;
-use crate::service::{Door, PassAnswer, Service};
+use crate::service::{Access, Door, PassAnswer, Service, Spaces};
 use crate::store::archive::NewFact;
 use guard::Guard;
 use listen::Limits;
@@ -64,12 +67,12 @@ use listen::Limits;
 /// How long open requests may take to finish after shutdown starts.
 pub const HTTP_DRAIN: Duration = Duration::from_secs(10);
 
-/// The state every handler gets: the service, the token the API requires, and how long a body
-/// may take to arrive.
+/// The state every handler gets: the spaces, the MCP servers of the spaces that used `/mcp`,
+/// and how long a body may take to arrive.
 #[derive(Clone)]
 struct Api {
-    service: Arc<Service>,
-    token: Option<Arc<str>>,
+    spaces: Arc<Spaces>,
+    mcp: Arc<McpDoors>,
     body_timeout: Duration,
 }
 
@@ -78,53 +81,97 @@ type ApiResult = Result<Response, ApiError>;
 
 const DOOR: Door = Door::Http;
 
-/// A bound listener and what the server answers on it.
+/// A bound listener and how many connections it serves at once.
 pub struct Listener {
     pub listener: tokio::net::TcpListener,
     /// The address actually bound.
     pub addr: SocketAddr,
-    /// The bearer token every route but `/healthz` requires, when set.
-    pub token: Option<String>,
+    pub max_connections: usize,
 }
 
-/// Serve the API on `http` until `stop` says so, letting open requests finish for at most
-/// [`HTTP_DRAIN`]: the `http` worker of [`crate::doors::daemon::serve`].
-pub async fn serve(service: Arc<Service>, http: Listener, stop: watch::Receiver<bool>) -> Result<(), String> {
-    let server = &service.config().server;
-    let limits = Limits {
-        header_timeout: Duration::from_secs(server.header_timeout_secs),
-        max_connections: server.max_connections,
-        drain: HTTP_DRAIN,
-    };
-    let mcp = McpServer::new(service.clone());
-    let rewritten = service.subscribe();
-    // Cancelled on shutdown: MCP streams stay open otherwise and would hold the drain.
-    let mcp_stop = CancellationToken::new();
-    let app = router(service, http.addr, http.token, &mcp, mcp_stop.clone());
-    let mut cancel = stop.clone();
-    tokio::select! {
-        () = listen::serve(http.listener, app, limits, stop) => Ok(()),
-        () = async { stopped(&mut cancel).await; mcp_stop.cancel(); std::future::pending().await } => Ok(()),
-        () = mcp.follow(rewritten) => Ok(()),
+/// The space a request is for, as the token (and for the operator, the path) decided it.
+#[derive(Debug, Clone)]
+struct Resolved {
+    space: String,
+    /// A write that may make the space (`spaces.auto_create`): facts and turns.
+    creates: bool,
+}
+
+/// The service of the request's space, opened if it is not open yet.
+struct Space(Arc<Service>);
+
+impl FromRequestParts<Api> for Space {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &Api) -> Result<Self, ApiError> {
+        let resolved = parts.extensions.get::<Resolved>().cloned().ok_or_else(|| {
+            ApiError::new(StatusCode::FORBIDDEN, "forbidden", "the home's token names a space: /spaces/<name>/<route>")
+        })?;
+        Ok(Space(state.spaces.service(&resolved.space, resolved.creates).await?))
     }
 }
 
-/// The routes of the HTTP API over `service`, for a server listening on `bound` that requires
-/// `token` (when set), with `mcp` served at `/mcp` until `mcp_stop` is cancelled.
-fn router(
-    service: Arc<Service>,
-    bound: SocketAddr,
-    token: Option<String>,
-    mcp: &McpServer,
-    mcp_stop: CancellationToken,
-) -> Router {
-    let server = &service.config().server;
+/// Serve the API on `http` until `stop` says so, letting open requests finish for at most
+/// [`HTTP_DRAIN`]: the `http` worker of [`crate::doors::daemon`].
+pub async fn serve(spaces: Arc<Spaces>, http: Listener, stop: watch::Receiver<bool>) -> Result<(), String> {
+    let server = &spaces.config().server;
+    let limits = Limits {
+        header_timeout: Duration::from_secs(server.header_timeout_secs),
+        max_connections: http.max_connections,
+        drain: HTTP_DRAIN,
+    };
+    // Cancelled on shutdown: MCP streams stay open otherwise and would hold the drain.
+    let mcp_stop = CancellationToken::new();
+    let metrics = spaces.metrics_handle();
+    let app = app(spaces, http.addr, mcp_stop.clone());
+    let mut cancel = stop.clone();
+    tokio::select! {
+        () = listen::serve(http.listener, app, limits, metrics, stop) => Ok(()),
+        () = async { stopped(&mut cancel).await; mcp_stop.cancel(); std::future::pending().await } => Ok(()),
+    }
+}
+
+/// The whole server over `spaces` listening on `bound`: the guard and the token's space in
+/// front of the routes (they run before routing, so the operator's `/spaces/<name>/` prefix
+/// can be taken off), with MCP served at `/mcp` until `mcp_stop` is cancelled.
+fn app(spaces: Arc<Spaces>, bound: SocketAddr, mcp_stop: CancellationToken) -> App {
+    let server = spaces.config().server.clone();
     let guard = Arc::new(Guard::new(&server.bind, bound, &server.allowed_hosts));
-    let (mcp, sessions) = mcp.http_service(guard.names(), server.max_body_bytes, mcp_stop);
+    let mcp = Arc::new(McpDoors::new(
+        spaces.clone(),
+        guard.names(),
+        server.max_body_bytes,
+        server.max_mcp_sessions,
+        mcp_stop,
+    ));
+    let state = Api { spaces, mcp, body_timeout: Duration::from_secs(server.body_timeout_secs) };
+    let routes = router(state.clone(), bound);
+    let stack = tower::ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(state.clone(), count_responses))
+        .layer(middleware::from_fn_with_state(guard, guard_requests))
+        .layer(middleware::from_fn_with_state(state, resolve_space))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
+        .service(routes);
+    tower::util::BoxCloneSyncService::new(stack)
+}
+
+/// A request whose handler panicked: a 500 naming the panic (the space named by
+/// [`resolve_space`]), and the connection and the daemon go on.
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = crate::panic_message(&*panic);
+    tracing::error!(panic = what, "a request panicked");
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("memfold failed inside the request: {what}"))
+        .into_response()
+}
+
+/// The service the listener runs: the routes behind the middleware that runs before routing.
+pub type App = tower::util::BoxCloneSyncService<Request, Response, std::convert::Infallible>;
+
+/// The routes of the HTTP API, for a server listening on `bound`.
+fn router(state: Api, bound: SocketAddr) -> Router {
+    let server = &state.spaces.config().server;
     let max_body = server.max_body_bytes;
-    let body_timeout = Duration::from_secs(server.body_timeout_secs);
-    let max_sessions = server.max_mcp_sessions;
-    let state = Api { service, token: token.map(Arc::from), body_timeout };
+    let body_timeout = state.body_timeout;
     Router::new()
         .route("/healthz", get(healthz))
         .route("/facts", post(post_facts))
@@ -137,6 +184,7 @@ fn router(
         .route("/entries/{id}/history", get(entry_history))
         .route("/entries/{id}/pin", post(pin_entry))
         .route("/entries/{id}/unpin", post(unpin_entry))
+        .route("/entries/{id}/share", post(share_entry))
         .route("/facts/{id}", get(fact))
         .route("/reindex", post(reindex))
         .route("/runs", get(runs))
@@ -146,21 +194,15 @@ fn router(
         .route("/plans/{id}/apply", post(apply_plan))
         .route("/plans/{id}/reject", post(reject_plan))
         .route("/metrics", get(metrics))
-        .nest_service("/mcp", mcp)
-        .nest_service("/ui", crate::doors::web::router(state.service.clone(), bound.port(), state.token.clone()))
+        .route("/spaces", get(list_spaces))
+        .route("/mcp", axum::routing::any(mcp))
+        .nest_service("/ui", crate::doors::web::router(state.spaces.clone(), bound.port()))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(max_body))
         .layer(RequestBodyTimeoutLayer::new(body_timeout))
-        // The last layer added runs first: the guard, then the token, then the session cap.
-        .layer(middleware::from_fn(move |request: Request, next: Next| {
-            cap_sessions(sessions.clone(), max_sessions, request, next)
-        }))
-        .layer(middleware::from_fn_with_state(state.clone(), require_token))
-        .layer(middleware::from_fn_with_state(guard, guard_requests))
-        .layer(middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
 }
 
@@ -198,6 +240,7 @@ pub fn status_of(kind: Kind) -> StatusCode {
         Kind::Conflict | Kind::Stale | Kind::Busy => StatusCode::CONFLICT,
         Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Kind::BadGateway => StatusCode::BAD_GATEWAY,
+        Kind::Forbidden => StatusCode::FORBIDDEN,
         Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -290,22 +333,6 @@ fn is_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Refuse a new MCP session (a POST to `/mcp` without `Mcp-Session-Id`) while `max` are open.
-async fn cap_sessions(sessions: Arc<LocalSessionManager>, max: usize, request: Request, next: Next) -> Response {
-    let opens = request.uri().path() == "/mcp"
-        && request.method() == axum::http::Method::POST
-        && !request.headers().contains_key("mcp-session-id");
-    if opens && sessions.sessions.read().await.len() >= max {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_sessions",
-            format!("{max} MCP sessions are open (server.max_mcp_sessions); close one or try again later"),
-        )
-        .into_response();
-    }
-    next.run(request).await
-}
-
 /// Whether a Content-Type is `application/json` (parameters such as `charset` allowed).
 fn is_json(content_type: Option<&HeaderValue>) -> bool {
     let Some(value) = content_type.and_then(|v| v.to_str().ok()) else { return false };
@@ -334,33 +361,99 @@ async fn guard_requests(State(guard): State<Arc<Guard>>, request: Request, next:
     }
 }
 
-/// Every request but `GET /healthz` (unknown routes too) needs the bearer token, checked once
-/// the head is read and before any body.
-async fn require_token(State(state): Shared, request: Request, next: Next) -> Response {
-    // The review page signs browsers in with a session of its own (serve/ui); its cookie
-    // never authenticates the API, and the token never reaches a page.
-    let path = request.uri().path();
-    let own = path == "/healthz" || path == "/ui" || path.starts_with("/ui/");
-    if let Some(token) = state.token.as_ref().filter(|_| !own) {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+/// Every request but `GET /healthz` and the review page's (which signs browsers in itself)
+/// needs a bearer token, checked once the head is read and before any body; the token decides
+/// the request's space ([`Resolved`]). A space's token may not name a space in the path; the
+/// operator's must (`/spaces/<name>/<route>`, the prefix taken off before routing), but for the
+/// home's own routes (`/spaces`, `/metrics`). A 5xx answer from a space names it.
+async fn resolve_space(State(state): Shared, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    if path == "/healthz" || path == "/ui" || path.starts_with("/ui/") {
+        return next.run(request).await;
+    }
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .map(str::to_string);
+    let Some(access) = state.spaces.access(given.as_deref()) else {
         let message = match given {
             None => "this server requires Authorization: Bearer <token>",
-            Some(given) if !crate::service::token::same(given.as_bytes(), token.as_bytes()) => "wrong bearer token",
-            Some(_) => return next.run(request).await,
+            Some(_) => "wrong bearer token",
         };
         return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    };
+    let named = path.strip_prefix("/spaces/").filter(|rest| !rest.is_empty());
+    let space = match (access, named) {
+        (Access::Space(_), Some(_)) => {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "a space's token reaches its own space only: paths under /spaces/ are the home token's",
+            )
+            .into_response();
+        }
+        (Access::Space(_), None) if path == "/spaces" || (path == "/metrics" && state.spaces.is_home()) => {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only the home's token lists the spaces or reads the home's metrics",
+            )
+            .into_response();
+        }
+        (Access::Space(own), None) => Some(own),
+        (Access::Operator, Some(rest)) => {
+            let (name, route) = rest.split_once('/').map_or((rest, ""), |(n, r)| (n, r));
+            let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+            match format!("/{route}{query}").parse::<axum::http::Uri>() {
+                Ok(uri) => *request.uri_mut() = uri,
+                Err(_) => return ApiError::bad_request("a path that is not one").into_response(),
+            }
+            Some(name.to_string())
+        }
+        (Access::Operator, None) if path == "/spaces" || path == "/metrics" => None,
+        (Access::Operator, None) => {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the home's token names a space: /spaces/<name>/<route>",
+            )
+            .into_response();
+        }
+    };
+    let Some(space) = space else { return next.run(request).await };
+    let creates = request.method() == axum::http::Method::POST && matches!(request.uri().path(), "/facts" | "/turns");
+    request.extensions_mut().insert(Resolved { space: space.clone(), creates });
+    let response = next.run(request).await;
+    if response.status().is_server_error() && !space.is_empty() {
+        return name_the_space(response, &space).await;
     }
-    next.run(request).await
+    response
+}
+
+/// A 5xx error body with the space named in its message.
+async fn name_the_space(response: Response, space: &str) -> Response {
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let mut value: Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    if let Some(message) = value["error"]["message"].as_str().filter(|m| !m.starts_with("space ")) {
+        value["error"]["message"] = json!(format!("space {space}: {message}"));
+    }
+    let mut response = Response::from_parts(parts, axum::body::Body::from(value.to_string()));
+    response.headers_mut().remove(header::CONTENT_LENGTH);
+    response
 }
 
 async fn count_responses(State(state): Shared, request: Request, next: Next) -> Response {
     let response = next.run(request).await;
-    state.service.metrics().response(response.status().as_u16());
+    state.spaces.metrics().response(response.status().as_u16());
     response
 }
 
@@ -376,17 +469,18 @@ struct FactsBody {
     facts: Vec<NewFact>,
 }
 
-async fn post_facts(State(state): Shared, JsonBody(body): JsonBody<FactsBody>) -> ApiResult {
-    ok(json!(state.service.add(DOOR, body.facts).await?))
+async fn post_facts(Space(service): Space, JsonBody(body): JsonBody<FactsBody>) -> ApiResult {
+    ok(json!(service.add(DOOR, body.facts).await?))
 }
 
-async fn post_turns(State(state): Shared, JsonBody(body): JsonBody<TurnRequest>) -> ApiResult {
-    ok(json!(state.service.add_turn(DOOR, body.try_into()?).await?))
+async fn post_turns(Space(service): Space, JsonBody(body): JsonBody<TurnRequest>) -> ApiResult {
+    ok(json!(service.add_turn(DOOR, body.try_into()?).await?))
 }
 
 // ---- search ----------------------------------------------------------------------------------
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SearchParams {
     q: Option<String>,
     k: Option<usize>,
@@ -396,7 +490,7 @@ struct SearchParams {
     recall: Option<bool>,
 }
 
-async fn search(State(state): Shared, params: Result<Query<SearchParams>, QueryRejection>) -> ApiResult {
+async fn search(Space(service): Space, params: Result<Query<SearchParams>, QueryRejection>) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let request = SearchRequest {
         k: params.k,
@@ -404,7 +498,7 @@ async fn search(State(state): Shared, params: Result<Query<SearchParams>, QueryR
         history: params.history.unwrap_or(false),
         skip_recall: params.recall == Some(false),
     };
-    let hits = state.service.search(DOOR, &params.q.unwrap_or_default(), &request).await?;
+    let hits = service.search(DOOR, &params.q.unwrap_or_default(), &request).await?;
     ok(json!({ "hits": hits }))
 }
 
@@ -419,16 +513,16 @@ struct ConsolidateBody {
     dry_run: bool,
 }
 
-async fn consolidate(State(state): Shared, JsonBody(body): JsonBody<ConsolidateBody>) -> ApiResult {
+async fn consolidate(Space(service): Space, JsonBody(body): JsonBody<ConsolidateBody>) -> ApiResult {
     let opts = PassOptions { force: body.force, dry_run: body.dry_run };
-    match state.service.consolidate(DOOR, opts).await? {
+    match service.consolidate(DOOR, opts).await? {
         PassAnswer::Done(report) => ok(json!(report)),
         PassAnswer::Running(running) => Ok((StatusCode::ACCEPTED, Json(json!(running))).into_response()),
     }
 }
 
-async fn status(State(state): Shared) -> ApiResult {
-    ok(json!(state.service.status(DOOR).await?))
+async fn status(Space(service): Space) -> ApiResult {
+    ok(json!(service.status(DOOR).await?))
 }
 
 #[derive(Deserialize)]
@@ -438,66 +532,67 @@ struct ReindexBody {
     clear: bool,
 }
 
-async fn reindex(State(state): Shared, JsonBody(body): JsonBody<ReindexBody>) -> ApiResult {
-    ok(json!(state.service.reindex(DOOR, body.clear).await?))
+async fn reindex(Space(service): Space, JsonBody(body): JsonBody<ReindexBody>) -> ApiResult {
+    ok(json!(service.reindex(DOOR, body.clear).await?))
 }
 
 // ---- entries -----------------------------------------------------------------------------------
 
-async fn entries(State(state): Shared) -> ApiResult {
-    ok(json!({"entries": state.service.entries(DOOR).await?}))
+async fn entries(Space(service): Space) -> ApiResult {
+    ok(json!({"entries": service.entries(DOOR).await?}))
 }
 
-async fn entry(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.entry(DOOR, &id).await?))
+async fn entry(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.entry(DOOR, &id).await?))
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DeleteParams {
     reason: Option<String>,
 }
 
 async fn delete_entry(
-    State(state): Shared,
+    Space(service): Space,
     Path(id): Path<String>,
     params: Result<Query<DeleteParams>, QueryRejection>,
 ) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    ok(json!(state.service.forget(DOOR, &id, params.reason.as_deref()).await?))
+    ok(json!(service.forget(DOOR, &id, params.reason.as_deref()).await?))
 }
 
-async fn pin_entry(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.pin(DOOR, &id, true).await?))
+async fn pin_entry(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.pin(DOOR, &id, true).await?))
 }
 
-async fn unpin_entry(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.pin(DOOR, &id, false).await?))
+async fn unpin_entry(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.pin(DOOR, &id, false).await?))
 }
 
-async fn fact(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.fact(DOOR, &id).await?))
+async fn fact(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.fact(DOOR, &id).await?))
 }
 
-async fn entry_history(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.history(DOOR, &id).await?))
+async fn entry_history(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.history(DOOR, &id).await?))
 }
 
 // ---- runs and plans ----------------------------------------------------------------------------
 
-async fn runs(State(state): Shared) -> ApiResult {
-    ok(json!({ "runs": state.service.runs(DOOR).await? }))
+async fn runs(Space(service): Space) -> ApiResult {
+    ok(json!({ "runs": service.runs(DOOR).await? }))
 }
 
-async fn undo_run(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.undo(DOOR, &id).await?))
+async fn undo_run(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.undo(DOOR, &id).await?))
 }
 
-async fn plans(State(state): Shared) -> ApiResult {
-    ok(json!({ "plans": state.service.plans(DOOR).await? }))
+async fn plans(Space(service): Space) -> ApiResult {
+    ok(json!({ "plans": service.plans(DOOR).await? }))
 }
 
-async fn plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.plan(DOOR, &id).await?))
+async fn plan(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.plan(DOOR, &id).await?))
 }
 
 #[derive(Deserialize)]
@@ -509,19 +604,47 @@ struct ApplyBody {
     groups: Option<Vec<usize>>,
 }
 
-async fn apply_plan(State(state): Shared, Path(id): Path<String>, JsonBody(body): JsonBody<ApplyBody>) -> ApiResult {
-    ok(json!(state.service.apply_plan(DOOR, &id, body.groups).await?))
+async fn apply_plan(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<ApplyBody>) -> ApiResult {
+    ok(json!(service.apply_plan(DOOR, &id, body.groups).await?))
 }
 
-async fn reject_plan(State(state): Shared, Path(id): Path<String>) -> ApiResult {
-    ok(json!(state.service.reject_plan(DOOR, &id).await?))
+async fn reject_plan(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.reject_plan(DOOR, &id).await?))
 }
 
 // ---- metrics -----------------------------------------------------------------------------------
 
 async fn metrics(State(state): Shared) -> ApiResult {
-    let text = state.service.metrics_text().await;
+    let text = state.spaces.metrics_text().await;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+}
+
+// ---- the home ---------------------------------------------------------------------------------
+
+async fn list_spaces(State(state): Shared) -> ApiResult {
+    ok(json!({ "spaces": state.spaces.summaries().await }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShareBody {
+    /// The shared space to copy the entry into.
+    to: String,
+}
+
+async fn share_entry(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<ShareBody>) -> ApiResult {
+    ok(json!(service.share(DOOR, &id, &body.to).await?))
+}
+
+// ---- MCP ---------------------------------------------------------------------------------------
+
+/// `/mcp`: the MCP server of the request's space.
+async fn mcp(State(state): Shared, request: Request) -> Response {
+    let Some(resolved) = request.extensions().get::<Resolved>().cloned() else {
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", "the home's token names a space: /spaces/<name>/mcp")
+            .into_response();
+    };
+    state.mcp.serve(&resolved.space, request).await
 }
 
 #[cfg(test)]

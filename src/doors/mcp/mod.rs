@@ -2,10 +2,13 @@
 //!
 //! Two transports serve the same [`McpServer`]: `memfold mcp` speaks MCP on stdin/stdout
 //! ([`serve_stdio`]; stdout carries nothing but protocol, logs go to stderr), and
-//! `memfold serve` mounts streamable HTTP at `/mcp` ([`McpServer::http_service`], behind the
-//! API's guard and bearer token). Either way the tools call the service, as the HTTP routes
-//! do: facts go through its ingest, passes through its scheduler, and every call is counted in
-//! its metrics. The tools are in [`tools`], their text in [`text`].
+//! `memfold serve` mounts streamable HTTP at `/mcp` ([`McpDoors`]: one server per space, the
+//! space the bearer token decides, behind the API's guard). Either way the tools call the
+//! space's service, as the HTTP routes do: facts go through its ingest, passes through its
+//! scheduler, and every call is counted in the daemon's metrics. A server names its space,
+//! never takes one from a tool's arguments, and looks the space's service up at each call, so
+//! a space closed while idle opens again for the next one. The tools are in [`tools`], their
+//! text in [`crate::doors::render`].
 //!
 //! **Resources.** `memfold://MEMORY.md` (the always-in-prompt memory) and
 //! `memfold://memory.md` (`consolidated/memory.md`, every current entry). When either file's
@@ -38,9 +41,10 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt, t
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::Error;
 use crate::memory::{Memory, Rewritten};
-use crate::service::Service;
 use crate::service::watch::WatchError;
+use crate::service::{Service, Spaces};
 
 /// A file served as a resource.
 #[derive(Debug)]
@@ -83,11 +87,13 @@ const INSTRUCTIONS: &str = "memfold is the user's long-term memory, kept as mark
     The resource memfold://MEMORY.md holds the few facts worth having in every prompt. Consolidation \
     runs in the background; every run can be listed (memory_runs) and undone (memory_undo).";
 
-/// The MCP server of one memory root. Clones share the root's state; [`McpServer::session`]
-/// makes the handler of one client session.
+/// The MCP server of one space. Clones share the space's state; [`McpServer::session`] makes
+/// the handler of one client session.
 #[derive(Clone)]
 pub struct McpServer {
-    service: Arc<Service>,
+    spaces: Arc<Spaces>,
+    /// The space it serves ("" for a lone root).
+    space: String,
     shared: Arc<Shared>,
     /// The legacy resource subscriptions of this session.
     session: Arc<Mutex<Session>>,
@@ -118,15 +124,20 @@ struct Subscriber {
 }
 
 impl McpServer {
-    /// The MCP server of `service`.
-    pub fn new(service: Arc<Service>) -> McpServer {
+    /// The MCP server of space `space` of `spaces`.
+    pub fn new(spaces: Arc<Spaces>, space: &str) -> McpServer {
         let shared = Shared {
             tools: McpServer::tool_router(),
             subscribers: Mutex::default(),
             next_subscriber: AtomicU64::new(1),
             changed: broadcast::channel(16).0,
         };
-        McpServer { service, shared: Arc::new(shared), session: Arc::default() }
+        McpServer { spaces, space: space.to_string(), shared: Arc::new(shared), session: Arc::default() }
+    }
+
+    /// The space's service (opened if it was closed while idle), errors naming the space.
+    async fn service(&self) -> Result<Arc<Service>, Error> {
+        self.spaces.service(&self.space, false).await
     }
 
     /// The handler of a new client session: the same root, no subscriptions yet.
@@ -134,42 +145,33 @@ impl McpServer {
         McpServer { session: Arc::default(), ..self.clone() }
     }
 
-    /// `/mcp` for `memfold serve`: streamable HTTP answering only to `hosts` (names, any port:
-    /// the guard in front checks the ports), refusing bodies over `max_body` bytes, and closing
-    /// every session and stream when `stop` is cancelled; and its sessions, to count them.
-    pub fn http_service(
-        &self,
-        hosts: Vec<String>,
-        max_body: usize,
-        stop: CancellationToken,
-    ) -> (StreamableHttpService<McpServer, LocalSessionManager>, Arc<LocalSessionManager>) {
-        let config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
-            .with_max_request_body_bytes(max_body)
-            .with_cancellation_token(stop);
-        let server = self.clone();
-        let sessions = Arc::new(LocalSessionManager::default());
-        (StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config), sessions)
-    }
-
-    /// Tell subscribers when a served file's content changes, as `rewritten` (from
-    /// [`Memory::subscribe`]) reports it. Runs as long as the memory does.
-    pub async fn follow(&self, mut rewritten: broadcast::Receiver<Rewritten>) {
+    /// Tell subscribers when a served file's content changes, as the space's service reports
+    /// it ([`Memory::subscribe`]). Runs as long as the server does; when the space closes (idle)
+    /// it follows the space again once it is open.
+    pub async fn follow(&self) {
         let mut told: Vec<Option<String>> = Vec::with_capacity(SERVED.len());
         for s in &SERVED {
             told.push(self.hash(s).await);
         }
         loop {
-            let which: Vec<usize> = match rewritten.recv().await {
-                Ok(what) => (0..SERVED.len()).filter(|&i| SERVED[i].changed_by == what).collect(),
-                Err(broadcast::error::RecvError::Lagged(_)) => (0..SERVED.len()).collect(),
-                Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
+            let Some(service) = self.spaces.open_service(&self.space) else {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                continue;
             };
-            for i in which {
-                let hash = self.hash(&SERVED[i]).await;
-                if hash != told[i] {
-                    told[i] = hash;
-                    self.notify(SERVED[i].uri).await;
+            let mut rewritten = service.subscribe();
+            drop(service);
+            loop {
+                let which: Vec<usize> = match rewritten.recv().await {
+                    Ok(what) => (0..SERVED.len()).filter(|&i| SERVED[i].changed_by == what).collect(),
+                    Err(broadcast::error::RecvError::Lagged(_)) => (0..SERVED.len()).collect(),
+                    Err(broadcast::error::RecvError::Closed) => break,
+                };
+                for i in which {
+                    let hash = self.hash(&SERVED[i]).await;
+                    if hash != told[i] {
+                        told[i] = hash;
+                        self.notify(SERVED[i].uri).await;
+                    }
                 }
             }
         }
@@ -177,7 +179,7 @@ impl McpServer {
 
     /// A served file's content hash (None when it cannot be read).
     async fn hash(&self, served: &Served) -> Option<String> {
-        let text = self.service.file_text(served.changed_by).await.ok()?;
+        let text = self.service().await.ok()?.file_text(served.changed_by).await.ok()?;
         Some(crate::store::content_hash(text))
     }
 
@@ -239,7 +241,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let served = known(&request.uri)?;
-        let text = match self.service.file_text(served.changed_by).await {
+        let text = match async { self.service().await?.file_text(served.changed_by).await }.await {
             Ok(text) => text,
             Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
         };
@@ -345,29 +347,36 @@ pub enum McpServeError {
 /// watcher on the root marks the index stale when another process or a person changes the files
 /// (so searches see it) and feeds `resources/updated`; the trimmer runs as in the daemon.
 pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
-    let (service, scheduler) = Service::new(memory, false);
-    let mut watcher = service.watcher()?;
-    service.hold_rows();
+    let name = memory.config().space.clone().unwrap_or_default();
+    let (spaces, scheduler) = Spaces::space(memory);
+    let mut watcher = crate::service::watch::Watcher::new(crate::service::watch::WATCH_DEBOUNCE)?;
+    spaces.watch_with(watcher.handle())?;
+    for service in spaces.open_services() {
+        service.hold_rows();
+    }
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let scheduling = tokio::spawn(scheduler.run(stop.clone()));
-    let trimming = tokio::spawn(crate::service::workers::trimmer_worker(service.clone(), stop));
-    let server = McpServer::new(service.clone());
-    let rewritten = service.subscribe();
+    let trimming = tokio::spawn(crate::service::workers::trimmer_worker(spaces.clone(), stop));
+    let server = McpServer::new(spaces.clone(), &name);
     let running = server
         .session()
         .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| McpServeError::Start(e.to_string()))?;
     let watching = async {
-        while let Some(changes) = watcher.next().await {
-            service.files_changed(&changes);
+        while let Some(batches) = watcher.next_batches().await {
+            for batch in batches {
+                if let Some(service) = spaces.open_service(&batch.key) {
+                    service.files_changed(&batch.changes).await;
+                }
+            }
         }
         tracing::warn!("the file watcher stopped; changes by other processes reach searches no more");
         std::future::pending::<()>().await
     };
     let result = tokio::select! {
         ended = running.waiting() => ended.map(|_| ()).map_err(|e| McpServeError::Session(e.to_string())),
-        () = server.follow(rewritten) => Ok(()),
+        () = server.follow() => Ok(()),
         () = watching => Ok(()),
     };
     // A pass in flight is dropped as the daemon drops it at shutdown (a commit already started
@@ -375,7 +384,87 @@ pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
     let _ = stop_tx.send(true);
     let _ = scheduling.await;
     let _ = trimming.await;
+    spaces.close_all().await;
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
     result
+}
+
+/// The MCP servers of a daemon's spaces at `/mcp`: one streamable-HTTP service per space that
+/// used it, made on first use, with its own sessions (a session opened in one space is unknown
+/// to every other). At most `server.max_mcp_sessions` sessions per space.
+pub struct McpDoors {
+    spaces: Arc<Spaces>,
+    hosts: Vec<String>,
+    max_body: usize,
+    max_sessions: usize,
+    stop: CancellationToken,
+    by_space: Mutex<std::collections::HashMap<String, McpDoor>>,
+}
+
+#[derive(Clone)]
+struct McpDoor {
+    http: StreamableHttpService<McpServer, LocalSessionManager>,
+    sessions: Arc<LocalSessionManager>,
+}
+
+impl McpDoors {
+    /// Answering only to `hosts` (names, any port: the guard in front checks the ports),
+    /// refusing bodies over `max_body` bytes, closing every session and stream when `stop` is
+    /// cancelled.
+    pub fn new(
+        spaces: Arc<Spaces>,
+        hosts: Vec<String>,
+        max_body: usize,
+        max_sessions: usize,
+        stop: CancellationToken,
+    ) -> McpDoors {
+        McpDoors { spaces, hosts, max_body, max_sessions, stop, by_space: Mutex::default() }
+    }
+
+    /// Serve `request` with the MCP server of `space`.
+    pub async fn serve(&self, space: &str, request: axum::extract::Request) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        use tower::ServiceExt;
+        let door = self.door(space);
+        let opens = request.method() == axum::http::Method::POST && !request.headers().contains_key("mcp-session-id");
+        if opens && door.sessions.sessions.read().await.len() >= self.max_sessions {
+            let message = format!(
+                "{} MCP sessions are open (server.max_mcp_sessions); close one or try again later",
+                self.max_sessions
+            );
+            let body = serde_json::json!({"error": {"code": "too_many_sessions", "message": message}});
+            return (axum::http::StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+        }
+        match door.http.oneshot(request).await {
+            Ok(response) => response.map(axum::body::Body::new),
+            Err(never) => match never {},
+        }
+    }
+
+    fn door(&self, space: &str) -> McpDoor {
+        let mut doors = lock(&self.by_space);
+        if let Some(door) = doors.get(space) {
+            return door.clone();
+        }
+        let server = McpServer::new(self.spaces.clone(), space);
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(self.hosts.clone())
+            .with_max_request_body_bytes(self.max_body)
+            .with_cancellation_token(self.stop.clone());
+        let sessions = Arc::new(LocalSessionManager::default());
+        let session = server.clone();
+        let http = StreamableHttpService::new(move || Ok(session.session()), sessions.clone(), config);
+        let follower = server.clone();
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = follower.follow() => {}
+                () = stop.cancelled() => {}
+            }
+        });
+        let door = McpDoor { http, sessions };
+        doors.insert(space.to_string(), door.clone());
+        door
+    }
 }

@@ -70,6 +70,15 @@ pub struct IdArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct ShareArgs {
+    /// The entry id (m-…), as search and memory_get show it.
+    pub id: String,
+    /// The shared space to copy it into (one of the home's [spaces] shared).
+    pub to: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ForgetArgs {
     /// The entry id (m-…) or the id of a fact not yet consolidated (f-…).
     pub id: String,
@@ -154,11 +163,7 @@ async fn answer(work: impl Future<Output = Result<(String, Value), Refused>>) ->
         }
         Ok(Err(Refused(result))) => Ok(result),
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("a panic");
+            let what = crate::panic_message(&*panic);
             tracing::error!(panic = what, "tool panicked");
             Err(McpError::internal_error(format!("memfold failed inside the tool: {what}"), None))
         }
@@ -189,7 +194,7 @@ impl McpServer {
     async fn memory_add(&self, Parameters(args): Parameters<AddArgs>) -> Result<CallToolResult, McpError> {
         let facts: Vec<NewFact> =
             args.facts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
-        reply(self.service.add(DOOR, facts), |added| (text::stored(added), json!(added))).await
+        reply(async { self.service().await?.add(DOOR, facts).await }, |added| (text::stored(added), json!(added))).await
     }
 
     #[tool(
@@ -199,7 +204,7 @@ impl McpServer {
     )]
     async fn memory_add_turn(&self, Parameters(args): Parameters<TurnRequest>) -> Result<CallToolResult, McpError> {
         answer(async move {
-            let added = self.service.add_turn(DOOR, args.try_into()?).await?;
+            let added = self.service().await?.add_turn(DOOR, args.try_into()?).await?;
             Ok((text::stored(&added), json!(added)))
         })
         .await
@@ -213,8 +218,10 @@ impl McpServer {
     )]
     async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, McpError> {
         let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.include_history, skip_recall: false };
-        reply(self.service.search(DOOR, &args.query, &request), |hits| (text::hits(hits), json!({ "hits": hits })))
-            .await
+        reply(async { self.service().await?.search(DOOR, &args.query, &request).await }, |hits| {
+            (text::hits(hits), json!({ "hits": hits }))
+        })
+        .await
     }
 
     #[tool(
@@ -223,7 +230,8 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_get(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.history(DOOR, &args.id), |chain| (text::chain(chain), json!(chain))).await
+        reply(async { self.service().await?.history(DOOR, &args.id).await }, |chain| (text::chain(chain), json!(chain)))
+            .await
     }
 
     #[tool(
@@ -232,8 +240,10 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_forget(&self, Parameters(args): Parameters<ForgetArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.forget(DOOR, &args.id, args.reason.as_deref()), |done| (text::forgotten(done), json!(done)))
-            .await
+        reply(async { self.service().await?.forget(DOOR, &args.id, args.reason.as_deref()).await }, |done| {
+            (text::forgotten(done), json!(done))
+        })
+        .await
     }
 
     #[tool(
@@ -253,6 +263,23 @@ impl McpServer {
     }
 
     #[tool(
+        description = "Share an entry with every space of the home: copy it into a shared space as a new fact \
+                       whose source names this space and the entry. This space's memory is unchanged.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_share(&self, Parameters(args): Parameters<ShareArgs>) -> Result<CallToolResult, McpError> {
+        reply(async { self.service().await?.share(DOOR, &args.id, &args.to).await }, |added| {
+            (text::stored(added), json!(added))
+        })
+        .await
+    }
+
+    #[tool(
         description = "Fold pending facts into memory now: ADD, REPLACE, REMOVE or DUPLICATE ops, decided by \
                        the LLM (or offline rules) and undoable with memory_undo. Runs only when enough facts \
                        wait, unless force = true; dry_run = true shows the ops and writes nothing.",
@@ -263,7 +290,7 @@ impl McpServer {
         Parameters(args): Parameters<ConsolidateArgs>,
     ) -> Result<CallToolResult, McpError> {
         let opts = PassOptions { force: args.force, dry_run: args.dry_run };
-        reply(self.service.consolidate(DOOR, opts), |answer| match answer {
+        reply(async { self.service().await?.consolidate(DOOR, opts).await }, |answer| match answer {
             PassAnswer::Done(report) => (text::pass(report, READER), json!(report)),
             PassAnswer::Running(running) => (running.message.clone(), json!(running)),
         })
@@ -276,7 +303,10 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_status(&self) -> Result<CallToolResult, McpError> {
-        reply(self.service.status(DOOR), |status| (text::status(&status.status, READER), json!(status))).await
+        reply(async { self.service().await?.status(DOOR).await }, |status| {
+            (text::status(&status.status, READER), json!(status))
+        })
+        .await
     }
 
     #[tool(
@@ -285,7 +315,10 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_plans(&self) -> Result<CallToolResult, McpError> {
-        reply(self.service.plans(DOOR), |plans| (text::plans(plans), json!({ "plans": plans }))).await
+        reply(async { self.service().await?.plans(DOOR).await }, |plans| {
+            (text::plans(plans), json!({ "plans": plans }))
+        })
+        .await
     }
 
     #[tool(
@@ -295,7 +328,10 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.plan(DOOR, &args.plan), |detail| (text::plan_detail(detail), json!(detail))).await
+        reply(async { self.service().await?.plan(DOOR, &args.plan).await }, |detail| {
+            (text::plan_detail(detail), json!(detail))
+        })
+        .await
     }
 
     #[tool(
@@ -305,7 +341,7 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     async fn memory_apply_plan(&self, Parameters(args): Parameters<ApplyPlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.apply_plan(DOOR, &args.plan, args.groups), |applied| {
+        reply(async { self.service().await?.apply_plan(DOOR, &args.plan, args.groups).await }, |applied| {
             (text::applied(applied, READER), json!(applied))
         })
         .await
@@ -316,7 +352,7 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_reject_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.reject_plan(DOOR, &args.plan), |rejected| {
+        reply(async { self.service().await?.reject_plan(DOOR, &args.plan).await }, |rejected| {
             (text::rejected(rejected, READER), json!(rejected))
         })
         .await
@@ -327,7 +363,8 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_runs(&self) -> Result<CallToolResult, McpError> {
-        reply(self.service.runs(DOOR), |runs| (text::runs(runs), json!({ "runs": runs }))).await
+        reply(async { self.service().await?.runs(DOOR).await }, |runs| (text::runs(runs), json!({ "runs": runs })))
+            .await
     }
 
     #[tool(
@@ -336,12 +373,18 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     async fn memory_undo(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, McpError> {
-        reply(self.service.undo(DOOR, &args.run), |undone| (text::undone(undone, READER), json!(undone))).await
+        reply(async { self.service().await?.undo(DOOR, &args.run).await }, |undone| {
+            (text::undone(undone, READER), json!(undone))
+        })
+        .await
     }
 }
 
 impl McpServer {
     async fn set_pin(&self, id: String, pinned: bool) -> Result<CallToolResult, McpError> {
-        reply(self.service.pin(DOOR, &id, pinned), |done| (text::pinned(&done.id, done.pinned), json!(done))).await
+        reply(async { self.service().await?.pin(DOOR, &id, pinned).await }, |done| {
+            (text::pinned(&done.id, done.pinned), json!(done))
+        })
+        .await
     }
 }

@@ -6,7 +6,7 @@ use crate::memory::SearchRequest;
 use crate::memory::views::{FactView, Version};
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::{Path, Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
@@ -31,8 +31,8 @@ pub(super) struct RunsPage {
     alert: Option<Alert>,
 }
 
-pub(super) async fn runs_page(ui: &Ui, nav: Nav, alert: Option<Alert>) -> Response {
-    match ui.service.runs(DOOR).await {
+pub(super) async fn runs_page(session: &Session, nav: Nav, alert: Option<Alert>) -> Response {
+    match session.service.runs(DOOR).await {
         Ok(runs) => {
             let runs = runs
                 .into_iter()
@@ -50,25 +50,20 @@ pub(super) async fn runs_page(ui: &Ui, nav: Nav, alert: Option<Alert>) -> Respon
                 .collect();
             RunsPage { nav, runs, alert }.into_response()
         }
-        Err(e) => error_page(&e, &Session { csrf: nav.csrf }, "Runs"),
+        Err(e) => error_page(&e, session, "Runs"),
     }
 }
 
-pub(super) async fn runs(State(ui): State<Ui>, session: axum::Extension<Session>, done: Query<Done>) -> Response {
-    runs_page(&ui, Nav::new("runs", &session, &done), None).await
+pub(super) async fn runs(session: axum::Extension<Session>, done: Query<Done>) -> Response {
+    runs_page(&session, Nav::new("runs", &session, &done), None).await
 }
 
-pub(super) async fn undo(
-    State(ui): State<Ui>,
-    session: axum::Extension<Session>,
-    Path(run): Path<String>,
-    _: CheckedForm,
-) -> Response {
-    match ui.service.undo(DOOR, &run).await {
-        Ok(undone) => Redirect::to(&format!("/ui/runs?done=undone&run={}", undone.run)).into_response(),
+pub(super) async fn undo(session: axum::Extension<Session>, Id(run): Id, _: CheckedForm) -> Response {
+    match session.service.undo(DOOR, &run).await {
+        Ok(undone) => Redirect::to(&format!("{}/runs?done=undone&run={}", session.base, undone.run)).into_response(),
         Err(e) => {
             let mut response =
-                runs_page(&ui, Nav::new("runs", &session, &Done::default()), Some(Alert::from(&e))).await;
+                runs_page(&session, Nav::new("runs", &session, &Done::default()), Some(Alert::from(&e))).await;
             *response.status_mut() = status_of(e.kind());
             response
         }
@@ -88,51 +83,36 @@ pub(super) struct EntryPage {
     alert: Option<Alert>,
 }
 
-pub(super) async fn entry_page(ui: &Ui, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
-    let chain = match ui.service.history(DOOR, id).await {
+pub(super) async fn entry_page(session: &Session, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
+    let chain = match session.service.history(DOOR, id).await {
         Ok(chain) => chain,
-        Err(e) => return error_page(&e, &Session { csrf: nav.csrf }, "Entry"),
+        Err(e) => return error_page(&e, session, "Entry"),
     };
     let current = chain.versions.iter().find(|v| v.id == id && v.status.is_current());
     let (current, pinned) = (current.map(|v| v.content.clone()), current.is_some_and(|v| v.pinned));
     EntryPage { nav, id: id.to_string(), current, pinned, versions: chain.versions, alert }.into_response()
 }
 
-pub(super) async fn entry(
-    State(ui): State<Ui>,
-    session: axum::Extension<Session>,
-    Path(id): Path<String>,
-    done: Query<Done>,
-) -> Response {
-    entry_page(&ui, &id, Nav::new("", &session, &done), None).await
+pub(super) async fn entry(session: axum::Extension<Session>, Id(id): Id, done: Query<Done>) -> Response {
+    entry_page(&session, &id, Nav::new("", &session, &done), None).await
 }
 
-pub(super) async fn set_pin(ui: &Ui, session: &Session, id: &str, pinned: bool) -> Response {
-    match ui.service.pin(DOOR, id, pinned).await {
+pub(super) async fn set_pin(session: &Session, id: &str, pinned: bool) -> Response {
+    match session.service.pin(DOOR, id, pinned).await {
         Ok(_) => {
             let done = if pinned { "pinned" } else { "unpinned" };
-            Redirect::to(&format!("/ui/entries/{id}?done={done}")).into_response()
+            Redirect::to(&format!("{}/entries/{id}?done={done}", session.base)).into_response()
         }
         Err(e) => error_page(&e, session, "Entry"),
     }
 }
 
-pub(super) async fn pin(
-    State(ui): State<Ui>,
-    session: axum::Extension<Session>,
-    Path(id): Path<String>,
-    _: CheckedForm,
-) -> Response {
-    set_pin(&ui, &session, &id, true).await
+pub(super) async fn pin(session: axum::Extension<Session>, Id(id): Id, _: CheckedForm) -> Response {
+    set_pin(&session, &id, true).await
 }
 
-pub(super) async fn unpin(
-    State(ui): State<Ui>,
-    session: axum::Extension<Session>,
-    Path(id): Path<String>,
-    _: CheckedForm,
-) -> Response {
-    set_pin(&ui, &session, &id, false).await
+pub(super) async fn unpin(session: axum::Extension<Session>, Id(id): Id, _: CheckedForm) -> Response {
+    set_pin(&session, &id, false).await
 }
 
 #[derive(Template, WebTemplate)]
@@ -143,12 +123,8 @@ pub(super) struct ForgetPage {
     content: String,
 }
 
-pub(super) async fn forget_page(
-    State(ui): State<Ui>,
-    session: axum::Extension<Session>,
-    Path(id): Path<String>,
-) -> Response {
-    match ui.service.entry(DOOR, &id).await {
+pub(super) async fn forget_page(session: axum::Extension<Session>, Id(id): Id) -> Response {
+    match session.service.entry(DOOR, &id).await {
         Ok(entry) => {
             ForgetPage { nav: Nav::new("", &session, &Done::default()), id, content: entry.content }.into_response()
         }
@@ -157,14 +133,13 @@ pub(super) async fn forget_page(
 }
 
 pub(super) async fn forget(
-    State(ui): State<Ui>,
     session: axum::Extension<Session>,
-    Path(id): Path<String>,
+    Id(id): Id,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
     let reason = field(&fields, "reason").map(str::trim).filter(|r| !r.is_empty());
-    match ui.service.forget(DOOR, &id, reason).await {
-        Ok(_) => Redirect::to("/ui?done=forgotten").into_response(),
+    match session.service.forget(DOOR, &id, reason).await {
+        Ok(_) => Redirect::to(&format!("{}?done=forgotten", session.base)).into_response(),
         Err(e) => error_page(&e, &session, "Forget"),
     }
 }
@@ -177,8 +152,8 @@ pub(super) struct FactPage {
     fate: &'static str,
 }
 
-pub(super) async fn fact(State(ui): State<Ui>, session: axum::Extension<Session>, Path(id): Path<String>) -> Response {
-    match ui.service.fact(DOOR, &id).await {
+pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id) -> Response {
+    match session.service.fact(DOOR, &id).await {
         Ok(fact) => {
             let fate = match fact.fate {
                 crate::store::ledger::FactFate::Pending => "Pending: no entry holds it yet",
@@ -196,8 +171,11 @@ pub(super) async fn fact(State(ui): State<Ui>, session: axum::Extension<Session>
 pub(super) struct HitRow {
     kind: &'static str,
     id: String,
-    link: String,
+    /// None for a hit from a shared space.
+    link: Option<String>,
     text: String,
+    /// The shared space the hit came from (None: this space).
+    space: Option<String>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -215,28 +193,27 @@ pub(super) struct SearchParams {
 }
 
 /// A person browsing: the hits are not recorded in the recall log.
-pub(super) async fn search(
-    State(ui): State<Ui>,
-    session: axum::Extension<Session>,
-    Query(params): Query<SearchParams>,
-) -> Response {
+pub(super) async fn search(session: axum::Extension<Session>, Query(params): Query<SearchParams>) -> Response {
     let q = params.q.unwrap_or_default();
     let nav = Nav::new("search", &session, &Done::default());
     if q.trim().is_empty() {
         return SearchPage { nav, q, searched: false, hits: Vec::new() }.into_response();
     }
     let request = SearchRequest { k: Some(20), skip_recall: true, ..SearchRequest::default() };
-    match ui.service.search(DOOR, &q, &request).await {
+    match session.service.search(DOOR, &q, &request).await {
         Ok(hits) => {
             let hits = hits
                 .into_iter()
                 .map(|h| {
                     let kind = h.kind.as_str();
-                    let link = match h.kind {
-                        crate::index::DocKind::Fact => format!("/ui/facts/{}", h.id),
-                        _ => format!("/ui/entries/{}", h.id),
+                    // A shared space's hit is named, not linked: its pages are that space's.
+                    let elsewhere = h.space.filter(|space| space != session.service.name());
+                    let link = match (&elsewhere, h.kind) {
+                        (Some(_), _) => None,
+                        (None, crate::index::DocKind::Fact) => Some(format!("{}/facts/{}", session.base, h.id)),
+                        (None, _) => Some(format!("{}/entries/{}", session.base, h.id)),
                     };
-                    HitRow { kind, id: h.id, link, text: h.text }
+                    HitRow { kind, id: h.id, link, text: h.text, space: elsewhere }
                 })
                 .collect();
             SearchPage { nav, q, searched: true, hits }.into_response()

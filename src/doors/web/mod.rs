@@ -36,7 +36,7 @@ use axum::Router;
 use axum::extract::{Form, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use cookie::{Cookie, SameSite};
@@ -44,7 +44,7 @@ use serde::Deserialize;
 
 use crate::doors::http::status_of;
 use crate::error::Error;
-use crate::service::{Door, Service};
+use crate::service::{Access, Door, Service, Spaces};
 use session::Sessions;
 
 const DOOR: Door = Door::Ui;
@@ -57,24 +57,42 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// What the page's handlers share.
 #[derive(Clone)]
 pub struct Ui {
-    service: Arc<Service>,
+    spaces: Arc<Spaces>,
     sessions: Arc<Sessions>,
     /// `memfold-<port>`: two daemons on one machine keep their sessions apart.
     cookie: Arc<str>,
-    /// The bearer token, for the paste-once sign-in; None when the server runs without one.
-    token: Option<Arc<str>>,
 }
 
-/// The signed-in session of a request, put there by [`signed_in`].
+/// The signed-in session of a request and the space its page is about, put there by
+/// [`signed_in`]: a space's sign-in reaches that space at `/ui/…`; a home's operator picks a
+/// space and reaches it at `/ui/s/<name>/…`.
 #[derive(Clone)]
 struct Session {
     csrf: String,
+    service: Arc<Service>,
+    /// Where the space's pages are: `/ui` or `/ui/s/<name>`.
+    base: String,
 }
 
-/// The routes under `/ui` (nest them there), for a server on `port` that requires `token`.
-pub fn router(service: Arc<Service>, port: u16, token: Option<Arc<str>>) -> Router {
-    let ui = Ui { service, sessions: Arc::default(), cookie: Arc::from(format!("memfold-{port}")), token };
-    let pages = Router::new()
+/// The `{id}` of a page's path, at `/ui/…` and at `/ui/s/{space}/…` alike.
+pub(super) struct Id(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Id {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Id, Response> {
+        let axum::extract::Path(mut params) =
+            axum::extract::Path::<std::collections::HashMap<String, String>>::from_request_parts(parts, state)
+                .await
+                .map_err(IntoResponse::into_response)?;
+        params.remove("id").map(Id).ok_or_else(|| StatusCode::NOT_FOUND.into_response())
+    }
+}
+
+/// The routes under `/ui` (nest them there), for a server on `port` over `spaces`.
+pub fn router(spaces: Arc<Spaces>, port: u16) -> Router {
+    let ui = Ui { spaces, sessions: Arc::default(), cookie: Arc::from(format!("memfold-{port}")) };
+    let pages: Router<Ui> = Router::new()
         .route("/", get(inbox))
         .route("/plans/{id}", get(plan))
         .route("/plans/{id}/diff", get(plan_diff))
@@ -86,7 +104,10 @@ pub fn router(service: Arc<Service>, port: u16, token: Option<Arc<str>>) -> Rout
         .route("/entries/{id}/unpin", post(unpin))
         .route("/entries/{id}/forget", get(forget_page).post(forget))
         .route("/facts/{id}", get(fact))
-        .route("/search", get(search))
+        .route("/search", get(search));
+    let pages = Router::new()
+        .merge(pages.clone())
+        .nest("/s/{space}", pages)
         .layer(middleware::from_fn_with_state(ui.clone(), signed_in));
     Router::new()
         .merge(pages)
@@ -134,39 +155,87 @@ fn session_cookie(ui: &Ui, id: &str) -> HeaderValue {
     HeaderValue::from_str(&cookie.to_string()).expect("hex ids make a valid header")
 }
 
-/// Let signed-in browsers through (and, on a server without a token, sign a new one in);
-/// send the others to the sign-in page.
+/// Let signed-in browsers through to their space's pages (and, on a server without a token,
+/// sign a new one in); send the others to the sign-in page. A space's session may not name a
+/// space (`/ui/s/…`: 403); an operator's must, and is shown the spaces to pick from otherwise.
 async fn signed_in(State(ui): State<Ui>, mut request: Request, next: Next) -> Response {
-    let known = cookie_value(request.headers(), &ui.cookie).and_then(|id| ui.sessions.csrf(&id));
-    match known {
-        Some(csrf) => {
-            request.extensions_mut().insert(Session { csrf });
-            next.run(request).await
+    let known = cookie_value(request.headers(), &ui.cookie).and_then(|id| ui.sessions.get(&id));
+    let (csrf, access, new) = match known {
+        Some((csrf, access)) => (csrf, access, None),
+        None if !ui.spaces.needs_token() => {
+            let access = Access::Space(String::new());
+            let (id, csrf) = ui.sessions.create(access.clone());
+            (csrf, access, Some(id))
         }
-        None if ui.token.is_none() => {
-            let (id, csrf) = ui.sessions.create();
-            request.extensions_mut().insert(Session { csrf });
-            let mut response = next.run(request).await;
-            response.headers_mut().append(header::SET_COOKIE, session_cookie(&ui, &id));
-            response
+        None => return Redirect::to("/ui/login").into_response(),
+    };
+    let named = request.uri().path().strip_prefix("/s/").map(|rest| rest.split('/').next().unwrap_or("").to_string());
+    let space = match (access, named.clone()) {
+        (Access::Space(_), Some(_)) => {
+            let message = "This sign-in reaches its own space only; sign in with the home's code to pick a space.";
+            return (StatusCode::FORBIDDEN, Html(format!("<!doctype html><title>Refused</title><p>{message}</p>")))
+                .into_response();
         }
-        None => Redirect::to("/ui/login").into_response(),
+        (Access::Space(own), None) => own,
+        (Access::Operator, Some(name)) => name,
+        // The operator's pages are a space's: any other page shows the spaces to pick from.
+        (Access::Operator, None) => return picker(&ui).await,
+    };
+    let base = named.map_or_else(|| "/ui".to_string(), |name| format!("/ui/s/{name}"));
+    let service = match ui.spaces.service(&space, false).await {
+        Ok(service) => service,
+        Err(e) => {
+            let message = askama::filters::escape(e.to_string(), askama::filters::Html)
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            return (status_of(e.kind()), Html(format!("<!doctype html><title>Unavailable</title><p>{message}</p>")))
+                .into_response();
+        }
+    };
+    request.extensions_mut().insert(Session { csrf, service, base });
+    let mut response = next.run(request).await;
+    if let Some(id) = new {
+        response.headers_mut().append(header::SET_COOKIE, session_cookie(&ui, &id));
     }
+    response
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/spaces.html")]
+struct PickerPage {
+    css: &'static str,
+    spaces: Vec<crate::service::SpaceSummary>,
+}
+
+/// The operator's first page: the home's spaces, each a link to its pages.
+async fn picker(ui: &Ui) -> Response {
+    PickerPage { css: CSS_PATH, spaces: ui.spaces.summaries().await }.into_response()
 }
 
 // ---- pieces every page has --------------------------------------------------------------------
 
-/// The frame of a page: the navigation, the session's CSRF token, a message after an action.
+/// The frame of a page: the navigation, the session's CSRF token, where the space's pages are,
+/// a message after an action.
 struct Nav {
     current: &'static str,
     csrf: String,
     css: &'static str,
+    base: String,
+    /// The space, for a home's pages.
+    space: String,
     flash: Option<String>,
 }
 
 impl Nav {
     fn new(current: &'static str, session: &Session, done: &Done) -> Nav {
-        Nav { current, csrf: session.csrf.clone(), css: CSS_PATH, flash: done.message() }
+        Nav {
+            current,
+            csrf: session.csrf.clone(),
+            css: CSS_PATH,
+            base: session.base.clone(),
+            space: session.service.name().to_string(),
+            flash: done.message(),
+        }
     }
 }
 
@@ -284,40 +353,43 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
 struct LoginPage {
     css: &'static str,
     code: Option<String>,
+    /// The space whose code it is ("" for a lone root's or a home operator's).
+    space: String,
     message: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct LoginParams {
     code: Option<String>,
+    space: Option<String>,
 }
 
 /// Shows a button; opening the address does not use the code up (link previews and
 /// prefetchers open addresses too).
 async fn login_page(Query(params): Query<LoginParams>) -> Response {
     let code = params.code.filter(|c| !c.is_empty() && c.len() <= 128);
-    LoginPage { css: CSS_PATH, code, message: None }.into_response()
+    let space = params.space.filter(|s| crate::store::home::check_name(s).is_ok()).unwrap_or_default();
+    LoginPage { css: CSS_PATH, code, space, message: None }.into_response()
 }
 
 async fn login(State(ui): State<Ui>, Form(fields): Form<Vec<(String, String)>>) -> Response {
+    // A code is looked up among the codes of the space it names (or the root's or home's):
+    // naming another space finds no code there.
     let by_code = match field(&fields, "code") {
-        Some(code) => ui.service.sign_in(code).await,
-        None => false,
+        Some(code) => ui.spaces.sign_in(field(&fields, "space").unwrap_or(""), code).await,
+        None => None,
     };
-    let by_token = match (field(&fields, "token"), &ui.token) {
-        (Some(given), Some(token)) => crate::service::token::same(given.trim().as_bytes(), token.as_bytes()),
-        _ => false,
-    };
-    if !(by_code || by_token) {
+    let by_token = field(&fields, "token").and_then(|given| ui.spaces.access(Some(given)));
+    let Some(access) = by_code.or(by_token) else {
         let message = if field(&fields, "code").is_some() {
             "That sign-in address was used already or is more than 2 minutes old: run `memfold ui` for a new one."
         } else {
             "Wrong token."
         };
-        let page = LoginPage { css: CSS_PATH, code: None, message: Some(message.into()) };
+        let page = LoginPage { css: CSS_PATH, code: None, space: String::new(), message: Some(message.into()) };
         return (StatusCode::FORBIDDEN, page).into_response();
-    }
-    let (id, _) = ui.sessions.create();
+    };
+    let (id, _) = ui.sessions.create(access);
     let mut response = Redirect::to("/ui").into_response();
     response.headers_mut().append(header::SET_COOKIE, session_cookie(&ui, &id));
     response

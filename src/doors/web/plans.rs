@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::memory::views::PlanDetail;
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::{Path, Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -34,8 +34,8 @@ pub(super) struct InboxPage {
     rejected: usize,
 }
 
-pub(super) async fn inbox(State(ui): State<Ui>, session: axum::Extension<Session>, done: Query<Done>) -> Response {
-    let service = &ui.service;
+pub(super) async fn inbox(session: axum::Extension<Session>, done: Query<Done>) -> Response {
+    let service = &session.service;
     let (status, plans) = match (service.status(DOOR).await, service.plans(DOOR).await) {
         (Ok(status), Ok(plans)) => (status.status, plans),
         (Err(e), _) | (_, Err(e)) => return error_page(&e, &session, "Inbox"),
@@ -140,7 +140,7 @@ impl PlanPage {
 
     /// The address of the page showing group `n` in full.
     fn group_link(&self, n: usize) -> String {
-        format!("/ui/plans/{}?from={}#g{n}", self.id, (n - 1) / GROUPS_PER_PAGE * GROUPS_PER_PAGE + 1)
+        format!("{}/plans/{}?from={}#g{n}", self.nav.base, self.id, (n - 1) / GROUPS_PER_PAGE * GROUPS_PER_PAGE + 1)
     }
 }
 
@@ -250,13 +250,12 @@ pub(super) fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert
 }
 
 pub(super) async fn plan(
-    State(ui): State<Ui>,
     session: axum::Extension<Session>,
-    Path(id): Path<String>,
+    Id(id): Id,
     done: Query<Done>,
     window: Query<Window>,
 ) -> Response {
-    match ui.service.plan(DOOR, &id).await {
+    match session.service.plan(DOOR, &id).await {
         Ok(detail) => plan_page(detail, window.from, Nav::new("inbox", &session, &done), None).into_response(),
         Err(e) => error_page(&e, &session, "Plan"),
     }
@@ -271,12 +270,8 @@ pub(super) struct PlanDiffPage {
 }
 
 /// A plan's whole change to `memory.md` as a unified diff.
-pub(super) async fn plan_diff(
-    State(ui): State<Ui>,
-    session: axum::Extension<Session>,
-    Path(id): Path<String>,
-) -> Response {
-    match ui.service.plan(DOOR, &id).await {
+pub(super) async fn plan_diff(session: axum::Extension<Session>, Id(id): Id) -> Response {
+    match session.service.plan(DOOR, &id).await {
         Ok(detail) => PlanDiffPage {
             nav: Nav::new("inbox", &session, &Done::default()),
             id: detail.plan.id.clone(),
@@ -289,13 +284,14 @@ pub(super) async fn plan_diff(
 
 /// Apply all, apply the checked groups and reject the rest, or reject all.
 pub(super) async fn decide(
-    State(ui): State<Ui>,
     session: axum::Extension<Session>,
-    Path(id): Path<String>,
+    Id(id): Id,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
     let result = match field(&fields, "action") {
-        Some("reject") => ui.service.reject_plan(DOOR, &id).await.map(|_| "/ui?done=rejected".to_string()),
+        Some("reject") => {
+            session.service.reject_plan(DOOR, &id).await.map(|_| format!("{}?done=rejected", session.base))
+        }
         action @ (Some("all") | Some("checked")) => {
             let groups = match action {
                 Some("checked") => {
@@ -312,11 +308,11 @@ pub(super) async fn decide(
                 _ => Ok(None),
             };
             match groups {
-                Ok(groups) => ui
+                Ok(groups) => session
                     .service
                     .apply_plan(DOOR, &id, groups)
                     .await
-                    .map(|a| format!("/ui/runs?done=applied&run={}&n={}", a.run, a.rejected.len())),
+                    .map(|a| format!("{}/runs?done=applied&run={}&n={}", session.base, a.run, a.rejected.len())),
                 Err(e) => Err(e),
             }
         }
@@ -325,7 +321,7 @@ pub(super) async fn decide(
     match result {
         Ok(to) => Redirect::to(&to).into_response(),
         // Shown on the plan itself, with the entries in the way linked.
-        Err(e) => match ui.service.plan(DOOR, &id).await {
+        Err(e) => match session.service.plan(DOOR, &id).await {
             Ok(detail) => {
                 let nav = Nav::new("inbox", &session, &Done::default());
                 let page = plan_page(detail, None, nav, Some(Alert::from(&e)));

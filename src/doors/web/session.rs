@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::service::Access;
 use crate::store::content_hash;
 use crate::sys::random_hex;
 
@@ -19,6 +20,8 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 
 struct Session {
     csrf: String,
+    /// Who signed in: a space, or a home's operator.
+    access: Access,
     used: Instant,
 }
 
@@ -29,8 +32,8 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// A new session: its id (for the cookie) and its CSRF token.
-    pub fn create(&self) -> (String, String) {
+    /// A new session of `access`: its id (for the cookie) and its CSRF token.
+    pub fn create(&self, access: Access) -> (String, String) {
         let (id, csrf) = (random_hex(), random_hex());
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, s| s.used.elapsed() < SESSION_IDLE);
@@ -41,18 +44,18 @@ impl Sessions {
                 None => break,
             };
         }
-        map.insert(content_hash(&id), Session { csrf: csrf.clone(), used: Instant::now() });
+        map.insert(content_hash(&id), Session { csrf: csrf.clone(), access, used: Instant::now() });
         (id, csrf)
     }
 
-    /// The CSRF token of the session `id`, if it is signed in; marks it used.
-    pub fn csrf(&self, id: &str) -> Option<String> {
+    /// The CSRF token and the access of the session `id`, if it is signed in; marks it used.
+    pub fn get(&self, id: &str) -> Option<(String, Access)> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let key = content_hash(id);
         match map.get_mut(&key) {
             Some(s) if s.used.elapsed() < SESSION_IDLE => {
                 s.used = Instant::now();
-                Some(s.csrf.clone())
+                Some((s.csrf.clone(), s.access.clone()))
             }
             Some(_) => {
                 map.remove(&key);
@@ -70,12 +73,12 @@ mod tests {
     #[test]
     fn sessions_are_found_by_id_and_bounded() {
         let sessions = Sessions::default();
-        let (id, csrf) = sessions.create();
-        assert_eq!(sessions.csrf(&id), Some(csrf));
-        assert_eq!(sessions.csrf(&random_hex()), None);
+        let (id, csrf) = sessions.create(Access::Space("me".into()));
+        assert_eq!(sessions.get(&id), Some((csrf, Access::Space("me".into()))));
+        assert_eq!(sessions.get(&random_hex()), None);
         for _ in 0..MAX_SESSIONS {
-            sessions.create();
+            sessions.create(Access::Operator);
         }
-        assert_eq!(sessions.csrf(&id), None, "the least recently used went first");
+        assert_eq!(sessions.get(&id), None, "the least recently used went first");
     }
 }

@@ -52,17 +52,6 @@ pub trait Embedder: Send + Sync {
     fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
 }
 
-/// Build the configured embedder; MiniLM and OpenAI vectors are cached under `cache_dir`
-/// (normally `<root>/.memfold/embed-cache/`).
-pub fn from_config(cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
-    let inner: Arc<dyn Embedder> = match chosen(cfg).0 {
-        Chosen::Local => return Ok(Arc::new(LocalEmbedder::new(cfg.local_dim))),
-        Chosen::Minilm(dir) => Arc::new(MiniLmEmbedder::load(&dir, cfg.batch_size)?),
-        Chosen::Openai => Arc::new(remote::OpenAiEmbedder::from_config(cfg)?),
-    };
-    Ok(Arc::new(CachedEmbedder::open(inner, cache_dir)?))
-}
-
 /// The embedder a configuration runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Chosen {
@@ -123,14 +112,32 @@ pub fn chosen(cfg: &EmbeddingConfig) -> (Chosen, String) {
     }
 }
 
-/// [`from_config`], but an `openai` endpoint is asked once first so that its dimension (and so
-/// its `id()`) is known before an index is opened with it; a dead endpoint fails here, clearly.
+/// The configured embedder, its vectors cached under `cache_dir` (normally
+/// `<root>/.memfold/embed-cache/`; the local embedder goes without). An `openai` endpoint is
+/// asked once first so that its dimension (and so its `id()`) is known before an index is
+/// opened with it; a dead endpoint fails here, clearly.
+#[cfg(test)]
 pub async fn connect(cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
-    if chosen(cfg).0 != Chosen::Openai {
-        return from_config(cfg, cache_dir);
+    cached(model(cfg).await?, cache_dir)
+}
+
+/// The model `cfg` runs, loaded (MiniLM) or connected (an endpoint, whose dimension is asked),
+/// without a cache: one can serve many roots ([`crate::models::Models`]).
+pub async fn model(cfg: &EmbeddingConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
+    Ok(match chosen(cfg).0 {
+        Chosen::Local => Arc::new(LocalEmbedder::new(cfg.local_dim)),
+        Chosen::Minilm(dir) => Arc::new(MiniLmEmbedder::load(&dir, cfg.batch_size)?),
+        Chosen::Openai => Arc::new(remote::OpenAiEmbedder::connect(cfg).await?),
+    })
+}
+
+/// `model` with a vector cache in `cache_dir`; the local embedder, cheaper than a cache
+/// lookup, goes without one.
+pub fn cached(model: Arc<dyn Embedder>, cache_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
+    if model.id().starts_with("local:") {
+        return Ok(model);
     }
-    let inner: Arc<dyn Embedder> = Arc::new(remote::OpenAiEmbedder::connect(cfg).await?);
-    Ok(Arc::new(CachedEmbedder::open(inner, cache_dir)?))
+    Ok(Arc::new(CachedEmbedder::open(model, cache_dir)?))
 }
 
 /// Cosine similarity; 0 when either vector is all zeros.
@@ -536,10 +543,10 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), HEADER_LEN + 32 + 4 * 64);
     }
 
-    #[test]
-    fn factory_builds_local_uncached_and_reports_missing_model() {
+    #[tokio::test]
+    async fn factory_builds_local_uncached_and_reports_missing_model() {
         let dir = tempfile::tempdir().unwrap();
-        let local = from_config(&EmbeddingConfig::default(), dir.path()).unwrap();
+        let local = connect(&EmbeddingConfig::default(), dir.path()).await.unwrap();
         assert_eq!(local.id(), "local:v1:384");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "local is not cached");
         let cfg = EmbeddingConfig {
@@ -547,7 +554,7 @@ mod tests {
             model_dir: dir.path().join("nope").display().to_string(),
             ..EmbeddingConfig::default()
         };
-        let Err(err) = from_config(&cfg, dir.path()) else { panic!("missing model loaded") };
+        let Err(err) = connect(&cfg, dir.path()).await else { panic!("missing model loaded") };
         assert!(matches!(err, EmbedError::ModelMissing(_)), "{err}");
     }
 }

@@ -72,8 +72,10 @@ impl Fact {
     }
 }
 
-/// A fact to be appended.
+/// A fact to be appended. An unknown field is refused (a misspelt `source` is not dropped
+/// silently, and no field can name another space).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NewFact {
     pub text: String,
     #[serde(default)]

@@ -1,0 +1,691 @@
+//! The spaces one daemon serves: a lone root, or every space of a home, each behind its own
+//! [`Service`], opened when first asked for and closed when idle.
+//!
+//! **The token decides the space.** Each space has a token of its own (`.memfold/token` in its
+//! root); it opens that space and nothing else ([`Access::Space`]). A home also has the
+//! operator's token (`<home>/.memfold/token`), which reaches any space when the request names
+//! it ([`Access::Operator`]). Nothing else a client sends selects a space: the doors ask
+//! [`Spaces::access`] who the token is and never read a space from a path, a parameter or a
+//! tool's arguments (the HTTP door's `/spaces/<name>/` prefix is for the operator alone).
+//!
+//! **Resources.** At most `spaces.max_open` spaces are open at once; opening one more closes
+//! the least recently used idle one (one a request or a pass still holds stays open). A space
+//! opens with the models the others use ([`Models`]: one embedder model, one chat client), one
+//! file watcher serves them all, and one scheduler runs their passes. Opening takes the
+//! space's serve lock, so no second daemon serves it meanwhile. A space that fails to open
+//! answers with an error naming it; the others keep serving.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use super::Service;
+use super::metrics::{Gauges, Metrics, SpaceGauges};
+use super::scheduler::{self, PassRequest, SchedulerWorker};
+use super::token;
+use super::watch::WatchHandle;
+use crate::config::{Config, Overrides};
+use crate::error::Error;
+use crate::memory::Memory;
+use crate::models::Models;
+use crate::store::home::Home;
+use crate::store::{Root, content_hash};
+use crate::sys::lock::LockGuard;
+
+/// Who a bearer token lets in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// One space (by name; the empty name is a lone root), and nothing else.
+    Space(String),
+    /// A home's operator: any space the request names.
+    Operator,
+}
+
+/// What a daemon serves.
+enum Served {
+    /// One root (`--root`): one space, named "".
+    Root,
+    /// The spaces of a home (`--home`).
+    Home(Home),
+}
+
+/// An open space.
+struct Open {
+    name: String,
+    service: Arc<Service>,
+    /// When a request last asked for the space.
+    used: Instant,
+    /// Dropped when the space closes: its indexer stops.
+    _stop: watch::Sender<bool>,
+    /// The space's serve lock, in a home.
+    _lock: Option<LockGuard>,
+}
+
+/// One space in the listing (`memfold spaces`, `GET /spaces`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SpaceSummary {
+    pub name: String,
+    pub entries: usize,
+    pub pending_facts: usize,
+    pub last_pass: Option<DateTime<Utc>>,
+    /// Bytes of everything in the space's folder, the index included.
+    pub disk_bytes: u64,
+    /// The newest change to its archive, `memory.md` or recall log (a write or a search).
+    pub last_use: Option<DateTime<Utc>>,
+    pub shared: bool,
+    pub open: bool,
+}
+
+/// The spaces of a daemon (or of `memfold mcp`).
+pub struct Spaces {
+    served: Served,
+    /// The home's configuration (for a lone root, the root's).
+    config: Config,
+    me: Weak<Spaces>,
+    open: Mutex<Vec<Open>>,
+    /// One opening at a time, so a space is never opened twice.
+    opening: tokio::sync::Mutex<()>,
+    /// sha256 of a token → who it lets in.
+    tokens: RwLock<HashMap<String, Access>>,
+    models: Arc<Models>,
+    metrics: Arc<Metrics>,
+    passes: mpsc::Sender<PassRequest>,
+    /// When each space's gate was first seen open (the oldest goes first).
+    gates: Mutex<Gates>,
+    watcher: Mutex<Option<WatchHandle>>,
+    /// Whether spaces hold their rows in memory and index in the background (a daemon).
+    daemon: bool,
+    started: Instant,
+    started_at: DateTime<Utc>,
+    /// The last summaries `/metrics` read, and when.
+    summaries: Mutex<Option<(Instant, Vec<SpaceSummary>)>>,
+    /// Searches answered from held vectors by spaces since closed (`/metrics` counts on).
+    retired_held_searches: std::sync::atomic::AtomicU64,
+    /// The indexers of the open spaces (each stops when its space closes).
+    indexers: Mutex<tokio::task::JoinSet<()>>,
+}
+
+/// When each space's gate was first seen open, and when each space last passed: the order in
+/// which the scheduler runs the spaces whose gates are open.
+#[derive(Default)]
+struct Gates {
+    opened: HashMap<String, Instant>,
+    passed: HashMap<String, Instant>,
+}
+
+impl Gates {
+    /// `open` (the spaces whose gates a tick at `now` found open) in the order their passes go:
+    /// the gate open longest first; among gates seen open at the same tick, the space that
+    /// passed least recently (or never) first.
+    fn order(&mut self, mut open: Vec<String>, now: Instant) -> Vec<String> {
+        self.opened.retain(|name, _| open.contains(name));
+        for name in &open {
+            self.opened.entry(name.clone()).or_insert(now);
+        }
+        open.sort_by_key(|name| (self.opened[name], self.passed.get(name).copied()));
+        open
+    }
+}
+
+/// Whether space `from` may share an entry into space `to` of the home configured by `home`
+/// (None: a lone root, which has no spaces to share into).
+pub fn check_share(home: Option<&Config>, from: &str, to: &str) -> Result<(), Error> {
+    let Some(config) = home else {
+        return Err(Error::BadInput(
+            "share copies an entry into a shared space of a home: a lone root has none (memfold --home DIR --space NAME)"
+                .into(),
+        ));
+    };
+    if !config.spaces.shared.iter().any(|s| s == to) {
+        return Err(Error::Forbidden(format!(
+            "{to:?} is not a shared space of this home: entries are shared into the spaces of [spaces] shared"
+        )));
+    }
+    if to == from {
+        return Err(Error::BadInput(format!("the entry is in space {to} already")));
+    }
+    Ok(())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Spaces {
+    /// The spaces of a lone root, whose `memory` is already open, and the worker that runs its
+    /// passes. `daemon`: the passes also run on the interval (`memfold serve`) rather than only
+    /// when asked (`memfold mcp`), and the root holds its rows and indexes in the background.
+    pub fn root(memory: Memory, daemon: bool) -> (Arc<Spaces>, SchedulerWorker) {
+        let config = memory.config().clone();
+        let (spaces, worker) = Spaces::new(Served::Root, config, daemon);
+        let service = spaces.service_over(String::new(), memory);
+        let stop = spaces.start_space(&service);
+        lock(&spaces.open).push(Open { name: String::new(), service, used: Instant::now(), _stop: stop, _lock: None });
+        (spaces, worker)
+    }
+
+    /// The spaces of the home of `memory`, a space already open (`memfold --space S mcp`): its
+    /// searches read the home's shared spaces too. Nothing here serves the home, so no serve
+    /// lock is taken; the shared spaces are read as `memfold search` reads them.
+    /// Without a home, as [`Spaces::root`].
+    pub fn space(memory: Memory) -> (Arc<Spaces>, SchedulerWorker) {
+        let config = memory.config().clone();
+        let (Some(dir), Some(name)) = (config.home.clone(), config.space.clone()) else {
+            return Spaces::root(memory, false);
+        };
+        let (spaces, worker) = Spaces::new(Served::Home(Home::new(dir)), config, false);
+        let service = spaces.service_over(name.clone(), memory);
+        let stop = spaces.start_space(&service);
+        lock(&spaces.open).push(Open { name, service, used: Instant::now(), _stop: stop, _lock: None });
+        (spaces, worker)
+    }
+
+    /// The spaces of the home `config` names (its home's configuration), none open yet.
+    pub fn home(config: Config) -> Result<(Arc<Spaces>, SchedulerWorker), Error> {
+        let dir = config.home.clone().ok_or_else(|| Error::BadInput("no home given (--home DIR)".into()))?;
+        let home = Home::new(dir);
+        home.check_not_a_root().map_err(Error::BadInput)?;
+        home.init().map_err(|source| Error::Read { path: home.dir().display().to_string(), source })?;
+        Ok(Spaces::new(Served::Home(home), config, true))
+    }
+
+    fn new(served: Served, config: Config, daemon: bool) -> (Arc<Spaces>, SchedulerWorker) {
+        let (sender, receiver) = scheduler::channel();
+        let spaces = Arc::new_cyclic(|me| Spaces {
+            served,
+            config,
+            me: me.clone(),
+            open: Mutex::new(Vec::new()),
+            opening: tokio::sync::Mutex::new(()),
+            tokens: RwLock::new(HashMap::new()),
+            models: Arc::default(),
+            metrics: Arc::default(),
+            passes: sender,
+            gates: Mutex::default(),
+            watcher: Mutex::new(None),
+            daemon,
+            started: Instant::now(),
+            started_at: Utc::now(),
+            summaries: Mutex::new(None),
+            retired_held_searches: std::sync::atomic::AtomicU64::new(0),
+            indexers: Mutex::new(tokio::task::JoinSet::new()),
+        });
+        let worker = SchedulerWorker::new(spaces.clone(), receiver, daemon);
+        (spaces, worker)
+    }
+
+    /// The home's configuration (a lone root's own).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The daemon's counters, for a worker that outlives a borrow (the HTTP listener).
+    pub fn metrics_handle(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Whether this is a home (rather than a lone root).
+    pub fn is_home(&self) -> bool {
+        matches!(self.served, Served::Home(_))
+    }
+
+    /// The folder served: the root, or the home.
+    pub fn dir(&self) -> &std::path::Path {
+        match &self.served {
+            Served::Root => &self.config.root,
+            Served::Home(home) => home.dir(),
+        }
+    }
+
+    /// When the daemon started.
+    pub fn started(&self) -> (Instant, DateTime<Utc>) {
+        (self.started, self.started_at)
+    }
+
+    /// A number that changes whenever the daemon serves a call, runs a pass or refreshes or
+    /// settles an index, and stands still while it is idle.
+    pub fn activity(&self) -> u64 {
+        self.metrics.activity()
+    }
+
+    /// Have new spaces watched by `watcher` (and the ones already open).
+    pub fn watch_with(&self, watcher: WatchHandle) -> Result<(), super::watch::WatchError> {
+        for open in lock(&self.open).iter() {
+            watcher.add(&open.name, open.service.root_dir())?;
+        }
+        *lock(&self.watcher) = Some(watcher);
+        Ok(())
+    }
+
+    // ---- who may do what ------------------------------------------------------------------
+
+    /// Read every token: each space's (made if missing) and, for a home, the operator's
+    /// (or `server.token_env`'s). A lone root with `server.auth = false` needs none.
+    pub fn load_tokens(&self, addr: Option<std::net::SocketAddr>) -> Result<(), token::TokenError> {
+        let mut tokens = HashMap::new();
+        match &self.served {
+            Served::Root => {
+                if let token::Auth::Token { token, .. } =
+                    token::resolve(&self.config, &Root::new(&self.config.root), addr)?
+                {
+                    tokens.insert(content_hash(&token), Access::Space(String::new()));
+                }
+            }
+            Served::Home(home) => {
+                let operator = match self.config.server_token_env() {
+                    Some(token) => token,
+                    None if !self.config.server.token_env.is_empty() => {
+                        return Err(token::TokenError::EnvMissing { var: self.config.server.token_env.clone() });
+                    }
+                    None => token::ensure(&home.token_file())?,
+                };
+                tokens.insert(content_hash(&operator), Access::Operator);
+                for name in home.names() {
+                    let root = home.space(&name).expect("listed names are valid");
+                    tokens.insert(content_hash(token::ensure(&root.token_file())?), Access::Space(name));
+                }
+            }
+        }
+        *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = tokens;
+        Ok(())
+    }
+
+    /// Whether requests need a token (every home does; a lone root unless `server.auth = false`).
+    pub fn needs_token(&self) -> bool {
+        !self.tokens.read().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
+    /// Who `token` lets in; None for a token no space has (or a missing one where one is needed).
+    /// A lone root served without a token lets everyone into its one space.
+    pub fn access(&self, token: Option<&str>) -> Option<Access> {
+        let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+        if tokens.is_empty() {
+            return matches!(self.served, Served::Root).then(|| Access::Space(String::new()));
+        }
+        tokens.get(&content_hash(token?.trim())).cloned()
+    }
+
+    /// Consume a review-page sign-in code minted for `space` ("" for a lone root's, or a home
+    /// operator's): who it signs in, once, while it is fresh. A code is looked up only among
+    /// the codes of the space named, so naming another space finds nothing.
+    pub async fn sign_in(&self, space: &str, code: &str) -> Option<Access> {
+        let (dir, access) = match (&self.served, space) {
+            (Served::Root, "") => (Root::new(&self.config.root).codes_dir(), Access::Space(String::new())),
+            (Served::Root, _) => return None,
+            (Served::Home(home), "") => (home.codes_dir(), Access::Operator),
+            (Served::Home(home), name) => (home.space(name).ok()?.codes_dir(), Access::Space(name.to_string())),
+        };
+        let code = code.to_string();
+        crate::blocking(move || crate::store::signin::consume_code(&dir, &code)).await.then_some(access)
+    }
+
+    // ---- spaces ---------------------------------------------------------------------------
+
+    /// The names of the spaces: every space of a home, or the lone root's "".
+    pub fn names(&self) -> Vec<String> {
+        match &self.served {
+            Served::Root => vec![String::new()],
+            Served::Home(home) => home.names(),
+        }
+    }
+
+    /// The configuration of space `name`: the home's, with the space's own file over it.
+    pub fn config_of(&self, name: &str) -> Result<Config, Error> {
+        match &self.served {
+            Served::Root => Ok(self.config.clone()),
+            Served::Home(home) => {
+                let flags = Overrides {
+                    home: Some(home.dir().to_path_buf()),
+                    space: Some(name.to_string()),
+                    ..Default::default()
+                };
+                Config::load(&flags)
+                    .map_err(|e| Error::SpaceUnavailable { space: name.to_string(), message: e.to_string() })
+            }
+        }
+    }
+
+    /// The service of space `name`, opened if it is not open yet. `create`: a space a home does
+    /// not have yet is made (when `spaces.auto_create` is on).
+    pub async fn service(&self, name: &str, create: bool) -> Result<Arc<Service>, Error> {
+        if let Some(service) = self.find_open(name) {
+            return Ok(service);
+        }
+        let _one = self.opening.lock().await;
+        if let Some(service) = self.find_open(name) {
+            return Ok(service);
+        }
+        let Served::Home(home) = &self.served else {
+            return Err(Error::NoSpace(name.to_string()));
+        };
+        let root = home.space(name).map_err(Error::BadInput)?;
+        if !root.is_initialized() {
+            if !(create && self.config.spaces.auto_create) {
+                return Err(Error::NoSpace(name.to_string()));
+            }
+            self.create(name)?;
+        }
+        let unavailable = |message: String| Error::SpaceUnavailable { space: name.to_string(), message };
+        let config = self.config_of(name)?;
+        // A daemon serves the space alone; `memfold mcp` only reads a shared space.
+        let serve_lock = match self.daemon {
+            true => Some(
+                LockGuard::try_acquire(&root.serve_lock(), "memfold serve").map_err(|e| unavailable(e.to_string()))?,
+            ),
+            false => None,
+        };
+        let memory = Memory::open_with(config, self.models.clone()).await.map_err(|e| unavailable(e.to_string()))?;
+        let service = self.service_over(name.to_string(), memory);
+        let stop_tx = self.start_space(&service);
+        if let Some(watcher) = lock(&self.watcher).as_ref()
+            && let Err(e) = watcher.add(name, root.dir())
+        {
+            tracing::warn!(space = name, error = %e, "cannot watch the space's files; searches catch up when it reopens");
+        }
+        tracing::info!(space = name, "space opened");
+        let used = Instant::now();
+        self.insert(Open { name: name.to_string(), service: service.clone(), used, _stop: stop_tx, _lock: serve_lock });
+        Ok(service)
+    }
+
+    /// Make space `name` in the home (a root, with its token).
+    pub fn create(&self, name: &str) -> Result<(), Error> {
+        let Served::Home(home) = &self.served else { return Err(Error::NoSpace(name.to_string())) };
+        let root = home.space(name).map_err(Error::BadInput)?;
+        root.init().map_err(|source| Error::Read { path: root.dir().display().to_string(), source })?;
+        let token = token::ensure(&root.token_file()).map_err(|e| Error::Other(e.to_string()))?;
+        self.tokens
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(content_hash(token), Access::Space(name.to_string()));
+        tracing::info!(space = name, "space made");
+        Ok(())
+    }
+
+    /// In a daemon: have a space just opened hold its rows, catch up with what changed while
+    /// it was closed, and index in the background until the returned sender is dropped.
+    fn start_space(&self, service: &Service) -> watch::Sender<bool> {
+        let (stop_tx, stop) = watch::channel(false);
+        if self.daemon {
+            service.hold_rows();
+            service.mark_dirty();
+            lock(&self.indexers).spawn(super::workers::indexer_worker(service.indexing(), stop));
+        }
+        stop_tx
+    }
+
+    /// Close every space and wait for their indexers (the daemon's shutdown).
+    pub async fn close_all(&self) {
+        lock(&self.open).clear();
+        let mut indexers = std::mem::take(&mut *lock(&self.indexers));
+        while indexers.join_next().await.is_some() {}
+    }
+
+    // ---- the daemon's own files -----------------------------------------------------------
+
+    /// The serve lock of the root or the home: one daemon at a time.
+    pub fn serve_lock(&self) -> Result<LockGuard, crate::sys::lock::LockError> {
+        let path = match &self.served {
+            Served::Root => Root::new(&self.config.root).serve_lock(),
+            Served::Home(home) => home.serve_lock(),
+        };
+        LockGuard::try_acquire(&path, "memfold serve")
+    }
+
+    /// Record where the daemon listens, or, with None, that it stopped ([`crate::store::listening`]).
+    pub fn announce(&self, addr: Option<std::net::SocketAddr>) {
+        let file = match &self.served {
+            Served::Root => Root::new(&self.config.root).listening_file(),
+            Served::Home(home) => home.listening_file(),
+        };
+        match addr {
+            Some(addr) => {
+                if let Err(e) = crate::store::listening::Listening::write_to(&file, addr) {
+                    tracing::warn!(error = %e, "could not record where the daemon listens");
+                }
+            }
+            None => crate::store::listening::Listening::remove_from(&file),
+        }
+    }
+
+    /// Log which files other accounts can read or change.
+    pub fn warn_if_exposed(&self) {
+        let dir = self.dir();
+        let exposed = crate::sys::access::exposed(dir);
+        if !exposed.is_empty() {
+            let files: Vec<String> = exposed.iter().map(|e| format!("{} ({:o})", e.path, e.mode)).collect();
+            tracing::warn!(
+                files = %files.join(", "),
+                fix = %crate::sys::access::fix_for(dir),
+                "other accounts on this machine can read or change these memory files"
+            );
+        }
+    }
+
+    fn service_over(&self, name: String, memory: Memory) -> Arc<Service> {
+        Service::new(name, memory, self.metrics.clone(), self.passes.clone(), self.me.clone(), self.started())
+    }
+
+    fn find_open(&self, name: &str) -> Option<Arc<Service>> {
+        let mut open = lock(&self.open);
+        let at = open.iter().position(|o| o.name == name)?;
+        let mut space = open.remove(at);
+        space.used = Instant::now();
+        let service = space.service.clone();
+        open.push(space); // most recently used last
+        Some(service)
+    }
+
+    /// Add an open space, closing the least recently used idle ones past `spaces.max_open`.
+    fn insert(&self, space: Open) {
+        let closed: Vec<Open> = {
+            let mut open = lock(&self.open);
+            open.push(space);
+            let mut closed = Vec::new();
+            let mut at = 0;
+            while open.len() > self.config.spaces.max_open.max(1) && at < open.len() - 1 {
+                // Idle: nothing but this list holds its service.
+                if Arc::strong_count(&open[at].service) == 1 {
+                    closed.push(open.remove(at));
+                } else {
+                    at += 1;
+                }
+            }
+            closed
+        };
+        self.retire(closed, "idle, past spaces.max_open");
+    }
+
+    /// Close the spaces of a home that nobody has used for `spaces.close_idle_secs` (and that
+    /// nothing holds); how many closed.
+    pub fn close_idle(&self) -> usize {
+        let idle = Duration::from_secs(self.config.spaces.close_idle_secs);
+        if !self.is_home() || idle.is_zero() {
+            return 0;
+        }
+        let closed: Vec<Open> = {
+            let mut open = lock(&self.open);
+            let (idle, busy): (Vec<Open>, Vec<Open>) = std::mem::take(&mut *open)
+                .into_iter()
+                .partition(|o| o.used.elapsed() >= idle && Arc::strong_count(&o.service) == 1);
+            *open = busy;
+            idle
+        };
+        let n = closed.len();
+        self.retire(closed, "unused for spaces.close_idle_secs");
+        n
+    }
+
+    /// Forget closed spaces: count what their indices served, stop watching them.
+    fn retire(&self, closed: Vec<Open>, why: &str) {
+        for space in closed {
+            self.retired_held_searches.fetch_add(space.service.held_searches(), std::sync::atomic::Ordering::Relaxed);
+            if let Some(watcher) = lock(&self.watcher).as_ref() {
+                watcher.remove(&space.name);
+            }
+            tracing::info!(space = %space.name, why, "space closed");
+        }
+    }
+
+    /// The service of space `name` if it is open (without opening it or counting a use).
+    pub fn open_service(&self, name: &str) -> Option<Arc<Service>> {
+        lock(&self.open).iter().find(|o| o.name == name).map(|o| o.service.clone())
+    }
+
+    /// The open services, most recently used last.
+    pub fn open_services(&self) -> Vec<Arc<Service>> {
+        lock(&self.open).iter().map(|o| o.service.clone()).collect()
+    }
+
+    /// The spaces whose gate is open now, the one whose gate has been open longest first (a
+    /// tick of the scheduler). Gates are read from each space's files without opening it.
+    pub async fn due(&self) -> Vec<String> {
+        let Some(me) = self.me.upgrade() else { return Vec::new() };
+        let now = Utc::now();
+        let open: Vec<String> = crate::blocking(move || {
+            me.names()
+                .into_iter()
+                .filter(|name| {
+                    let gate = me
+                        .config_of(name)
+                        .ok()
+                        .and_then(|config| crate::memory::status::status(&Root::new(&config.root), &config, now).ok());
+                    me.metrics.gate_checked();
+                    gate.is_some_and(|status| status.gate.open)
+                })
+                .collect()
+        })
+        .await;
+        lock(&self.gates).order(open, Instant::now())
+    }
+
+    /// A pass of space `name` ended: a gate open after it counts its age from now, so a space
+    /// that keeps receiving facts goes behind the spaces that waited.
+    pub fn passed(&self, name: &str) {
+        let mut gates = lock(&self.gates);
+        gates.opened.remove(name);
+        gates.passed.insert(name.to_string(), Instant::now());
+    }
+
+    /// Every space with its counts (blocking reads of each space's files).
+    pub async fn summaries(&self) -> Vec<SpaceSummary> {
+        let Some(me) = self.me.upgrade() else { return Vec::new() };
+        let open: Vec<String> = lock(&self.open).iter().map(|o| o.name.clone()).collect();
+        crate::blocking(move || {
+            let now = Utc::now();
+            me.names().into_iter().map(|name| summary(&me, &name, open.contains(&name), now)).collect()
+        })
+        .await
+    }
+
+    /// How long ago the daemon started.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The Prometheus text of every counter, with the gauges read from the files now: a lone
+    /// root's, or a home's summed over its spaces with the largest ones by name (read at most
+    /// every [`METRICS_FRESH`], a home's spaces being many).
+    pub async fn metrics_text(&self) -> String {
+        let mut gauges = Gauges { uptime: self.uptime(), ..Gauges::default() };
+        let open = self.open_services();
+        // A counter: the spaces closed so far keep counting in it.
+        let retired = self.retired_held_searches.load(std::sync::atomic::Ordering::Relaxed);
+        gauges.held_searches = Some(retired + open.iter().map(|s| s.held_searches()).sum::<u64>());
+        if !self.is_home()
+            && let Some(service) = open.first()
+        {
+            let status = service.gauges().await;
+            gauges.pending_facts = status.as_ref().map(|s| s.pending_facts);
+            gauges.entries = status.as_ref().map(|s| s.entries);
+        }
+        if self.is_home() {
+            let summaries = self.summaries_cached().await;
+            gauges.pending_facts = Some(summaries.iter().map(|s| s.pending_facts).sum());
+            gauges.entries = Some(summaries.iter().map(|s| s.entries).sum());
+            let mut top: Vec<(String, usize, usize)> =
+                summaries.iter().map(|s| (s.name.clone(), s.entries, s.pending_facts)).collect();
+            top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            top.truncate(self.config.spaces.metrics_top);
+            gauges.spaces = Some(SpaceGauges { all: summaries.len(), open: open.len(), top });
+        }
+        self.metrics.render(gauges)
+    }
+
+    async fn summaries_cached(&self) -> Vec<SpaceSummary> {
+        if let Some((at, summaries)) = lock(&self.summaries).as_ref()
+            && at.elapsed() < METRICS_FRESH
+        {
+            return summaries.clone();
+        }
+        let summaries = self.summaries().await;
+        *lock(&self.summaries) = Some((Instant::now(), summaries.clone()));
+        summaries
+    }
+}
+
+/// How long a home's per-space gauges are reused by `/metrics` before they are read again.
+pub const METRICS_FRESH: Duration = Duration::from_secs(30);
+
+/// One space's counts, read from its files.
+fn summary(spaces: &Spaces, name: &str, open: bool, now: DateTime<Utc>) -> SpaceSummary {
+    let config = spaces.config_of(name).ok();
+    let root = config.as_ref().map(|c| Root::new(&c.root)).unwrap_or_else(|| Root::new(spaces.dir()));
+    let status = config.as_ref().and_then(|c| crate::memory::status::status(&root, c, now).ok());
+    let modified = |path: std::path::PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let newest_day = std::fs::read_dir(root.archive_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .max();
+    let last_use = [newest_day, modified(root.memory()), modified(root.state_dir().join("recall.jsonl"))]
+        .into_iter()
+        .flatten()
+        .max()
+        .map(DateTime::<Utc>::from);
+    SpaceSummary {
+        name: name.to_string(),
+        entries: status.as_ref().map_or(0, |s| s.entries),
+        pending_facts: status.as_ref().map_or(0, |s| s.pending_facts),
+        last_pass: status.as_ref().and_then(|s| s.last_run.as_ref()).map(|r| r.finished),
+        disk_bytes: crate::store::tree_bytes(root.dir()),
+        last_use,
+        shared: spaces.config.spaces.shared.iter().any(|s| s == name),
+        open,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn gates_open_longest_go_first_and_ties_go_to_the_space_that_waited_since_its_last_pass() {
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        let mut gates = Gates::default();
+        assert_eq!(gates.order(names(&["a", "b", "c"]), at(0)), names(&["a", "b", "c"]));
+        // a passed; its gate opens again at the same tick as new ones: the others first.
+        gates.passed.insert("a".into(), at(1));
+        gates.opened.remove("a");
+        assert_eq!(gates.order(names(&["a", "b", "c", "d"]), at(2)), names(&["b", "c", "d", "a"]));
+        // c's and d's gates shut (their passes ran) and opened again later than a's: a first.
+        gates.passed.insert("c".into(), at(3));
+        gates.passed.insert("d".into(), at(3));
+        assert_eq!(gates.order(names(&["a", "b"]), at(4)), names(&["b", "a"]));
+        assert_eq!(gates.order(names(&["a", "b", "c", "d"]), at(5)), names(&["b", "a", "c", "d"]));
+    }
+}
