@@ -52,6 +52,7 @@ pub struct Config {
     pub security: SecurityConfig,
     pub time: TimeConfig,
     pub spaces: SpacesConfig,
+    pub hooks: HooksConfig,
 }
 
 impl Default for Config {
@@ -71,6 +72,7 @@ impl Default for Config {
             security: SecurityConfig::default(),
             time: TimeConfig::default(),
             spaces: SpacesConfig::default(),
+            hooks: HooksConfig::default(),
         }
     }
 }
@@ -275,6 +277,35 @@ pub struct RecallConfig {
 impl Default for RecallConfig {
     fn default() -> Self {
         RecallConfig { window_days: 30 }
+    }
+}
+
+/// The agent hooks (`memfold hook EVENT`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// Recall for a prompt only entries at least this similar to it (cosine, -1 to 1).
+    pub min_similarity: f64,
+    /// Entries recalled for a prompt, at most.
+    pub prompt_k: usize,
+    /// Characters recalled for a prompt, at most.
+    pub prompt_max_chars: usize,
+    /// Characters a session start adds to the agent's context, at most (the agents cap
+    /// hook output at 10,000).
+    pub session_start_max_chars: usize,
+    /// How long a hook waits for the daemon before it answers from the files, in milliseconds.
+    pub daemon_timeout_ms: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            min_similarity: 0.35,
+            prompt_k: 5,
+            prompt_max_chars: 2_000,
+            session_start_max_chars: 10_000,
+            daemon_timeout_ms: 1_500,
+        }
     }
 }
 

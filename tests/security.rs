@@ -149,6 +149,7 @@ async fn every_route_but_healthz_needs_the_token_memfold_token_prints() {
         ("POST", "/plans/p-1/reject"),
         ("POST", "/facts"),
         ("POST", "/turns"),
+        ("POST", "/turns/spooled"),
         ("POST", "/consolidate"),
         ("POST", "/reindex"),
         ("GET", "/metrics"),

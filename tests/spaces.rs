@@ -130,6 +130,7 @@ async fn a_space_token_reaches_its_own_and_the_shared_space_on_every_route_and_n
         (Method::POST, "/plans/{plan}/reject", None, 404),
         (Method::POST, "/reindex", Some(json!({})), 200),
         (Method::POST, "/consolidate", Some(json!({"dry_run": true, "force": true})), 200),
+        (Method::POST, "/turns/spooled", None, 202),
         // Naming another space: a path, a query parameter, a header, a body field.
         (Method::GET, "/spaces/beta/entries", None, 403),
         (Method::GET, "/spaces/beta/search?q=quokka", None, 403),

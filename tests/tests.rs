@@ -10,6 +10,7 @@ mod aspects;
 mod cli;
 mod consolidate;
 mod crash;
+mod hooks;
 mod http;
 mod index;
 mod inert;

@@ -19,6 +19,7 @@ use crate::memory::{Memory, SearchRequest};
 use crate::service::Spaces;
 use crate::service::token;
 use crate::store::Root;
+use crate::store::agents::Agent;
 use crate::store::home::Home;
 
 #[derive(Debug, Parser)]
@@ -65,8 +66,44 @@ pub enum Command {
         #[arg(long, value_name = "ADDR")]
         bind: Option<String>,
     },
-    /// Serve MCP on stdin/stdout for an agent that starts memfold as a process (until stdin closes).
+    /// Serve MCP on stdin/stdout for an agent that starts memfold as a process (until stdin
+    /// closes). With --home and no --space: the space of the project in the current folder.
     Mcp,
+    /// Answer an agent's lifecycle hook (Claude Code, Codex): the hook's JSON on stdin, the
+    /// answer on stdout; always exits 0.
+    Hook {
+        #[arg(value_enum)]
+        event: crate::doors::hook::Event,
+        /// The agent that runs the hook [default: told from the payload].
+        #[arg(long, value_parser = parse_agent)]
+        agent: Option<Agent>,
+    },
+    /// Add memfold's hooks and MCP server to an agent's settings (merged into what is there,
+    /// backed up first); --remove takes them out again.
+    Setup {
+        #[arg(value_parser = parse_agent)]
+        agent: Agent,
+        /// Claude Code: every project (user) or the project in the current folder.
+        #[arg(long, value_enum, default_value = "user")]
+        scope: crate::doors::setup::Scope,
+        /// Print the change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Take out what setup added.
+        #[arg(long)]
+        remove: bool,
+    },
+    /// Bring in what an agent already remembers, as facts: Claude Code's auto memory of the
+    /// project in the current folder (or DIR), Codex's memories (or DIR), a mem0 export FILE.
+    Import {
+        /// claude-code, codex or mem0.
+        #[arg(long = "from")]
+        from: String,
+        /// The folder or file [default: the agent's own, for claude-code and codex].
+        path: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the bearer token `memfold serve` requires (made on first use; where it is kept goes to stderr).
     Token,
     /// Print a one-time address that signs a browser in to the review page of `memfold serve`
@@ -241,7 +278,22 @@ pub fn run(cli: Cli) -> Result<i32> {
         home: cli.global.home.clone(),
         space: cli.global.space.clone(),
     };
-    let config = Config::load(&overrides).context("loading configuration")?;
+    if let Command::Hook { event, agent } = cli.command {
+        return Ok(crate::doors::hook::run(&overrides, event, agent));
+    }
+    let mut config = Config::load(&overrides).context("loading configuration")?;
+    if let Command::Setup { agent, scope, dry_run, remove } = cli.command {
+        let request = crate::doors::setup::Request { agent, scope, dry_run, remove };
+        return crate::doors::setup::run(&config, &request).map_err(anyhow::Error::msg);
+    }
+    // An agent starts `memfold --home H mcp` in its project: the project's space.
+    if let (Command::Mcp, Some(home), None) = (&cli.command, &config.home, &config.space) {
+        let cwd = std::env::current_dir().context("the current folder")?;
+        let space = crate::doors::hook::project_space(&config, &Home::new(home), &crate::store::home::project_of(&cwd))
+            .map_err(anyhow::Error::msg)?;
+        config =
+            Config::load(&Overrides { space: Some(space), ..overrides.clone() }).context("loading configuration")?;
+    }
     let home_level = config.home.is_some() && config.space.is_none();
     match cli.command {
         Command::Init { json } => return init(&config, json),
@@ -274,9 +326,15 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         let memory = Memory::open(config).await?;
         match cli.command {
-            Command::Init { .. } | Command::Token | Command::Ui { .. } | Command::Spaces { .. } => {
+            Command::Init { .. }
+            | Command::Token
+            | Command::Ui { .. }
+            | Command::Spaces { .. }
+            | Command::Hook { .. }
+            | Command::Setup { .. } => {
                 unreachable!("handled above")
             }
+            Command::Import { from, path, json } => import(&memory, &from, path, json).await,
             Command::Add(args) => add(&memory, args),
             Command::Status { json } => status(&memory, json).await,
             Command::Verify { json } => verify(&memory, json).await,
@@ -296,6 +354,53 @@ pub fn run(cli: Cli) -> Result<i32> {
     // An atomic write already handed to a blocking thread finishes before the process exits.
     runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     code
+}
+
+fn parse_agent(name: &str) -> Result<Agent, String> {
+    Agent::parse(name)
+}
+
+/// `import --from claude-code|codex|mem0 [PATH]`.
+async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) -> Result<i32> {
+    use crate::store::agents::imports;
+    let home = || std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let found = match from {
+        "claude-code" | "claude" => {
+            let dir = match path {
+                Some(dir) => dir,
+                None => {
+                    // Claude Code names a project's folder after its path, every other character a '-'.
+                    let cwd = std::env::current_dir().context("the current folder")?;
+                    let project = crate::store::home::project_of(&cwd).to_string_lossy().into_owned();
+                    let name: String =
+                        project.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+                    home().join(".claude/projects").join(name).join("memory")
+                }
+            };
+            imports::claude_code(&dir)
+        }
+        "codex" => imports::codex(&path.unwrap_or_else(|| {
+            std::env::var_os("CODEX_HOME").map(PathBuf::from).unwrap_or_else(|| home().join(".codex")).join("memories")
+        })),
+        "mem0" => imports::mem0(&path.context("--from mem0 takes the export's file: memfold import --from mem0 FILE")?),
+        other => bail!("--from {other:?}: memfold imports from claude-code, codex or mem0"),
+    };
+    for problem in &found.problems {
+        eprintln!("skipped: {problem}");
+    }
+    let imported = memory.import(found.facts).await?;
+    print(json, &imported, || {
+        format!(
+            "{} facts imported, {} already in memory{}",
+            imported.added,
+            imported.present,
+            if found.problems.is_empty() {
+                String::new()
+            } else {
+                format!(", {} parts skipped (above)", found.problems.len())
+            }
+        )
+    })
 }
 
 /// The command line's reader: a person at a shell.
@@ -451,7 +556,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 async fn search(memory: &Memory, args: SearchArgs) -> Result<i32> {
-    let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.history, skip_recall: false };
+    let request =
+        SearchRequest { k: args.k, as_of: args.as_of, history: args.history, skip_recall: false, min_similarity: None };
     let hits = memory.search(&args.query, &request).await?;
     print(args.json, &json!({ "hits": hits }), || render::hits(&hits))
 }

@@ -5,11 +5,15 @@
 //! resources, at `/mcp` and on stdin/stdout) and [`web`] (the review page under `/ui`), call
 //! the one [`crate::service::Service`] and nothing else. [`daemon`] is `memfold serve`: it
 //! binds the listener and runs the HTTP door beside the service's workers. [`render`] is the
-//! text the command line and MCP print for the same views.
+//! text the command line and MCP print for the same views. [`hook`] is `memfold hook EVENT`,
+//! the agents' lifecycle hooks, which reach the daemon over HTTP as any client does (and
+//! the files when it is down); [`setup`] wires memfold into an agent's settings.
 
 pub mod cli;
 pub mod daemon;
+pub mod hook;
 pub mod http;
 pub mod mcp;
 pub mod render;
+pub mod setup;
 pub mod web;

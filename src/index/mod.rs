@@ -186,6 +186,10 @@ pub struct Hit {
     /// The shared space a hit came from, when a space's search read one beside its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub space: Option<String>,
+    /// Cosine similarity of the hit's vector to the query's, when the vector leg found it: an
+    /// absolute measure of relevance where `score` is only a rank.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f64>,
 }
 
 /// What a search returns and how it ranks.

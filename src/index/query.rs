@@ -81,6 +81,7 @@ impl Index {
         let mut hits: HashMap<String, Hit> = HashMap::new();
         let mut at: HashMap<String, (usize, NaiveDate)> = HashMap::new();
         let mut legs: Vec<Vec<String>> = Vec::new();
+        let similarity: HashMap<String, f64> = by_vector.iter().map(|(key, distance, _)| (key.clone(), 1.0 - distance)).collect();
         for rows in [by_vector, by_text] {
             let mut keys = Vec::with_capacity(rows.len());
             for (key, _, found) in rows {
@@ -120,6 +121,7 @@ impl Index {
             .map(|(key, score)| {
                 let mut hit = hits.remove(&key).expect("every fused key has a row");
                 hit.score = score;
+                hit.similarity = similarity.get(&key).copied();
                 hit
             })
             .collect())

@@ -237,6 +237,7 @@ pub(super) fn hit(json: &str) -> Result<Hit, IndexError> {
         valid_from: h.valid_from,
         valid_until: h.valid_until,
         space: None,
+        similarity: None,
     })
 }
 
@@ -310,6 +311,7 @@ mod tests {
             valid_from: d.valid_from,
             valid_until: d.valid_until,
             space: None,
+            similarity: None,
         };
         assert_eq!(hits(&b).unwrap(), vec![hit]);
         assert_eq!(vectors(&b, VECTOR).unwrap(), vec![vec![1.0, 0.0, 0.0]]);

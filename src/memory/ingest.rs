@@ -108,3 +108,113 @@ impl Memory {
         Ok((CheckedFacts(facts), usage))
     }
 }
+
+/// What one drain of the spool did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Drained {
+    /// Turns extracted and taken out of the spool.
+    pub turns: usize,
+    /// Facts they gave.
+    pub facts: usize,
+    /// Turns left for the next drain (the LLM failed on them).
+    pub left: usize,
+    /// Turns set aside in `spool/failed/` (unreadable).
+    pub set_aside: usize,
+}
+
+impl Memory {
+    /// Extract the turns the agent hooks spooled (oldest first), append their facts, and take
+    /// each out of the spool once its facts are in the archive. A turn the LLM fails on stays
+    /// for the next drain; with no LLM configured nothing is taken.
+    pub async fn drain_spool(&self) -> Result<Drained, Error> {
+        use crate::store::agents::capture;
+        let mut drained = Drained::default();
+        if self.inner.chat.is_none() {
+            return Ok(drained);
+        }
+        let root = self.inner.root.clone();
+        let files = blocking(move || capture::spooled(&root)).await;
+        for path in files {
+            let read = {
+                let path = path.clone();
+                blocking(move || capture::read_spooled(&path)).await
+            };
+            let spooled = match read {
+                Ok(spooled) => spooled,
+                Err(why) => {
+                    tracing::warn!(why, "a spooled turn cannot be read; set aside in spool/failed/");
+                    let path = path.clone();
+                    if blocking(move || capture::set_aside(&path)).await.is_ok() {
+                        drained.set_aside += 1;
+                    }
+                    continue;
+                }
+            };
+            let turn = Turn { text: spooled.text, date: spooled.date, source: Some(spooled.source) };
+            match self.extract_turn(&turn).await {
+                Ok((facts, _)) => {
+                    let n = facts.len();
+                    if n > 0 {
+                        let me = self.clone();
+                        blocking(move || me.add(facts)).await?;
+                    }
+                    let path = path.clone();
+                    blocking(move || capture::unspool(&path)).await.map_err(|e| Error::Other(e.to_string()))?;
+                    drained.turns += 1;
+                    drained.facts += n;
+                }
+                // A turn the doors would refuse (empty, dated out of range) never will be extracted.
+                Err(e @ Error::BadInput(_)) => {
+                    tracing::warn!(file = %path.display(), error = %e, "a spooled turn cannot be extracted; set aside in spool/failed/");
+                    if blocking(move || capture::set_aside(&path)).await.is_ok() {
+                        drained.set_aside += 1;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "a spooled turn was not extracted; it stays for the next drain");
+                    drained.left += 1;
+                }
+            }
+        }
+        Ok(drained)
+    }
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Imported {
+    /// Facts appended.
+    pub added: usize,
+    /// Facts already in the archive with the same source and text (an import run before).
+    pub present: usize,
+}
+
+impl Memory {
+    /// Append imported facts that the archive does not hold yet (the same source and text):
+    /// importing twice adds nothing. Facts too long or dated out of range are refused as
+    /// [`Memory::check_facts`] refuses them.
+    pub async fn import(&self, facts: Vec<NewFact>) -> Result<Imported, Error> {
+        let root = self.inner.root.clone();
+        let archive = blocking(move || archive::read_all(&root)).await.map_err(|e| Error::Other(e.to_string()))?;
+        let stored = |f: &NewFact| (f.source.as_deref().map(archive::stored_text), archive::stored_text(&f.text));
+        let mut seen: std::collections::HashSet<(Option<String>, String)> =
+            archive.facts.iter().map(|f| (f.src.clone(), f.text.clone())).collect();
+        let mut imported = Imported::default();
+        let mut new = Vec::new();
+        for fact in facts {
+            if seen.insert(stored(&fact)) {
+                new.push(fact);
+            } else {
+                imported.present += 1;
+            }
+        }
+        if new.is_empty() {
+            return Ok(imported);
+        }
+        imported.added = new.len();
+        let checked = self.check_facts(new)?;
+        let me = self.clone();
+        blocking(move || me.add(checked)).await?;
+        Ok(imported)
+    }
+}

@@ -103,6 +103,10 @@ pub struct SearchRequest {
     /// Leave the recall log alone: a person browsing memory is not the agent recalling it, and
     /// must not change what `MEMORY.md` promotes.
     pub skip_recall: bool,
+    /// Keep only hits at least this similar to the query (cosine, from the vector leg; a hit
+    /// only the text leg found has no similarity and is dropped): recall for a prompt, where
+    /// nothing is better than something unrelated.
+    pub min_similarity: Option<f64>,
 }
 
 /// A conversation turn to extract facts from.

@@ -159,6 +159,12 @@ impl Memory {
         .await
     }
 
+    /// Turns the agent hooks spooled that wait for extraction.
+    pub async fn spooled(&self) -> usize {
+        let root = self.inner.root.clone();
+        blocking(move || crate::store::agents::capture::spooled(&root).len()).await
+    }
+
     /// Applied runs, oldest first.
     pub async fn runs(&self) -> Result<Vec<RunView>, Error> {
         let root = self.inner.root.clone();

@@ -76,7 +76,10 @@ impl Memory {
         opts.as_of = request.as_of;
         opts.history = request.history;
         self.refresh().await?;
-        let hits = self.index().await?.search(query, &opts).await?;
+        let mut hits = self.index().await?.search(query, &opts).await?;
+        if let Some(floor) = request.min_similarity {
+            hits.retain(|hit| hit.similarity.is_some_and(|s| s >= floor));
+        }
         if request.skip_recall {
             return Ok(hits);
         }

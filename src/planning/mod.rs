@@ -10,4 +10,5 @@ pub mod consolidate;
 pub mod diff;
 pub mod forget;
 pub mod promote;
+pub mod remember;
 pub mod review;

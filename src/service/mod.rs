@@ -72,6 +72,7 @@ impl Door {
 pub enum Verb {
     Add,
     AddTurn,
+    DrainSpool,
     Search,
     Consolidate,
     Status,
@@ -96,6 +97,7 @@ impl Verb {
         match self {
             Verb::Add => "add",
             Verb::AddTurn => "add_turn",
+            Verb::DrainSpool => "drain_spool",
             Verb::Search => "search",
             Verb::Consolidate => "consolidate",
             Verb::Status => "status",
@@ -201,6 +203,9 @@ pub struct Service {
     ingest: Ingest,
     /// Held by the change in progress (see the module docs).
     changes: tokio::sync::Mutex<()>,
+    /// Held while the spool of turns is drained; `spool_asked` says to drain it again.
+    draining: Arc<tokio::sync::Mutex<()>>,
+    spool_asked: std::sync::atomic::AtomicBool,
     /// The daemon's spaces, for what reaches across them (shared spaces' searches, share).
     spaces: Weak<Spaces>,
     me: Weak<Service>,
@@ -242,6 +247,8 @@ impl Service {
             passes: PassQueue::new(passes),
             ingest: Ingest::default(),
             changes: tokio::sync::Mutex::new(()),
+            draining: Arc::default(),
+            spool_asked: std::sync::atomic::AtomicBool::new(false),
             spaces,
             me: me.clone(),
         })
@@ -367,6 +374,39 @@ impl Service {
         let added = if facts.is_empty() { Vec::new() } else { self.append(facts).await? };
         self.metrics.facts_ingested(Verb::AddTurn, added.len());
         Ok(Added::new(&added, Some(usage)))
+    }
+
+    /// Extract the turns the agent hooks spooled, in the background (a hook hands its turn
+    /// over and returns at once): started now, or after the drain already running. How many
+    /// turns wait.
+    pub async fn drain_spool(&self, door: Door) -> Result<usize, Error> {
+        use std::sync::atomic::Ordering;
+        self.count(Verb::DrainSpool, door);
+        let waiting = self.memory.spooled().await;
+        self.spool_asked.store(true, Ordering::SeqCst);
+        let Ok(guard) = self.draining.clone().try_lock_owned() else { return Ok(waiting) };
+        let me = self.me.upgrade().ok_or(Error::ShuttingDown)?;
+        tokio::spawn(async move {
+            let _draining = guard;
+            while me.spool_asked.swap(false, Ordering::SeqCst) {
+                match me.memory.drain_spool().await {
+                    Ok(drained) => {
+                        me.metrics.facts_ingested(Verb::AddTurn, drained.facts);
+                        if drained.turns + drained.left + drained.set_aside > 0 {
+                            tracing::info!(
+                                turns = drained.turns,
+                                facts = drained.facts,
+                                left = drained.left,
+                                set_aside = drained.set_aside,
+                                "spooled turns extracted"
+                            );
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "the spool of turns could not be drained"),
+                }
+            }
+        });
+        Ok(waiting)
     }
 
     async fn append(&self, facts: CheckedFacts) -> Result<Vec<Fact>, Error> {
@@ -648,6 +688,7 @@ mod tests {
             Verb::Plan,
             Verb::Fact,
             Verb::Share,
+            Verb::DrainSpool,
         ];
         let names: std::collections::BTreeSet<&str> = verbs.iter().map(|v| v.as_str()).collect();
         assert_eq!(names.len(), verbs.len());

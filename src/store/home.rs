@@ -32,6 +32,27 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The file of a space that names the project it holds the memory of.
+fn project_file(root: &Root) -> PathBuf {
+    root.state_dir().join("project")
+}
+
+/// A space name made from a project folder's name: lower case, other characters as `-`.
+pub fn project_name(project: &Path) -> String {
+    let folder = project.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let mut name: String =
+        folder.chars().map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_') { c } else { '-' }).collect();
+    name = name.trim_start_matches(['.', '_', '-']).to_string();
+    name.truncate(MAX_NAME);
+    if name.is_empty() { "project".to_string() } else { name }
+}
+
+/// The project a folder belongs to: the top of its git work tree (the nearest folder up that
+/// holds `.git`), else the folder itself.
+pub fn project_of(dir: &Path) -> PathBuf {
+    dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(dir).to_path_buf()
+}
+
 /// The folders and files of a home.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Home {
@@ -78,6 +99,46 @@ impl Home {
     pub fn space(&self, name: &str) -> Result<Root, String> {
         check_name(name)?;
         Ok(Root::new(self.spaces_dir().join(name)))
+    }
+
+    /// The space that holds the memory of the project at `project` (a folder): named after the
+    /// folder, with a short hash of its path when another project already has that name. The
+    /// space records its project (`.memfold/project`), so the same project always finds the
+    /// same space; a space made by hand under that name is adopted by the first project to
+    /// use it. Whether the space exists yet is the second value.
+    pub fn space_for_project(&self, project: &Path) -> (String, bool) {
+        let base = project_name(project);
+        let path = project.to_string_lossy().into_owned();
+        let hash: String = sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(path.as_bytes()))
+            .iter()
+            .take(3)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let suffixed = format!("{}-{hash}", &base[..base.len().min(MAX_NAME - 7)]);
+        for name in [base, suffixed.clone()] {
+            let Ok(root) = self.space(&name) else { continue };
+            if !root.is_initialized() {
+                return (name, false);
+            }
+            match std::fs::read_to_string(project_file(&root)) {
+                Ok(recorded) if recorded.trim_end_matches('\n') == path => return (name, true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (name, true),
+                _ => {}
+            }
+        }
+        let exists = self.space(&suffixed).is_ok_and(|r| r.is_initialized());
+        (suffixed, exists)
+    }
+
+    /// Record that space `name` holds the memory of `project`.
+    pub fn record_project(&self, name: &str, project: &Path) -> std::io::Result<()> {
+        let root = self.space(name).map_err(std::io::Error::other)?;
+        let file = project_file(&root);
+        if std::fs::read_to_string(&file).is_ok() {
+            return Ok(());
+        }
+        super::atomic::write_atomic(&file, format!("{}\n", project.to_string_lossy()).as_bytes(), None)
+            .map_err(std::io::Error::other)
     }
 
     /// Refuse a folder that is a memory root: a root's files are not spaces, and serving it as

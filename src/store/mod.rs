@@ -6,6 +6,7 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod agents;
 pub mod caches;
 pub mod commit;
 pub mod entries;

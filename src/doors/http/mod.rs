@@ -176,6 +176,7 @@ fn router(state: Api, bound: SocketAddr) -> Router {
         .route("/healthz", get(healthz))
         .route("/facts", post(post_facts))
         .route("/turns", post(post_turns))
+        .route("/turns/spooled", post(drain_spool))
         .route("/search", get(search))
         .route("/consolidate", post(consolidate))
         .route("/status", get(status))
@@ -477,6 +478,12 @@ async fn post_turns(Space(service): Space, JsonBody(body): JsonBody<TurnRequest>
     ok(json!(service.add_turn(DOOR, body.try_into()?).await?))
 }
 
+/// The agent hooks spooled a turn: extract the spool in the background (202 at once).
+async fn drain_spool(Space(service): Space) -> ApiResult {
+    let waiting = service.drain_spool(DOOR).await?;
+    Ok((axum::http::StatusCode::ACCEPTED, axum::Json(json!({ "waiting": waiting }))).into_response())
+}
+
 // ---- search ----------------------------------------------------------------------------------
 
 #[derive(Deserialize)]
@@ -488,6 +495,8 @@ struct SearchParams {
     history: Option<bool>,
     /// `false`: do not record the hits in the recall log (a person browsing).
     recall: Option<bool>,
+    /// Keep only hits at least this similar to the query (cosine, -1 to 1).
+    min_similarity: Option<f64>,
 }
 
 async fn search(Space(service): Space, params: Result<Query<SearchParams>, QueryRejection>) -> ApiResult {
@@ -497,6 +506,7 @@ async fn search(Space(service): Space, params: Result<Query<SearchParams>, Query
         as_of: params.as_of,
         history: params.history.unwrap_or(false),
         skip_recall: params.recall == Some(false),
+        min_similarity: params.min_similarity,
     };
     let hits = service.search(DOOR, &params.q.unwrap_or_default(), &request).await?;
     ok(json!({ "hits": hits }))

@@ -217,7 +217,13 @@ impl McpServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, McpError> {
-        let request = SearchRequest { k: args.k, as_of: args.as_of, history: args.include_history, skip_recall: false };
+        let request = SearchRequest {
+            k: args.k,
+            as_of: args.as_of,
+            history: args.include_history,
+            skip_recall: false,
+            min_similarity: None,
+        };
         reply(async { self.service().await?.search(DOOR, &args.query, &request).await }, |hits| {
             (text::hits(hits), json!({ "hits": hits }))
         })

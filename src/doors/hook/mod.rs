@@ -1,0 +1,563 @@
+//! `memfold hook EVENT`: the door an agent's lifecycle hooks come through (Claude Code,
+//! Codex). The hook reads the agent's JSON from stdin and answers in the agent's shape:
+//!
+//! - `session-start`: `MEMORY.md`, then the entries most relevant to the project, as
+//!   `additionalContext` (at most `hooks.session_start_max_chars`), ending with how to see more;
+//! - `user-prompt-submit`: the few entries relevant to the prompt, above a similarity floor
+//!   (counted in the recall log, so what prompts recall feeds `MEMORY.md`);
+//! - `stop`, `pre-compact`, `post-compact`, `session-end`: capture what was said since the
+//!   session's last capture. With an LLM the exchange is spooled for the daemon's extraction;
+//!   without one, what the person explicitly asked to remember is stored as facts.
+//!
+//! **Never in the agent's way.** A hook always exits 0 and prints nothing but its answer.
+//! When the daemon is down (or slower than `hooks.daemon_timeout_ms`), `session-start`
+//! answers from the files and says so in one line, and captures go to the files directly:
+//! facts to the archive, turns to the spool, both reaching the index when the daemon runs.
+//! What goes wrong (a bad payload, a bad transcript line) is reported on stderr and skipped.
+//!
+//! The hook process opens no index and loads no model: it asks the daemon.
+
+mod client;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::{Config, Overrides};
+use crate::planning::remember;
+use crate::service::token;
+use crate::store::Root;
+use crate::store::agents::Agent;
+use crate::store::agents::capture::{Capture, Position, Spooled};
+use crate::store::agents::transcript::{self, Role, Said};
+use crate::store::archive::{Appender, NewFact};
+use crate::store::home::{self, Home};
+use crate::store::listening::Listening;
+use client::Daemon;
+
+/// The events a hook answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Event {
+    SessionStart,
+    UserPromptSubmit,
+    Stop,
+    PreCompact,
+    PostCompact,
+    SessionEnd,
+}
+
+impl Event {
+    /// The agent's name for the event, as its answers name it.
+    fn agent_name(self) -> &'static str {
+        match self {
+            Event::SessionStart => "SessionStart",
+            Event::UserPromptSubmit => "UserPromptSubmit",
+            Event::Stop => "Stop",
+            Event::PreCompact => "PreCompact",
+            Event::PostCompact => "PostCompact",
+            Event::SessionEnd => "SessionEnd",
+        }
+    }
+}
+
+/// What the agents send (the fields memfold reads; others are ignored).
+#[derive(Debug, Default, Deserialize)]
+struct Payload {
+    session_id: Option<String>,
+    transcript_path: Option<String>,
+    cwd: Option<String>,
+    prompt: Option<String>,
+    compact_summary: Option<String>,
+    turn_id: Option<String>,
+}
+
+/// The most a payload may be (a prompt can be long; a payload is never megabytes of JSON).
+const MAX_PAYLOAD: u64 = 8 << 20;
+
+/// Run the hook for `event`; always 0.
+pub fn run(overrides: &Overrides, event: Event, agent: Option<Agent>) -> i32 {
+    let answer = std::panic::catch_unwind(|| {
+        let payload = read_payload();
+        let agent = agent.unwrap_or_else(|| guess_agent(&payload));
+        answer(overrides, event, agent, &payload)
+    });
+    match answer {
+        Ok(Some(out)) => println!("{out}"),
+        Ok(None) => {}
+        Err(panic) => warn(&format!("failed: {}", crate::panic_message(&*panic))),
+    }
+    0
+}
+
+/// A line on stderr: the agent logs it, the person sees it in the agent's debug view.
+fn warn(message: &str) {
+    eprintln!("memfold hook: {message}");
+}
+
+/// The payload from stdin (read with a deadline: an agent that never closes stdin does not
+/// hold the hook).
+fn read_payload() -> Payload {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let read = std::io::stdin().lock().take(MAX_PAYLOAD).read_to_end(&mut bytes);
+        let _ = tx.send(read.map(|_| bytes));
+    });
+    let bytes = match rx.recv_timeout(Duration::from_secs(3)) {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            warn(&format!("reading the payload: {e}"));
+            return Payload::default();
+        }
+        Err(_) => {
+            warn("no payload on stdin within 3 s");
+            return Payload::default();
+        }
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        warn("the payload is empty");
+        return Payload::default();
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(value) => serde_json::from_value(value.clone()).unwrap_or_else(|e| {
+            warn(&format!("the payload has an unexpected field type ({e}); the rest is used"));
+            lenient(&value)
+        }),
+        Err(e) => {
+            warn(&format!("the payload is not JSON ({e})"));
+            Payload::default()
+        }
+    }
+}
+
+/// The string fields of a payload whose types did not all match.
+fn lenient(value: &Value) -> Payload {
+    let field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_string);
+    Payload {
+        session_id: field("session_id"),
+        transcript_path: field("transcript_path"),
+        cwd: field("cwd"),
+        prompt: field("prompt"),
+        compact_summary: field("compact_summary"),
+        turn_id: field("turn_id"),
+    }
+}
+
+/// Codex sends a `turn_id` on turn events and writes its transcripts in its own shape;
+/// Claude Code neither (`setup` names the agent, so this is for hooks wired by hand).
+fn guess_agent(payload: &Payload) -> Agent {
+    let codex_transcript = payload.transcript_path.as_deref().is_some_and(|p| transcript::is_codex(Path::new(p)));
+    if payload.turn_id.is_some() || codex_transcript { Agent::Codex } else { Agent::ClaudeCode }
+}
+
+/// Where the hook reads and writes: the root (a space's, in a home), the project's name,
+/// the daemon if one answers, and a line to tell the agent when something is off.
+struct Target {
+    root: Root,
+    config: Config,
+    project: String,
+    daemon: Option<Daemon>,
+}
+
+/// The memory this hook works on: with a home, the space of the project in `cwd` (made on
+/// first use when `spaces.auto_create` is on) or `--space`; else the root.
+fn target(overrides: &Overrides, payload: &Payload) -> Result<Target, String> {
+    let cwd = payload.cwd.as_deref().map(PathBuf::from).or_else(|| std::env::current_dir().ok()).unwrap_or_default();
+    let project = home::project_of(&cwd);
+    let project_name = project.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let base = Config::load(overrides).map_err(|e| format!("configuration: {e}"))?;
+    let Some(home_dir) = base.home.clone() else {
+        let root = Root::new(&base.root);
+        root.check_initialized()?;
+        let daemon = Listening::read(&root).map(|l| Daemon {
+            addr: l.addr,
+            token: root_token(&base, &root),
+            prefix: String::new(),
+        });
+        return Ok(Target { root, config: base, project: project_name, daemon });
+    };
+    let home = Home::new(&home_dir);
+    let space = match base.space.clone() {
+        Some(space) => space,
+        None => project_space(&base, &home, &project)?,
+    };
+    let root = home.space(&space)?;
+    root.check_initialized()?;
+    let config = Config::load(&Overrides { space: Some(space.clone()), ..overrides.clone() })
+        .map_err(|e| format!("configuration: {e}"))?;
+    let operator = match config.server_token_env() {
+        Some(token) => Some(token),
+        None => token::ensure(&home.token_file()).ok(),
+    };
+    let daemon = Listening::read_from(&home.listening_file(), &home.serve_lock()).map(|l| Daemon {
+        addr: l.addr,
+        token: operator,
+        prefix: format!("/spaces/{space}"),
+    });
+    Ok(Target { root, config, project: project_name, daemon })
+}
+
+/// The space of the home that holds `project`'s memory, made now if it is new and
+/// `spaces.auto_create` is on.
+pub fn project_space(config: &Config, home: &Home, project: &Path) -> Result<String, String> {
+    let (space, exists) = home.space_for_project(project);
+    let root = home.space(&space)?;
+    if !exists {
+        if !config.spaces.auto_create {
+            return Err(format!(
+                "no space {space} for the project {} in the home {}: `memfold --home {} --space {space} init` makes it, \
+                 or set spaces.auto_create = true",
+                project.display(),
+                home.dir().display(),
+                home.dir().display()
+            ));
+        }
+        root.init().map_err(|e| format!("making space {space}: {e}"))?;
+        token::ensure(&root.token_file()).map_err(|e| e.to_string())?;
+    }
+    if let Err(e) = home.record_project(&space, project) {
+        warn(&format!("space {space} does not record its project: {e}"));
+    }
+    Ok(space)
+}
+
+/// The token of a root's daemon, if it wants one.
+fn root_token(config: &Config, root: &Root) -> Option<String> {
+    match token::resolve(config, root, None) {
+        Ok(token::Auth::Token { token, .. }) => Some(token),
+        _ => None,
+    }
+}
+
+/// The hook's answer for `event` (nothing to print for the capturing events).
+fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) -> Option<String> {
+    let target = match target(overrides, payload) {
+        Ok(target) => target,
+        Err(e) => {
+            warn(&e);
+            return match event {
+                Event::SessionStart => Some(context(event, &format!("memfold: {e}"))),
+                _ => None,
+            };
+        }
+    };
+    match event {
+        Event::SessionStart => {
+            if !target.config.llm.base_url.trim().is_empty() {
+                hand_over(&target);
+            }
+            Some(context(event, &session_start(&target)))
+        }
+        Event::UserPromptSubmit => prompt(&target, payload).map(|text| context(event, &text)),
+        Event::Stop | Event::PreCompact | Event::PostCompact | Event::SessionEnd => {
+            if let Err(e) = capture(&target, agent, payload) {
+                warn(&e);
+            }
+            None
+        }
+    }
+}
+
+/// The agents' shape for text added to the model's context.
+fn context(event: Event, text: &str) -> String {
+    json!({ "hookSpecificOutput": { "hookEventName": event.agent_name(), "additionalContext": text } }).to_string()
+}
+
+impl Target {
+    fn deadline(&self) -> Duration {
+        Duration::from_millis(self.config.hooks.daemon_timeout_ms)
+    }
+
+    /// A search through the daemon: the hits, or why there are none.
+    fn search(&self, query: &str, params: &[(&str, String)]) -> Result<Vec<Value>, String> {
+        let daemon = self.daemon.as_ref().ok_or("the daemon is not running")?;
+        let mut path = format!("/search?q={}", encode(query));
+        for (key, value) in params {
+            path.push_str(&format!("&{key}={}", encode(value)));
+        }
+        match daemon.request("GET", &path, None, self.deadline())? {
+            (200, answer) => Ok(answer["hits"].as_array().cloned().unwrap_or_default()),
+            (status, answer) => Err(format!(
+                "the daemon answered {status}: {}",
+                answer["error"]["message"].as_str().unwrap_or_default()
+            )),
+        }
+    }
+}
+
+/// Percent-encoding for a query parameter.
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// One hit as a line of context.
+fn hit_line(hit: &Value) -> String {
+    let text = hit["text"].as_str().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+    match hit["space"].as_str() {
+        Some(space) => format!("- {text} [{} · {space}]", hit["id"].as_str().unwrap_or_default()),
+        None => format!("- {text} [{}]", hit["id"].as_str().unwrap_or_default()),
+    }
+}
+
+/// `MEMORY.md`, then the entries most relevant to the project, within the cap, ending with
+/// how to see more.
+fn session_start(target: &Target) -> String {
+    let cap = target.config.hooks.session_start_max_chars;
+    let project = target.project.replace(['-', '_', '.'], " ");
+    let mut footer = format!(
+        "More: the memfold MCP tool memory_search, or `memfold search \"{}\"` in a shell.",
+        if project.trim().is_empty() { "QUERY" } else { project.trim() }
+    );
+    let (memory_md, more_lines) = crate::store::agents::read_head(&target.root.memory_md(), cap * 4);
+    let mut relevant = Vec::new();
+    match target.search(&project, &[("k", "10".into()), ("recall", "false".into())]) {
+        _ if project.trim().is_empty() => {}
+        Ok(hits) => {
+            for hit in hits.iter().filter(|h| h["kind"] == "entry") {
+                let text = hit["text"].as_str().unwrap_or_default();
+                if !memory_md.contains(text.trim()) {
+                    relevant.push(hit_line(hit));
+                }
+            }
+        }
+        Err(e) if target.daemon.is_none() => {
+            let _ = e;
+            footer.insert_str(
+                0,
+                "memfold: the daemon is not running, so this is MEMORY.md alone and captures go straight to the files \
+                 until `memfold serve` runs.\n",
+            );
+        }
+        Err(e) => {
+            warn(&format!("searching for the project: {e}"));
+            footer.insert_str(0, "memfold: the daemon did not answer in time; this is MEMORY.md alone.\n");
+        }
+    }
+    let mut out = String::new();
+    let budget = cap.saturating_sub(footer.chars().count() + 2);
+    let mut relevant_text = String::new();
+    if !relevant.is_empty() {
+        relevant_text = format!("\n## Relevant to {} (memfold)\n", target.project);
+        for line in &relevant {
+            if relevant_text.chars().count() + line.chars().count() + 1 > budget / 3 {
+                break;
+            }
+            relevant_text.push_str(line);
+            relevant_text.push('\n');
+        }
+    }
+    let memory_budget = budget.saturating_sub(relevant_text.chars().count());
+    if !memory_md.trim().is_empty() {
+        out.push_str(&fit_lines(&memory_md, memory_budget, more_lines));
+        out.push('\n');
+    }
+    out.push_str(&relevant_text);
+    out.push('\n');
+    out.push_str(&footer);
+    debug_assert!(out.chars().count() <= cap.max(footer.chars().count() + 2));
+    out
+}
+
+/// As many whole lines of `text` as fit in `budget` characters, with a line that says how many
+/// were left out (and `more` lines past what was read).
+fn fit_lines(text: &str, budget: usize, more: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    let mut used = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let left = lines.len() - i + more;
+        let note = format!("… ({left} more lines of MEMORY.md)");
+        let need = line.chars().count() + 1;
+        if used + need + note.chars().count() + 1 > budget {
+            if used + note.chars().count() < budget {
+                out.push_str(&note);
+            }
+            return out;
+        }
+        out.push_str(line);
+        out.push('\n');
+        used += need;
+    }
+    if more > 0 {
+        out.push_str(&format!("… ({more} more lines of MEMORY.md)"));
+    }
+    out
+}
+
+/// The entries relevant to the prompt, above the floor and within the cap; none, nothing.
+fn prompt(target: &Target, payload: &Payload) -> Option<String> {
+    let prompt = payload.prompt.as_deref().unwrap_or_default().trim();
+    if prompt.is_empty() {
+        return None;
+    }
+    let query: String = prompt.chars().take(1_000).collect();
+    let hooks = &target.config.hooks;
+    let params = [("k", hooks.prompt_k.to_string()), ("min_similarity", hooks.min_similarity.to_string())];
+    let hits = match target.search(&query, &params) {
+        Ok(hits) => hits,
+        Err(e) => {
+            if target.daemon.is_some() {
+                warn(&format!("recall for the prompt: {e}"));
+            }
+            return None;
+        }
+    };
+    let mut out = String::from("Recalled by memfold:\n");
+    let mut n = 0;
+    for hit in &hits {
+        let line = hit_line(hit);
+        if out.chars().count() + line.chars().count() + 1 > hooks.prompt_max_chars {
+            break;
+        }
+        out.push_str(&line);
+        out.push('\n');
+        n += 1;
+    }
+    (n > 0).then_some(out)
+}
+
+/// The most characters of conversation in one spooled turn (a longer capture is spooled in
+/// parts, each extracted on its own).
+const TURN_CHARS: usize = 24_000;
+
+/// Capture what was said since the session's last capture.
+fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), String> {
+    let session = payload
+        .session_id
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or("the payload names no session_id; nothing captured")?;
+    let capture = Capture::open(&target.root, agent.name(), session).map_err(|e| e.to_string())?;
+    let mut position = capture.position.clone();
+    let mut said: Vec<Said> = Vec::new();
+    let mut from = position.offset;
+    if let Some(path) = payload.transcript_path.as_deref().filter(|p| !p.is_empty()) {
+        let path = crate::config::expand_tilde(Path::new(path));
+        if position.transcript != path {
+            position = Position { transcript: path.clone(), offset: 0, summary: position.summary };
+            from = 0;
+        }
+        match transcript::read_since(&path, position.offset) {
+            Ok(read) => {
+                for skipped in &read.skipped {
+                    warn(&format!("{}: {skipped}", path.display()));
+                }
+                said = read.said;
+                position.offset = read.end;
+            }
+            Err(e) => warn(&format!("reading the transcript {}: {e}", path.display())),
+        }
+    }
+    if let Some(summary) = payload.compact_summary.as_deref().filter(|s| !s.trim().is_empty()) {
+        let hash = crate::store::content_hash(summary);
+        if position.summary != hash {
+            said.push(Said { role: Role::Summary, text: summary.to_string() });
+            position.summary = hash;
+        }
+    }
+    let source = format!("{}:{session}", agent.name());
+    let llm = !target.config.llm.base_url.trim().is_empty();
+    if !said.is_empty() {
+        match llm {
+            true => spool(target, &capture, &said, &source, from)?,
+            false => store_requests(target, &said, &source)?,
+        }
+    }
+    capture.save(&position).map_err(|e| e.to_string())?;
+    drop(capture);
+    if llm {
+        hand_over(target);
+    }
+    Ok(())
+}
+
+/// Tell the daemon that turns wait in the spool (it extracts them in the background).
+fn hand_over(target: &Target) {
+    let waiting = crate::store::agents::capture::spooled(&target.root).len();
+    if waiting == 0 {
+        return;
+    }
+    match &target.daemon {
+        Some(daemon) => match daemon.request("POST", "/turns/spooled", None, target.deadline()) {
+            Ok((202, _)) => {}
+            Ok((status, answer)) => {
+                warn(&format!("the daemon answered {status} ({answer}); {waiting} turns wait in the spool"))
+            }
+            Err(e) => warn(&format!("the daemon did not take the turns ({e}); {waiting} wait in the spool")),
+        },
+        None => {
+            warn(&format!("the daemon is not running; {waiting} turns wait in the spool until `memfold serve` runs"))
+        }
+    }
+}
+
+/// Spool the conversation for the daemon's extraction (in the root: it survives a daemon
+/// that is down; [`hand_over`] tells the daemon).
+fn spool(target: &Target, capture: &Capture, said: &[Said], source: &str, from: u64) -> Result<(), String> {
+    let mut parts: Vec<String> = vec![String::new()];
+    for s in said {
+        let text: String = s.text.chars().take(TURN_CHARS / 2).collect();
+        let line = format!("{}: {}\n", s.role.label(), text.trim());
+        if parts.last().is_some_and(|p| p.chars().count() + line.chars().count() > TURN_CHARS) {
+            parts.push(String::new());
+        }
+        parts.last_mut().expect("one part at least").push_str(&line);
+    }
+    let now = chrono::Utc::now();
+    for (i, text) in parts.into_iter().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
+        let turn = Spooled { text, date: None, source: source.to_string(), spooled: now };
+        capture.spool(&target.root, &turn, from + i as u64).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Without an LLM: store what the person explicitly asked to remember, through the daemon
+/// when it answers, else in the archive directly.
+fn store_requests(target: &Target, said: &[Said], source: &str) -> Result<(), String> {
+    let max = target.config.ingest.max_fact_bytes;
+    let facts: Vec<NewFact> = said
+        .iter()
+        .filter(|s| s.role == Role::User)
+        .flat_map(|s| remember::requests(&s.text))
+        .filter(|text| {
+            let fits = text.len() <= max;
+            if !fits {
+                warn(&format!(
+                    "a request to remember of {} bytes is over ingest.max_fact_bytes ({max}); not stored",
+                    text.len()
+                ));
+            }
+            fits
+        })
+        .map(|text| NewFact { text, date: None, source: Some(source.to_string()) })
+        .collect();
+    if facts.is_empty() {
+        return Ok(());
+    }
+    if let Some(daemon) = &target.daemon {
+        let body =
+            json!({ "facts": facts.iter().map(|f| json!({"text": f.text, "source": f.source})).collect::<Vec<_>>() });
+        match daemon.request("POST", "/facts", Some(&body), target.deadline()) {
+            Ok((200, _)) => return Ok(()),
+            Ok((status, answer)) => {
+                warn(&format!("the daemon answered {status} ({answer}); the facts go to the archive directly"))
+            }
+            Err(e) => warn(&format!("the daemon did not take the facts ({e}); they go to the archive directly")),
+        }
+    }
+    crate::store::archive::check_new(&facts, target.config.ingest.max_fact_bytes).map_err(|e| e.to_string())?;
+    Appender::default()
+        .append(&target.root, &facts, chrono::Local::now().naive_local())
+        .map_err(|e| format!("appending to the archive: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! `memfold setup claude-code|codex`: memfold's hooks and MCP server added to the agent's
+//! own settings files, merged into what is there (see [`crate::store::agents::settings`]),
+//! each changed file backed up first. A second run changes nothing; `--remove` takes out
+//! exactly what setup added; `--dry-run` prints the change and writes nothing. The agent's
+//! own memory is never turned off.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::config::Config;
+use crate::planning::diff;
+use crate::store::agents::Agent;
+use crate::store::agents::settings::{self, EVENTS, Edit, Handler};
+
+/// Where the settings go for Claude Code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    /// Every project of this user (`~/.claude/settings.json`, `~/.claude.json`).
+    User,
+    /// This project only (`.claude/settings.json`, `.mcp.json` at the project's top).
+    Project,
+}
+
+/// What `setup` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub agent: Agent,
+    pub scope: Scope,
+    pub dry_run: bool,
+    pub remove: bool,
+}
+
+/// The home folder of this user.
+fn user_home() -> Result<PathBuf, String> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).ok_or_else(|| "HOME is not set".to_string())
+}
+
+/// The memfold command the agent runs: this binary, with the root or home it was set up for.
+fn memfold_args(config: &Config) -> Result<(String, Vec<String>), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
+    let exe = exe.canonicalize().unwrap_or(exe).to_string_lossy().into_owned();
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).to_string_lossy().into_owned();
+    let args = match &config.home {
+        Some(home) => vec!["--home".to_string(), absolute(home)],
+        None => vec!["--root".to_string(), absolute(&config.root)],
+    };
+    Ok((exe, args))
+}
+
+/// A word for a shell command line (quoted when it holds anything but plain characters).
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:@,".contains(c));
+    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+}
+
+/// memfold's hook handlers for `agent`.
+fn handlers(config: &Config, agent: Agent) -> Result<Vec<Handler>, String> {
+    let (exe, args) = memfold_args(config)?;
+    let prefix: Vec<String> = std::iter::once(exe).chain(args).map(|w| shell_word(&w)).collect();
+    Ok(EVENTS
+        .iter()
+        .map(|(event, ours)| Handler {
+            event,
+            matcher: None,
+            command: format!("{} hook {ours} --agent {}", prefix.join(" "), agent.name()),
+            // Session end has a budget of its own (Claude Code 1.5 s, Codex 1 s); the rest
+            // answer well within 30 s, the shortest default (a prompt's).
+            timeout: (*ours != "session-end").then_some(30),
+        })
+        .collect())
+}
+
+/// The edits `request` makes, in the order they are applied.
+pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<Vec<Edit>, String> {
+    let home = user_home()?;
+    let handlers = handlers(config, request.agent)?;
+    let (exe, mut args) = memfold_args(config)?;
+    args.push("mcp".into());
+    let remove = request.remove;
+    let hooks = |path: &Path| {
+        settings::edit_json(path, remove, |doc| match remove {
+            true => {
+                settings::remove_hooks(doc);
+                Ok(())
+            }
+            false => settings::add_hooks(doc, &handlers),
+        })
+    };
+    match request.agent {
+        Agent::ClaudeCode => {
+            let (settings_file, mcp_file) = match request.scope {
+                Scope::User => (home.join(".claude/settings.json"), home.join(".claude.json")),
+                Scope::Project => {
+                    let project = crate::store::home::project_of(cwd);
+                    (project.join(".claude/settings.json"), project.join(".mcp.json"))
+                }
+            };
+            let server = json!({ "type": "stdio", "command": exe, "args": args });
+            let mcp = settings::edit_json(&mcp_file, remove, |doc| match remove {
+                true => {
+                    settings::remove_json_server(doc, "memfold");
+                    Ok(())
+                }
+                false => settings::add_json_server(doc, "memfold", server),
+            })?;
+            Ok(vec![hooks(&settings_file)?, mcp])
+        }
+        Agent::Codex => {
+            if request.scope == Scope::Project {
+                return Err(
+                    "Codex reads project settings only from trusted projects; `setup codex` writes the user's ~/.codex"
+                        .into(),
+                );
+            }
+            let codex = std::env::var_os("CODEX_HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| home.join(".codex"));
+            let config_toml = settings::edit_toml(&codex.join("config.toml"), remove, |text| match remove {
+                true => settings::remove_toml_server(text, "memfold"),
+                false => settings::add_toml_server(text, "memfold", &exe, &args),
+            })?;
+            Ok(vec![hooks(&codex.join("hooks.json"))?, config_toml])
+        }
+    }
+}
+
+/// Run `setup`: print what changes (and, unless `dry_run`, make it).
+pub fn run(config: &Config, request: &Request) -> Result<i32, String> {
+    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+    let edits = plan(config, request, &cwd)?;
+    for edit in &edits {
+        let path = edit.path.display().to_string();
+        if !edit.changes() {
+            println!("{path}: unchanged");
+            continue;
+        }
+        if request.dry_run {
+            let before = edit.before.as_deref().unwrap_or_default();
+            let after = edit.after.as_deref().unwrap_or_default();
+            print!("{}", diff::unified(before, after, &path, 3));
+            continue;
+        }
+        match settings::apply(edit)? {
+            Some(backup) => println!("{path}: changed (the old file is kept as {})", backup.display()),
+            None if edit.after.is_none() => println!("{path}: removed (memfold's part was all it held)"),
+            None => println!("{path}: created"),
+        }
+    }
+    if !request.dry_run && !request.remove && edits.iter().any(Edit::changes) {
+        match request.agent {
+            Agent::ClaudeCode => println!(
+                "Claude Code now recalls memory at session start and for each prompt, and captures each session \
+                 (its own auto memory is left as it is). Check with /hooks and /mcp in Claude Code."
+            ),
+            Agent::Codex => println!(
+                "Codex asks you to trust new hooks once: open /hooks in Codex and trust memfold's. Its own memories \
+                 are left as they are."
+            ),
+        }
+    }
+    Ok(0)
+}
