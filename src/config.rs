@@ -83,12 +83,26 @@ impl Default for Config {
 pub struct IngestConfig {
     /// Longest fact text (and source) accepted, in bytes as stored (whitespace runs collapsed).
     pub max_fact_bytes: usize,
+    /// What a credential in a fact becomes (README, "Secrets").
+    pub secrets: SecretsPolicy,
 }
 
 impl Default for IngestConfig {
     fn default() -> Self {
-        IngestConfig { max_fact_bytes: 8192 }
+        IngestConfig { max_fact_bytes: 8192, secrets: SecretsPolicy::Redact }
     }
+}
+
+/// What a credential in an arriving fact becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretsPolicy {
+    /// Replaced by a marker naming its kind before anything is written; the rest is stored.
+    Redact,
+    /// The request is refused, naming the kind and position; nothing of it is stored.
+    Refuse,
+    /// Stored as given, never promoted to `MEMORY.md` and masked in every LLM request.
+    Allow,
 }
 
 /// The chat model used to decide clusters, extract facts and promote lines.

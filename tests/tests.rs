@@ -19,6 +19,7 @@ mod mcp;
 mod offline;
 mod review;
 mod scheduler;
+mod secrets;
 mod security;
 mod spaces;
 mod ui;

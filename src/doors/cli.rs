@@ -93,6 +93,15 @@ pub enum Command {
         #[arg(long)]
         remove: bool,
     },
+    /// Every request sent to an LLM or embedding endpoint: time, host, purpose, bytes, the
+    /// secrets masked in it.
+    Egress {
+        /// From this day on (YYYY-MM-DD).
+        #[arg(long)]
+        since: Option<NaiveDate>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Bring in what an agent already remembers, as facts: Claude Code's auto memory of the
     /// project in the current folder (or DIR), Codex's memories (or DIR), a mem0 export FILE.
     Import {
@@ -295,6 +304,12 @@ pub fn run(cli: Cli) -> Result<i32> {
             Config::load(&Overrides { space: Some(space), ..overrides.clone() }).context("loading configuration")?;
     }
     let home_level = config.home.is_some() && config.space.is_none();
+    if let (Command::Egress { since, json }, false) = (&cli.command, home_level) {
+        let root = Root::new(&config.root);
+        root.check_initialized().map_err(anyhow::Error::msg)?;
+        let sent = crate::store::egress::read(&root.egress_file(), *since).context("reading .memfold/egress.jsonl")?;
+        return print(*json, &json!({ "requests": sent }), || render::egress(&sent));
+    }
     match cli.command {
         Command::Init { json } => return init(&config, json),
         Command::Token => return token(&config),
@@ -331,6 +346,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             | Command::Ui { .. }
             | Command::Spaces { .. }
             | Command::Hook { .. }
+            | Command::Egress { .. }
             | Command::Setup { .. } => {
                 unreachable!("handled above")
             }

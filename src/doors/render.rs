@@ -413,6 +413,30 @@ pub fn spaces(spaces: &[crate::service::SpaceSummary]) -> String {
     lines.join("\n")
 }
 
+/// The requests that left the machine, one line each.
+pub fn egress(sent: &[crate::store::egress::Sent]) -> String {
+    if sent.is_empty() {
+        return "no request has left this machine (no LLM or embedding endpoint was asked)".into();
+    }
+    let mut lines: Vec<String> = sent
+        .iter()
+        .map(|s| {
+            let masked = if s.masked > 0 { format!(", {} secrets masked", s.masked) } else { String::new() };
+            format!(
+                "{}  {:<11} {}  {} bytes  body {}{masked}",
+                s.time.format("%Y-%m-%d %H:%M:%S"),
+                s.purpose,
+                s.host,
+                s.bytes,
+                s.body_hash
+            )
+        })
+        .collect();
+    let bytes: usize = sent.iter().map(|s| s.bytes).sum();
+    lines.push(format!("{} requests, {bytes} bytes", sent.len()));
+    lines.join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

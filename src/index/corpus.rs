@@ -266,7 +266,8 @@ pub async fn open_index(
     config: &crate::config::Config,
     models: &crate::models::Models,
 ) -> Result<Index, OpenError> {
-    let embedder = models.embedder(&config.embedding, &root.embed_cache_dir()).await?;
+    let egress = crate::store::egress::Egress::new(root.egress_file());
+    let embedder = models.embedder(&config.embedding, &root.embed_cache_dir(), egress).await?;
     Ok(Index::open(&root.index_dir(), embedder).await?)
 }
 

@@ -31,10 +31,14 @@ impl CheckedFacts {
 impl Memory {
     /// Check facts before they may be appended: at least one, none without text, none dated
     /// outside the years 1000 to 9999, none longer than `ingest.max_fact_bytes`.
+    /// A credential in a fact is redacted, refused or let be as `ingest.secrets` says, before
+    /// anything else sees the text.
     pub fn check_facts(&self, facts: Vec<NewFact>) -> Result<CheckedFacts, Error> {
         if facts.is_empty() {
             return Err(Error::BadInput("no facts given".into()));
         }
+        let mut facts = facts;
+        crate::store::secrets::apply(self.inner.config.ingest.secrets, &mut facts).map_err(Error::BadInput)?;
         archive::check_new(&facts, self.inner.config.ingest.max_fact_bytes).map_err(|e| match e {
             archive::ArchiveError::TooLong { .. } => Error::TooLarge(e.to_string()),
             e => Error::BadInput(e.to_string()),
@@ -71,6 +75,16 @@ impl Memory {
                 "the turn is dated {date}: a fact's day must fall in the years 1000 to 9999"
             )));
         }
+        let policy = self.inner.config.ingest.secrets;
+        if policy == crate::config::SecretsPolicy::Refuse
+            && let Some(first) = crate::store::secrets::find(&turn.text).first()
+        {
+            return Err(Error::BadInput(format!(
+                "the turn holds a {} at character {}; nothing was stored (ingest.secrets = \"refuse\")",
+                first.kind,
+                first.position(&turn.text)
+            )));
+        }
         let Some(chat) = &self.inner.chat else {
             return Err(Error::NoLlm(
                 "no LLM is configured ([llm] base_url is empty), so facts cannot be extracted from a turn; \
@@ -83,8 +97,10 @@ impl Memory {
         let system = extract::system_message(&self.inner.prompts.extract, self.inner.taxonomy.attributes());
         let (found, usage) = extract::facts(chat, &system, &turn.text, today).await?;
         let source = Some(turn.source.clone().unwrap_or_else(|| "turn".into()));
-        let facts: Vec<NewFact> =
+        // The LLM saw the turn masked; what it answers is held to the policy all the same.
+        let mut facts: Vec<NewFact> =
             found.iter().map(|f| NewFact { text: f.text.clone(), date: turn.date, source: source.clone() }).collect();
+        crate::store::secrets::apply(policy, &mut facts).map_err(Error::BadInput)?;
         if let Err(e) = archive::check_new(&facts, self.inner.config.ingest.max_fact_bytes) {
             return Err(Error::LlmReply(format!(
                 "the LLM extracted an unusable fact: {e}; nothing was stored, send the turn again or in smaller parts"

@@ -64,6 +64,7 @@ use crate::planning::forget::{self, Promoted};
 use crate::store::Root;
 use crate::store::archive::Appender;
 use crate::store::commit::{self, Change};
+use crate::store::egress::Egress;
 use crate::store::ledger::Ledger;
 use crate::sys::clock::Clock;
 use crate::sys::lock::LockGuard;
@@ -270,7 +271,7 @@ impl Memory {
             file => Taxonomy::with_file(&crate::config::expand_tilde(std::path::Path::new(file)))
                 .map_err(|e| Error::BadInput(format!("consolidation.aspects_file: {e}")))?,
         };
-        let chat = models.chat(&config.llm)?;
+        let chat = models.chat(&config.llm)?.map(|chat| chat.with_egress(Egress::new(root.egress_file())));
         let decider = match &chat {
             Some(client) => Decider::Llm { client: client.clone(), prompts: prompts.clone() },
             None => Decider::Offline,

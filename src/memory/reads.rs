@@ -81,17 +81,14 @@ impl Memory {
         }
         let mut report = crate::store::verify::verify(&ledger, extra);
         let root = self.inner.root.dir();
-        report.warnings = crate::sys::access::exposed(root)
-            .iter()
-            .map(|e| {
-                let what = if e.path.is_empty() { root.display().to_string() } else { e.path.clone() };
-                format!(
-                    "{what} is mode {:o}: other accounts on this machine can read or change it; run `{}`",
-                    e.mode,
-                    crate::sys::access::fix_for(root)
-                )
-            })
-            .collect();
+        report.warnings.extend(crate::sys::access::exposed(root).iter().map(|e| {
+            let what = if e.path.is_empty() { root.display().to_string() } else { e.path.clone() };
+            format!(
+                "{what} is mode {:o}: other accounts on this machine can read or change it; run `{}`",
+                e.mode,
+                crate::sys::access::fix_for(root)
+            )
+        }));
         Ok(report)
     }
 

@@ -26,8 +26,14 @@ pub struct Models {
 }
 
 impl Models {
-    /// The embedder for `cfg`, with `cache_dir` as its vector cache (the model shared).
-    pub async fn embedder(&self, cfg: &EmbeddingConfig, cache_dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
+    /// The embedder for `cfg`, with `cache_dir` as its vector cache (the model shared); an
+    /// endpoint's requests are masked and recorded in `egress`.
+    pub async fn embedder(
+        &self,
+        cfg: &EmbeddingConfig,
+        cache_dir: &Path,
+        egress: crate::store::egress::Egress,
+    ) -> Result<Arc<dyn Embedder>, EmbedError> {
         let key = serde_json::to_string(cfg).expect("a configuration serialises");
         let model = {
             let mut embedders = self.embedders.lock().await;
@@ -39,6 +45,10 @@ impl Models {
                     model
                 }
             }
+        };
+        let model = match cfg.provider {
+            crate::config::EmbeddingProvider::Openai => embed::recorded(model, egress, &cfg.base_url),
+            _ => model,
         };
         embed::cached(model, cache_dir)
     }

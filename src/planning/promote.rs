@@ -258,6 +258,9 @@ pub struct Promotion {
 /// what changed since it last looked (see the module documentation). Writes nothing.
 pub async fn promote(input: PromoteInput<'_>, config: &Config, llm: Option<(&ChatClient, &str)>) -> Promotion {
     let PromoteInput { entries, recalled, before_text, last } = input;
+    // A credential never goes into every prompt: an entry holding one (let in by
+    // `ingest.secrets = "allow"`, or typed by hand) is never promoted.
+    let entries: Vec<&Entry> = entries.into_iter().filter(|e| crate::store::secrets::find(&e.content).is_empty()).collect();
     let recalled = recalled.clone();
     let expected = content_hash(before_text);
     let mut parsed = parse(before_text);
@@ -277,7 +280,7 @@ pub async fn promote(input: PromoteInput<'_>, config: &Config, llm: Option<(&Cha
             report.source = "kept";
             lines = Some(ask.current.clone());
         } else {
-            match client.complete_json(prompt, &ask.message(&recalled)).await {
+            match client.complete_json("promote", prompt, &ask.message(&recalled)).await {
                 Ok(reply) => {
                     report.llm.add(reply.usage);
                     match parse_json_reply::<Reply>(&reply.content).and_then(|r| ask.check(&r)) {

@@ -388,6 +388,19 @@ fn render_gauges(out: &mut Exposition, gauges: &Gauges) {
             &plain(held),
         );
     }
+    let (sent, masked) = crate::store::egress::counted();
+    out.family(
+        "memfold_egress_requests_total",
+        "counter",
+        "Requests sent to an LLM or embedding endpoint (each recorded in .memfold/egress.jsonl).",
+        &plain(sent),
+    );
+    out.family(
+        "memfold_egress_secrets_masked_total",
+        "counter",
+        "Secrets replaced by a marker in requests before they were sent.",
+        &plain(masked),
+    );
     if let Some(entries) = gauges.entries {
         out.family("memfold_entries", "gauge", "Current entries in consolidated/memory.md.", &plain(entries as u64));
     }

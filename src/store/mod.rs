@@ -9,12 +9,14 @@ pub mod atomic;
 pub mod agents;
 pub mod caches;
 pub mod commit;
+pub mod egress;
 pub mod entries;
 pub mod home;
 pub mod ledger;
 pub mod listening;
 pub mod promoted;
 pub mod recall;
+pub mod secrets;
 pub mod signin;
 pub mod sources;
 pub mod state;
@@ -90,6 +92,10 @@ impl Root {
     /// The review page's sign-in codes ([`signin`]).
     pub fn codes_dir(&self) -> PathBuf {
         self.state_dir().join("ui-codes")
+    }
+    /// Every request sent to an LLM or embedding endpoint ([`egress`]).
+    pub fn egress_file(&self) -> PathBuf {
+        self.state_dir().join("egress.jsonl")
     }
     /// Where the running daemon listens ([`listening`]).
     pub fn listening_file(&self) -> PathBuf {

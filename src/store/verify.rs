@@ -82,8 +82,31 @@ pub fn verify(ledger: &Ledger, extra: Vec<Problem>) -> Report {
         consolidated: count(FactFate::Consolidated),
         tombstoned: count(FactFate::Tombstoned),
         problems,
-        warnings: Vec::new(),
+        warnings: secrets(ledger),
     }
+}
+
+/// Credentials in the archive or in current entries (typed by hand, or let in by
+/// `ingest.secrets = "allow"`): where and of what kind, never the value. They are never
+/// promoted and masked in every LLM request, but they stay in the files until a person
+/// takes them out.
+fn secrets(ledger: &Ledger) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut report = |file: &str, line: usize, what: &str, text: &str| {
+        for secret in crate::store::secrets::find(text) {
+            found.push(format!(
+                "{file}:{line}: {what} holds a {} (never promoted, masked in LLM requests; edit it out, or forget it)",
+                secret.kind
+            ));
+        }
+    };
+    for fact in &ledger.facts {
+        report(&format!("archive/{}.md", fact.date), fact.line, &format!("fact {}", fact.id), &fact.text);
+    }
+    for entry in ledger.memory.entries() {
+        report("consolidated/memory.md", entry.line, &format!("entry {}", entry.id()), &entry.content);
+    }
+    found
 }
 
 /// Pending facts that a replaced or merged version took up whose chain leads nowhere, and that

@@ -514,7 +514,21 @@ fn spool(target: &Target, capture: &Capture, said: &[Said], source: &str, from: 
         parts.last_mut().expect("one part at least").push_str(&line);
     }
     let now = chrono::Utc::now();
+    // The spool is a file memfold writes: a credential is held to `ingest.secrets` before it.
+    let policy = target.config.ingest.secrets;
     for (i, text) in parts.into_iter().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
+        let (redacted, found) = crate::store::secrets::redact(&text);
+        let text = match (policy, found.first()) {
+            (crate::config::SecretsPolicy::Refuse, Some(first)) => {
+                warn(&format!(
+                    "a part of the exchange holds a {}; not captured (ingest.secrets = \"refuse\")",
+                    first.kind
+                ));
+                continue;
+            }
+            (crate::config::SecretsPolicy::Redact, _) => redacted,
+            _ => text,
+        };
         let turn = Spooled { text, date: None, source: source.to_string(), spooled: now };
         capture.spool(&target.root, &turn, from + i as u64).map_err(|e| e.to_string())?;
     }
@@ -555,6 +569,8 @@ fn store_requests(target: &Target, said: &[Said], source: &str) -> Result<(), St
             Err(e) => warn(&format!("the daemon did not take the facts ({e}); they go to the archive directly")),
         }
     }
+    let mut facts = facts;
+    crate::store::secrets::apply(target.config.ingest.secrets, &mut facts)?;
     crate::store::archive::check_new(&facts, target.config.ingest.max_fact_bytes).map_err(|e| e.to_string())?;
     Appender::default()
         .append(&target.root, &facts, chrono::Local::now().naive_local())

@@ -140,6 +140,46 @@ pub fn cached(model: Arc<dyn Embedder>, cache_dir: &Path) -> Result<Arc<dyn Embe
     Ok(Arc::new(CachedEmbedder::open(model, cache_dir)?))
 }
 
+/// `model` (an endpoint at `base_url`), its inputs masked of secrets and each request
+/// recorded in `egress` before it is sent.
+pub fn recorded(model: Arc<dyn Embedder>, egress: crate::store::egress::Egress, base_url: &str) -> Arc<dyn Embedder> {
+    let url = format!("{}/embeddings", base_url.trim().trim_end_matches('/'));
+    Arc::new(Recorded { model, egress, url })
+}
+
+struct Recorded {
+    model: Arc<dyn Embedder>,
+    egress: crate::store::egress::Egress,
+    url: String,
+}
+
+impl Embedder for Recorded {
+    fn id(&self) -> String {
+        self.model.id()
+    }
+
+    fn dim(&self) -> usize {
+        self.model.dim()
+    }
+
+    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move {
+            let mut masked = 0;
+            let sent: Vec<String> = texts
+                .iter()
+                .map(|t| {
+                    let (text, found) = crate::store::secrets::redact(t);
+                    masked += found.len();
+                    text
+                })
+                .collect();
+            let body = serde_json::to_vec(&serde_json::json!({ "input": sent })).expect("JSON serialises");
+            self.egress.record(&self.url, "embed", &body, masked);
+            self.model.embed(&sent).await
+        })
+    }
+}
+
 /// Cosine similarity; 0 when either vector is all zeros.
 #[cfg(test)]
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {

@@ -47,7 +47,7 @@ pub async fn facts(
     turn: &str,
     today: NaiveDate,
 ) -> Result<(Vec<Found>, Usage), LlmError> {
-    let (extracted, usage) = chat.complete_parsed::<Extracted>(system, &user_message(turn, today)).await?;
+    let (extracted, usage) = chat.complete_parsed::<Extracted>("extract", system, &user_message(turn, today)).await?;
     let found = extracted
         .facts
         .into_iter()

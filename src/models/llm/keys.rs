@@ -36,7 +36,7 @@ pub async fn keys(
 ) -> Result<(HashMap<String, Vec<String>>, Usage), LlmError> {
     let listed: Vec<Fact> = facts.iter().map(|&(id, text)| Fact { id, text }).collect();
     let user = serde_json::json!({ "facts": listed }).to_string();
-    let (reply, usage) = chat.complete_parsed::<Reply>(system, &user).await?;
+    let (reply, usage) = chat.complete_parsed::<Reply>("keys", system, &user).await?;
     let keys = reply.keys.into_iter().map(|(id, keys)| (id, keys.into_iter().take(3).collect())).collect();
     Ok((keys, usage))
 }

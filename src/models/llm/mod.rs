@@ -94,6 +94,8 @@ pub struct ChatClient {
     max_tokens: u32,
     /// Cleared once the server rejects `response_format`.
     json_mode: Arc<AtomicBool>,
+    /// Where the requests are recorded (a root's `.memfold/egress.jsonl`).
+    egress: Option<crate::store::egress::Egress>,
 }
 
 const CHAT_PATH: &str = "/chat/completions";
@@ -112,6 +114,7 @@ impl ChatClient {
             temperature: cfg.temperature,
             max_tokens: cfg.max_tokens,
             json_mode: Arc::new(AtomicBool::new(true)),
+            egress: None,
         }))
     }
 
@@ -119,6 +122,11 @@ impl ChatClient {
     pub fn with_backoff(mut self, base: Duration, cap: Duration) -> ChatClient {
         self.endpoint = self.endpoint.with_backoff(base, cap);
         self
+    }
+
+    /// This client, recording every request it sends in `egress`.
+    pub fn with_egress(&self, egress: crate::store::egress::Egress) -> ChatClient {
+        ChatClient { egress: Some(egress), ..self.clone() }
     }
 
     pub fn model(&self) -> &str {
@@ -131,16 +139,18 @@ impl ChatClient {
     }
 
     /// One completion asking for a JSON object; the content is returned as text, unparsed.
-    pub async fn complete_json(&self, system: &str, user: &str) -> Result<ChatReply, LlmError> {
+    /// `purpose` (`extract`, `consolidate`, `keys`, `promote`) is what the request is
+    /// recorded as.
+    pub async fn complete_json(&self, purpose: &'static str, system: &str, user: &str) -> Result<ChatReply, LlmError> {
         let json_mode = self.json_mode.load(Ordering::Relaxed);
-        match self.complete(system, user, json_mode).await {
+        match self.complete(purpose, system, user, json_mode).await {
             Err(LlmError::Http(HttpError::Status { status: 400, body, .. }))
                 if json_mode && body.contains("response_format") =>
             {
                 tracing::warn!(url = %self.endpoint.base_url(), reply = %body,
                     "chat endpoint rejects response_format; asking without it from now on");
                 self.json_mode.store(false, Ordering::Relaxed);
-                self.complete(system, user, false).await
+                self.complete(purpose, system, user, false).await
             }
             other => other,
         }
@@ -148,8 +158,13 @@ impl ChatClient {
 
     /// [`ChatClient::complete_json`] parsed with [`parse_json_reply`]; a reply that does not parse
     /// is asked again once, with the error appended to the user message. Usage covers both calls.
-    pub async fn complete_parsed<T: DeserializeOwned>(&self, system: &str, user: &str) -> Result<(T, Usage), LlmError> {
-        let first = self.complete_json(system, user).await?;
+    pub async fn complete_parsed<T: DeserializeOwned>(
+        &self,
+        purpose: &'static str,
+        system: &str,
+        user: &str,
+    ) -> Result<(T, Usage), LlmError> {
+        let first = self.complete_json(purpose, system, user).await?;
         let mut usage = first.usage;
         let message = match parse_json_reply(&first.content) {
             Ok(value) => return Ok((value, usage)),
@@ -160,7 +175,7 @@ impl ChatClient {
             "{user}\n\nYour previous reply could not be used: {message}\n\
              Answer again with only the JSON object, nothing else."
         );
-        let second = self.complete_json(system, &again).await?;
+        let second = self.complete_json(purpose, system, &again).await?;
         usage.add(second.usage);
         parse_json_reply(&second.content).map(|value| (value, usage)).map_err(|message| LlmError::Unparseable {
             url: self.endpoint.url(CHAT_PATH),
@@ -169,7 +184,12 @@ impl ChatClient {
         })
     }
 
-    async fn complete(&self, system: &str, user: &str, json_mode: bool) -> Result<ChatReply, LlmError> {
+    /// One request. Every secret in the messages is replaced by its marker first, whatever
+    /// the ingest policy let into memory (`allow`, or typed in by hand): no secret leaves
+    /// the machine in a prompt.
+    async fn complete(&self, purpose: &'static str, system: &str, user: &str, json_mode: bool) -> Result<ChatReply, LlmError> {
+        let (system, masked_system) = crate::store::secrets::redact(system);
+        let (user, masked_user) = crate::store::secrets::redact(user);
         let mut body = json!({
             "model": self.model,
             "temperature": self.temperature,
@@ -179,6 +199,11 @@ impl ChatClient {
         if json_mode {
             body["response_format"] = json!({"type": "json_object"});
         }
+        if let Some(egress) = &self.egress {
+            let bytes = serde_json::to_vec(&body).expect("JSON serialises");
+            egress.record(&self.endpoint.url(CHAT_PATH), purpose, &bytes, masked_system.len() + masked_user.len());
+        }
+        let (system, user) = (system.as_str(), user.as_str());
         let reply = self.endpoint.post_json(CHAT_PATH, &body).await?;
         let bad = |message: &str| LlmError::BadReply { url: self.endpoint.url(CHAT_PATH), message: message.into() };
         let choice = &reply["choices"][0];
@@ -334,7 +359,7 @@ mod tests {
         cfg.temperature = 0.25;
         cfg.max_tokens = 77;
         let chat = ChatClient::from_config(&cfg).unwrap().unwrap();
-        let reply = chat.complete_json("be terse", "hello").await.unwrap();
+        let reply = chat.complete_json("test", "be terse", "hello").await.unwrap();
         assert_eq!(reply.content, r#"{"ops":[]}"#);
         let request = &fake.chat_requests()[0];
         assert_eq!(request["model"], "fake-chat");
@@ -350,7 +375,7 @@ mod tests {
         let fake = FakeOpenAi::start().await;
         fake.push_chat(FakeReply::Status(500));
         fake.push_chat(FakeReply::Content("{}".into()));
-        let reply = client(&fake).complete_json("s", "u").await.unwrap();
+        let reply = client(&fake).complete_json("test", "s", "u").await.unwrap();
         assert_eq!(reply.content, "{}");
         assert_eq!(fake.chat_calls(), 2);
     }
@@ -359,7 +384,7 @@ mod tests {
     async fn bad_request_fails_without_retry() {
         let fake = FakeOpenAi::start().await;
         fake.push_chat(FakeReply::StatusMessage(400, "context length exceeded".into()));
-        let err = client(&fake).complete_json("s", "u").await.unwrap_err();
+        let err = client(&fake).complete_json("test", "s", "u").await.unwrap_err();
         assert_eq!(fake.chat_calls(), 1);
         assert!(err.to_string().contains("answered 400: "), "{err}");
         assert!(err.to_string().contains(&fake.base_url()), "{err}");
@@ -371,7 +396,7 @@ mod tests {
         let mut cfg = LlmConfig { base_url: format!("http://127.0.0.1:{port}/v1"), ..LlmConfig::default() };
         cfg.timeout_secs = 1;
         let started = std::time::Instant::now();
-        let err = ChatClient::from_config(&cfg).unwrap().unwrap().complete_json("s", "u").await.unwrap_err();
+        let err = ChatClient::from_config(&cfg).unwrap().unwrap().complete_json("test", "s", "u").await.unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
         let msg = err.to_string();
         assert!(msg.starts_with(&format!("chat endpoint {}", cfg.base_url)), "{msg}");
@@ -386,9 +411,9 @@ mod tests {
             None => FakeReply::Content(r#"{"ok":true}"#.into()),
         });
         let chat = client(&fake);
-        assert_eq!(chat.complete_json("s", "u").await.unwrap().content, r#"{"ok":true}"#);
+        assert_eq!(chat.complete_json("test", "s", "u").await.unwrap().content, r#"{"ok":true}"#);
         assert_eq!(fake.chat_calls(), 2);
-        chat.clone().complete_json("s", "u").await.unwrap();
+        chat.clone().complete_json("test", "s", "u").await.unwrap();
         assert_eq!(fake.chat_calls(), 3, "the second call goes straight without response_format");
         assert!(fake.chat_requests()[2].get("response_format").is_none());
     }
@@ -401,7 +426,7 @@ mod tests {
         let chat = client(&fake);
         let mut total = Usage::default();
         for _ in 0..2 {
-            let reply = chat.complete_json("12345", "1234").await.unwrap();
+            let reply = chat.complete_json("test", "12345", "1234").await.unwrap();
             assert_eq!(reply.usage, Usage { calls: 1, prompt_tokens: 3, completion_tokens: 3 });
             total.add(reply.usage);
         }
@@ -416,7 +441,7 @@ mod tests {
         let fake = FakeOpenAi::start().await;
         fake.push_chat(FakeReply::Content("Sure! Here you go.".into()));
         fake.push_chat(FakeReply::Content("```json\n{\"ops\":[]}\n```".into()));
-        let (reply, usage): (OpsReply, Usage) = client(&fake).complete_parsed("s", "cluster").await.unwrap();
+        let (reply, usage): (OpsReply, Usage) = client(&fake).complete_parsed("test", "s", "cluster").await.unwrap();
         assert!(reply.ops.is_empty());
         assert_eq!(usage.calls, 2);
         let second = fake.chat_requests()[1]["messages"][1]["content"].as_str().unwrap().to_string();

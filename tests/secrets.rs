@@ -1,0 +1,475 @@
+//! Secrets: the detector's quality on a corpus written for it (`fixtures/secrets/`), half of
+//! which the rules were never tuned on; and every door, where a posted credential must leave
+//! no byte in any file under the root, and no byte in any request to the LLM.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Fixture, run, verify};
+use crate::common::llm_env;
+use memfold::store::secrets;
+
+/// A small deterministic generator of made-up credentials.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn pick(&mut self, alphabet: &str, n: usize) -> String {
+        let chars: Vec<char> = alphabet.chars().collect();
+        (0..n).map(|_| chars[self.next() as usize % chars.len()]).collect()
+    }
+}
+
+const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+const UPPER_NUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+const HEX: &str = "0123456789abcdef";
+
+fn base62(mut n: u32) -> String {
+    let digits: Vec<char> = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".chars().collect();
+    let mut out = vec!['0'; 6];
+    for slot in out.iter_mut().rev() {
+        *slot = digits[(n % 62) as usize];
+        n /= 62;
+    }
+    out.into_iter().collect()
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A made-up credential of kind `name`, and the part of it that is the secret.
+fn credential(name: &str, g: &mut Gen) -> (String, String) {
+    let crc = |prefix: &str, g: &mut Gen| {
+        let random = g.pick(ALNUM, 30);
+        format!("{prefix}{random}{}", base62(crc32fast::hash(random.as_bytes())))
+    };
+    let whole = |s: String| (s.clone(), s);
+    match name {
+        "github" => whole(crc(["ghp_", "gho_", "ghs_", "ghu_"][g.next() as usize % 4], g)),
+        "npm" => whole(crc("npm_", g)),
+        "fine" => whole(format!("github_pat_{}_{}", g.pick(ALNUM, 22), g.pick(ALNUM, 59))),
+        "aws_id" => whole(format!("AKIA{}", g.pick("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16))),
+        "aws_secret" => whole(g.pick("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+", 40)),
+        "gitlab" => whole(format!("glpat-{}", g.pick(URLSAFE, 20))),
+        "slack" => {
+            whole(format!("xoxb-{}-{}-{}", g.pick("0123456789", 12), g.pick("0123456789", 13), g.pick(ALNUM, 24)))
+        }
+        "slack_user" => whole(format!(
+            "xoxp-{}-{}-{}-{}",
+            g.pick("0123456789", 12),
+            g.pick("0123456789", 12),
+            g.pick("0123456789", 13),
+            g.pick(HEX, 32)
+        )),
+        "slack_hook" => whole(format!(
+            "https://hooks.slack.com/services/T{}/B{}/{}",
+            g.pick(UPPER_NUM, 9),
+            g.pick(UPPER_NUM, 10),
+            g.pick(ALNUM, 24)
+        )),
+        "stripe" => {
+            let n = 24 + g.next() as usize % 70;
+            whole(format!("sk_live_{}", g.pick(ALNUM, n)))
+        }
+        "stripe_test" => whole(format!("sk_test_{}", g.pick(ALNUM, 24))),
+        "stripe_restricted" => whole(format!("rk_live_{}", g.pick(ALNUM, 24))),
+        "openai" => whole(format!("sk-{}T3BlbkFJ{}", g.pick(ALNUM, 20), g.pick(ALNUM, 20))),
+        "openai_proj" => whole(format!("sk-proj-{}T3BlbkFJ{}", g.pick(URLSAFE, 74), g.pick(URLSAFE, 74))),
+        "anthropic" => whole(format!("sk-ant-api03-{}AA", g.pick(URLSAFE, 93))),
+        "google" => whole(format!("AIza{}", g.pick(URLSAFE, 35))),
+        "gocspx" => whole(format!("GOCSPX-{}", g.pick(URLSAFE, 28))),
+        "hf" => whole(format!("hf_{}", g.pick(ALNUM, 34))),
+        "sendgrid" => whole(format!("SG.{}.{}", g.pick(URLSAFE, 22), g.pick(URLSAFE, 43))),
+        "jwt" => {
+            let header = b64url(br#"{"alg":"HS256","typ":"JWT"}"#);
+            let payload = b64url(
+                format!(r#"{{"sub":"user-{}","iat":{}}}"#, g.next() % 10_000, 1_700_000_000 + g.next() % 1_000_000)
+                    .as_bytes(),
+            );
+            whole(format!("{header}.{payload}.{}", g.pick(URLSAFE, 43)))
+        }
+        "pem" => whole(format!(
+            "-----BEGIN OPENSSH PRIVATE KEY----- {} {} -----END OPENSSH PRIVATE KEY-----",
+            g.pick("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", 70),
+            g.pick("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", 70)
+        )),
+        "url_pw" | "url_redis" | "url_amqp" | "url_mongo" => {
+            let scheme = match name {
+                "url_redis" => "redis",
+                "url_amqp" => "amqp",
+                "url_mongo" => "mongodb",
+                _ => "postgres",
+            };
+            let n = 10 + g.next() as usize % 8;
+            let password = g.pick(ALNUM, n);
+            (format!("{scheme}://app_user:{password}@db{}.internal:5432/app", g.next() % 9), password)
+        }
+        "azure" => whole(format!(
+            "{}{}==",
+            g.pick("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", 85),
+            ["A", "Q", "g", "w"][g.next() as usize % 4]
+        )),
+        "generic" => whole(format!("{}{}", g.pick(ALNUM, 20), g.pick("0123456789", 4))),
+        "generic_bearer" => {
+            let token = format!("{}{}", g.pick(ALNUM, 28), g.pick("0123456789", 3));
+            (format!("Bearer {token}"), token)
+        }
+        "sha1" => whole(g.pick(HEX, 40)),
+        "sha256" => whole(g.pick(HEX, 64)),
+        "short_sha" => whole(g.pick(HEX, 7)),
+        "uuid" => whole(format!(
+            "{}-{}-4{}-a{}-{}",
+            g.pick(HEX, 8),
+            g.pick(HEX, 4),
+            g.pick(HEX, 3),
+            g.pick(HEX, 3),
+            g.pick(HEX, 12)
+        )),
+        other => panic!("no generator for {{{other}}}"),
+    }
+}
+
+/// `template` with each `{name}` filled; the secrets it holds.
+fn fill(template: &str, g: &mut Gen) -> (String, Vec<String>) {
+    let mut text = String::new();
+    let mut secrets = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = rest[open..].find('}').map(|c| open + c).expect("a closed placeholder");
+        text.push_str(&rest[..open]);
+        let (value, secret) = credential(&rest[open + 1..close], g);
+        text.push_str(&value);
+        secrets.push(secret);
+        rest = &rest[close + 1..];
+    }
+    text.push_str(rest);
+    (text, secrets)
+}
+
+/// The corpus lines of a fixture, with the half each is in (tuned: odd lines).
+fn lines(name: &str) -> Vec<(bool, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/secrets").join(name);
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| (i % 2 == 0, l.to_string()))
+        .collect()
+}
+
+#[derive(Default, Debug)]
+struct Score {
+    caught: usize,
+    total: usize,
+    missed: Vec<String>,
+}
+
+impl Score {
+    fn rate(&self) -> f64 {
+        self.caught as f64 / self.total.max(1) as f64
+    }
+}
+
+/// Scores of (typed, prose, look-alikes changed) for one half.
+fn score(tuned: bool) -> (Score, Score, Score) {
+    let mut g = Gen(if tuned { 7 } else { 11 });
+    let (mut typed, mut prose, mut changed) = (Score::default(), Score::default(), Score::default());
+    for (half, template) in lines("typed.txt") {
+        if half != tuned {
+            continue;
+        }
+        for _ in 0..3 {
+            let (text, secrets) = fill(&template, &mut g);
+            let (redacted, _) = secrets::redact(&text);
+            typed.total += 1;
+            if secrets.iter().all(|s| !redacted.contains(s.as_str())) {
+                typed.caught += 1;
+            } else {
+                typed.missed.push(text);
+            }
+        }
+    }
+    for (half, line) in lines("prose.txt") {
+        if half != tuned {
+            continue;
+        }
+        let (text, secret) = line.split_once('\t').expect("text, a tab, the secret");
+        let (redacted, _) = secrets::redact(text);
+        prose.total += 1;
+        if !redacted.contains(secret) {
+            prose.caught += 1;
+        } else {
+            prose.missed.push(text.to_string());
+        }
+    }
+    for (half, template) in lines("lookalikes.txt") {
+        if half != tuned {
+            continue;
+        }
+        let (text, _) = fill(&template, &mut g);
+        changed.total += 1;
+        if !secrets::find(&text).is_empty() {
+            changed.caught += 1;
+            changed.missed.push(format!("{text} → {}", secrets::redact(&text).0));
+        }
+    }
+    (typed, prose, changed)
+}
+
+#[test]
+fn the_detector_catches_credentials_and_leaves_look_alikes_on_the_half_it_was_not_tuned_on() {
+    for tuned in [true, false] {
+        let (typed, prose, changed) = score(tuned);
+        println!(
+            "{} half: typed credentials caught {}/{} ({:.3}), prose passwords {}/{} ({:.3}), look-alikes changed {}/{} ({:.3})",
+            if tuned { "tuned" } else { "untouched" },
+            typed.caught,
+            typed.total,
+            typed.rate(),
+            prose.caught,
+            prose.total,
+            prose.rate(),
+            changed.caught,
+            changed.total,
+            changed.rate()
+        );
+        for missed in typed.missed.iter().chain(&prose.missed) {
+            println!("  missed: {missed}");
+        }
+        for wrong in &changed.missed {
+            println!("  changed: {wrong}");
+        }
+        if !tuned {
+            assert!(typed.total >= 100 && prose.total >= 30 && changed.total >= 50);
+            assert!(typed.rate() >= 0.98, "typed {:.3}", typed.rate());
+            assert!(prose.rate() >= 0.85, "prose {:.3}", prose.rate());
+            assert!(changed.rate() <= 0.01, "look-alikes {:.3}", changed.rate());
+        }
+    }
+}
+
+/// Every file under `dir` (the index included), as bytes, with its path.
+fn every_file(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(every_file(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path.display().to_string(), bytes));
+        }
+    }
+    out
+}
+
+/// Where any of `secrets` appears under `dir`.
+fn leaks(dir: &Path, secrets: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, bytes) in every_file(dir) {
+        for secret in secrets {
+            if bytes.windows(secret.len()).any(|w| w == secret.as_bytes()) {
+                found.push(format!("{path} holds {secret}"));
+            }
+        }
+    }
+    found
+}
+
+/// Made-up credentials for the door tests, one per line of `typed.txt`'s kinds.
+fn some_secrets() -> Vec<(String, String)> {
+    let mut g = Gen(99);
+    ["github", "aws_id", "openai_proj", "slack", "url_pw", "jwt"]
+        .iter()
+        .map(|kind| credential(kind, &mut g))
+        .chain([("the wifi password is Kestrel#2026".to_string(), "Kestrel#2026".to_string())])
+        .collect()
+}
+
+#[tokio::test]
+async fn a_credential_sent_through_any_door_leaves_no_byte_in_any_file() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let secrets = some_secrets();
+    let values: Vec<String> = secrets.iter().map(|(_, s)| s.clone()).collect();
+    // The command line.
+    let out = run(&root, &["add", &format!("CI pushes with {}", secrets[0].0)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let daemon = fixture.serve(&[]).await;
+    // HTTP.
+    let (code, body) = daemon
+        .post(
+            "/facts",
+            json!({"facts": [{"text": format!("the backup key id is {}", secrets[1].0), "source": secrets[6].0}]}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.to_string().contains("[secret: aws access key]"), "the answer shows what was stored: {body}");
+    // MCP.
+    let (client, _) = crate::common::mcp::http(&daemon.url("/mcp"), daemon.token()).await;
+    crate::common::mcp::ok(
+        &client,
+        "memory_add",
+        json!({"facts": [format!("OPENAI_API_KEY={}", secrets[2].0), format!("slack bot {}", secrets[3].0)]}),
+    )
+    .await;
+    // A hook's capture.
+    let transcript = fixture.dir.path().join("t.jsonl");
+    let said = format!("Remember that the db url is {} and the wifi password is Kestrel#2026", secrets[4].0);
+    std::fs::write(&transcript, format!("{}\n", json!({"type": "user", "message": {"role": "user", "content": said}})))
+        .unwrap();
+    let mut hook = crate::common::bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["hook", "stop"])
+        .env_remove("MEMFOLD_LLM__BASE_URL")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(
+            json!({"session_id": "s", "transcript_path": transcript, "cwd": fixture.dir.path()}).to_string().as_bytes(),
+        )
+        .unwrap();
+    assert!(hook.wait().unwrap().success());
+    // The offline pass and promotion, over all of it.
+    let (code, body) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{body}");
+    let (_, found) = daemon.get("/search?q=backup+key+id").await;
+    assert!(found.to_string().contains("[secret: aws access key]"), "{found}");
+    daemon.stop().await;
+    let report = verify(&root);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["facts"], 5, "one from each door, two from MCP, one request in the transcript");
+    // The transcript is the agent's file; under the root there is none of it.
+    let leaked = leaks(&root, &values);
+    assert!(leaked.is_empty(), "{leaked:?}");
+}
+
+#[tokio::test]
+async fn the_llm_never_sees_a_secret_and_every_request_is_recorded_with_its_purpose() {
+    let fake = memfold::testkit::FakeOpenAi::start_in_thread();
+    fake.set_chat_handler(|request: &Value| {
+        let system = request["messages"][0]["content"].as_str().unwrap_or_default();
+        if system.contains("extract") || system.contains("Extract") {
+            let user = request["messages"][1]["content"].as_str().unwrap_or_default();
+            let facts: Vec<Value> =
+                user.lines().filter_map(|l| l.strip_prefix("user: ")).map(|l| json!({"text": l})).collect();
+            return memfold::testkit::FakeReply::Content(json!({ "facts": facts }).to_string());
+        }
+        crate::common::add_everything(request)
+    });
+    let env = llm_env(&fake);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let secrets = some_secrets();
+    // A credential typed into memory.md by hand, and one let in with `allow`.
+    std::fs::write(
+        root.join("consolidated/memory.md"),
+        format!("<!-- m-handtyped -->\nThe deploy token is {}\n", secrets[0].0),
+    )
+    .unwrap();
+    let mut allow = env.clone();
+    allow.push(("MEMFOLD_INGEST__SECRETS", "allow"));
+    let daemon = fixture.serve(&allow).await;
+    let (code, body) = daemon
+        .post("/facts", json!({"facts": [{"text": format!("the grafana datasource uses {}", secrets[4].0)}]}))
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let turn = format!("user: the stripe webhook secret for the shop is {}\nassistant: noted", secrets[2].0);
+    let (code, body) = daemon.post("/turns", json!({"text": turn})).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{body}");
+    daemon.stop().await;
+
+    let requests: Vec<Value> = fake.chat_requests().into_iter().chain(fake.keying_requests()).collect();
+    assert!(requests.len() >= 2, "extraction and a decision at least: {}", requests.len());
+    for request in &requests {
+        let text = request.to_string();
+        for (_, secret) in &secrets {
+            assert!(!text.contains(secret.as_str()), "an LLM request holds {secret}: {text}");
+        }
+    }
+    assert!(requests.iter().any(|r| r.to_string().contains("[secret: ")), "what was masked says its kind");
+    let out = run(&root, &["egress", "--json"]);
+    let egress: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let purposes: Vec<&str> =
+        egress["requests"].as_array().unwrap().iter().map(|r| r["purpose"].as_str().unwrap()).collect();
+    assert_eq!(purposes.len(), requests.len(), "{egress}");
+    assert!(purposes.contains(&"extract") && purposes.contains(&"consolidate"), "{purposes:?}");
+    assert!(egress["requests"].as_array().unwrap().iter().any(|r| r["masked"].as_u64().unwrap() > 0), "{egress}");
+    // `allow` stored the credential, and MEMORY.md never holds one.
+    let memory_md = std::fs::read_to_string(root.join("MEMORY.md")).unwrap_or_default();
+    for (_, secret) in &secrets {
+        assert!(!memory_md.contains(secret.as_str()), "MEMORY.md holds {secret}");
+    }
+    // verify names the kind, file and line of each, never the value.
+    let report = verify(&root);
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("consolidated/memory.md") && warnings.contains("github token"), "{warnings}");
+    assert!(warnings.contains("password in a url"), "{warnings}");
+    for (_, secret) in &secrets {
+        assert!(!report.to_string().contains(secret.as_str()), "verify printed {secret}");
+    }
+}
+
+#[tokio::test]
+async fn refuse_stores_nothing_and_names_the_kind_and_position_without_the_value() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let daemon = fixture.serve(&[("MEMFOLD_INGEST__SECRETS", "refuse")]).await;
+    let secrets = some_secrets();
+    let (code, body) = daemon
+        .post(
+            "/facts",
+            json!({"facts": [{"text": "a plain fact"}, {"text": format!("token {} for CI", secrets[0].0)}]}),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let message = body.to_string();
+    assert!(
+        message.contains("fact 2") && message.contains("github token") && message.contains("character 7"),
+        "{message}"
+    );
+    assert!(!message.contains(secrets[0].1.as_str()));
+    let out = crate::common::memfold(
+        &root,
+        &["add", "the wifi password is Kestrel#2026"],
+        &[("MEMFOLD_INGEST__SECRETS", "refuse")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("password"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Kestrel#2026"));
+    daemon.stop().await;
+    assert_eq!(verify(&root)["facts"], 0, "nothing of a refused request is stored");
+    assert!(leaks(&root, &["Kestrel#2026".to_string(), secrets[0].1.clone()]).is_empty());
+}
+
+#[tokio::test]
+async fn with_no_endpoint_configured_nothing_leaves_and_the_record_stays_empty() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let daemon = fixture.serve(&[]).await;
+    daemon.add(&["The checkout service runs on port 8443", "Ana owns billing"]).await;
+    let (code, _) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200);
+    let metrics = daemon.metrics().await;
+    assert!(metrics.contains("memfold_egress_requests_total 0\n"), "{metrics}");
+    daemon.stop().await;
+    assert!(!root.join(".memfold/egress.jsonl").exists());
+    let out = run(&root, &["egress"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no request has left this machine"));
+}
