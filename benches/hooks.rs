@@ -30,23 +30,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use run::{knob, ms, quantile};
+
 use memfold::config::{Config, Overrides};
 use memfold::memory::Memory;
 use memfold::store::Root;
 use serde_json::json;
-
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn quantile(times: &mut [Duration], q: f64) -> Duration {
-    times.sort();
-    times[((times.len() - 1) as f64 * q).round() as usize]
-}
 
 /// One `memfold hook EVENT` process with `payload`: how long until it exited, and its stdout.
 fn hook(root: &Path, event: &str, payload: &serde_json::Value, env: &[(&str, &str)]) -> (Duration, String) {

@@ -122,8 +122,9 @@ async fn run(total: usize, connections: usize, batch: usize, bound: Duration) {
     );
     // What the secret detector costs each fact: the same texts, redacted in this process on
     // one core, against the daemon's time per fact.
-    let texts: Vec<String> =
-        (0..acknowledged).map(|i| format!("bench fact {i} from connection {}: likes item {}", i % connections, i % 97)).collect();
+    let texts: Vec<String> = (0..acknowledged)
+        .map(|i| format!("bench fact {i} from connection {}: likes item {}", i % connections, i % 97))
+        .collect();
     let timed = Instant::now();
     let found: usize = texts.iter().map(|t| memfold::store::secrets::redact(t).1.len()).sum();
     let detect = timed.elapsed().as_secs_f64() / texts.len().max(1) as f64;

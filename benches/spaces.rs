@@ -32,6 +32,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use run::{knob, ms, quantile};
+
 use memfold::config::{Config, Overrides};
 use memfold::memory::Memory;
 use memfold::store::Root;
@@ -41,19 +43,6 @@ const QUERIES: usize = 200;
 const WRITES: usize = 50;
 /// The daemon closes a space after this many seconds without a request (the default is 300).
 const CLOSE_IDLE_SECS: u64 = 20;
-
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn quantile(times: &mut [Duration], q: f64) -> Duration {
-    times.sort();
-    times[((times.len() - 1) as f64 * q).round() as usize]
-}
 
 /// `memfold --home HOME` with the local embedder, without the bench's knobs.
 fn memfold(home: &Path) -> Command {

@@ -612,6 +612,13 @@ async fn passes_run_one_at_a_time_across_spaces_and_a_busy_space_cannot_starve_t
     }
 }
 
+/// The spaces the daemon holds open, as the operator's `/spaces` lists them.
+async fn open_spaces(daemon: &Daemon, operator: &str) -> Vec<String> {
+    let (_, listed) = send(daemon, operator, Method::GET, "/spaces", None).await;
+    let spaces = listed["spaces"].as_array().unwrap().clone();
+    spaces.iter().filter(|s| s["open"] == true).map(|s| s["name"].as_str().unwrap().to_string()).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spaces_open_on_use_and_the_least_recently_used_close_past_max_open() {
     let names = ["s1", "s2", "s3", "s4"];
@@ -621,11 +628,7 @@ async fn spaces_open_on_use_and_the_least_recently_used_close_past_max_open() {
     }
     let daemon = home.serve(&[]).await;
     let operator = home.token(None);
-    let open = async || {
-        let (_, listed) = send(&daemon, &operator, Method::GET, "/spaces", None).await;
-        let spaces = listed["spaces"].as_array().unwrap().clone();
-        spaces.iter().filter(|s| s["open"] == true).map(|s| s["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
-    };
+    let open = async || open_spaces(&daemon, &operator).await;
     assert_eq!(open().await, Vec::<String>::new(), "no space opens before it is used");
     for name in names {
         let (code, found) = send(&daemon, &home.token(Some(name)), Method::GET, "/search?q=colour", None).await;
@@ -650,11 +653,7 @@ async fn a_space_nobody_uses_closes_after_close_idle_secs_and_reopens_on_its_nex
     }
     let daemon = home.serve(&[]).await;
     let operator = home.token(None);
-    let open = async || {
-        let (_, listed) = send(&daemon, &operator, Method::GET, "/spaces", None).await;
-        let spaces = listed["spaces"].as_array().unwrap().clone();
-        spaces.iter().filter(|s| s["open"] == true).map(|s| s["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
-    };
+    let open = async || open_spaces(&daemon, &operator).await;
     for name in names {
         let (code, found) = send(&daemon, &home.token(Some(name)), Method::GET, "/search?q=colour", None).await;
         assert_eq!(code, 200, "{found}");

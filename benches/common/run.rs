@@ -84,3 +84,19 @@ pub async fn settled(client: &reqwest::Client, base: &str, token: Option<&str>, 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A numeric knob from the environment, or `default`.
+pub fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+/// Milliseconds.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The `q` quantile of `times` (sorted here).
+pub fn quantile(times: &mut [Duration], q: f64) -> Duration {
+    times.sort();
+    times[((times.len() - 1) as f64 * q).round() as usize]
+}

@@ -105,28 +105,24 @@ fn markdown(path: &Path, source: &str, found: &mut Found) {
 
 /// Claude Code's auto-memory folder: `MEMORY.md` and the topic files beside it.
 pub fn claude_code(dir: &Path) -> Found {
-    let mut found = Found::default();
-    if !dir.is_dir() {
-        found.problems.push(format!("{}: no such folder (Claude Code keeps a project's memory in ~/.claude/projects/<project>/memory)", dir.display()));
-        return found;
-    }
-    for path in markdown_files(dir) {
-        let name = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
-        markdown(&path, &format!("claude-code:{name}"), &mut found);
-    }
-    found
+    folder(dir, "claude-code", "Claude Code keeps a project's memory in ~/.claude/projects/<project>/memory")
 }
 
 /// Codex's memories folder (`~/.codex/memories`): every markdown file in it.
 pub fn codex(dir: &Path) -> Found {
+    folder(dir, "codex", "Codex keeps its memories in ~/.codex/memories")
+}
+
+/// Every markdown file under `dir`, each memory's source `<agent>:<file>`.
+fn folder(dir: &Path, agent: &str, hint: &str) -> Found {
     let mut found = Found::default();
     if !dir.is_dir() {
-        found.problems.push(format!("{}: no such folder (Codex keeps its memories in ~/.codex/memories)", dir.display()));
+        found.problems.push(format!("{}: no such folder ({hint})", dir.display()));
         return found;
     }
     for path in markdown_files(dir) {
         let name = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
-        markdown(&path, &format!("codex:{name}"), &mut found);
+        markdown(&path, &format!("{agent}:{name}"), &mut found);
     }
     found
 }
