@@ -193,6 +193,21 @@ impl Words {
         held as f64 / self.content.len() as f64
     }
 
+    /// Whether the content words this text shares with `other` come in the same order there,
+    /// up to one part moved to the front or the back ("In October, Ana moved to Lisbon" is
+    /// "Ana moved to Lisbon in October"): who does what to whom stays. "The fish follows the
+    /// turtle" and "The turtle follows the fish" have the same words, in another order.
+    fn keeps_order(&self, other: &Words) -> bool {
+        let at: Vec<usize> =
+            self.content.iter().filter_map(|w| other.content.iter().position(|o| o == w)).collect();
+        let descents = at.windows(2).filter(|p| p[1] < p[0]).count();
+        match descents {
+            0 => true,
+            1 => at.last() < at.first(),
+            _ => false,
+        }
+    }
+
     /// Whether a number, date or name of this text is missing from `other`, or the negation
     /// (or an ended state) differs: then this text says something the other does not.
     fn vetoed_by(&self, other: &Words) -> bool {
@@ -302,7 +317,15 @@ fn best(
         let chief = chief_aspect.is_some();
         // Among proposals, an entry both are chiefly about counts as nearer.
         let near = cos + if both_lead(n) { LEAD_NEARER } else { 0.0 };
-        if !vetoed && covered >= 1.0 && back >= BACK_COVERED && words.content.len() >= 2 && meaning(CERTAIN_COSINE) {
+        // The same words in another order may say something else: at most a proposal.
+        let ordered = words.keeps_order(theirs);
+        if !vetoed
+            && ordered
+            && covered >= 1.0
+            && back >= BACK_COVERED
+            && words.content.len() >= 2
+            && meaning(CERTAIN_COSINE)
+        {
             found.push((0, chief, cos, duplicate(CERTAIN, &["covered"])));
             continue;
         }
@@ -310,6 +333,7 @@ fn best(
         // fact lacks ("yearly" for "annual"), not be news ("… and the metro home").
         let swapped = words.missing_from(theirs) <= theirs.worded_differently(&words);
         if !vetoed
+            && ordered
             && hints.semantic
             && swapped
             && covered >= VOUCH_COVERED
@@ -323,7 +347,8 @@ fn best(
             continue;
         }
         if !vetoed && covered >= LIKELY_COVERED && back >= LIKELY_BACK && meaning(LIKELY_COSINE) {
-            found.push((2, chief, cos, duplicate(LIKELY_SAME, &["likely-same"])));
+            let signals: &[&str] = if ordered { &["likely-same"] } else { &["likely-same", "order-differs"] };
+            found.push((2, chief, cos, duplicate(LIKELY_SAME, signals)));
             continue;
         }
         // What follows replaces the entry: never a pinned one, a newer one, one that recounts a
