@@ -706,3 +706,21 @@ async fn a_plan_shows_the_neighbours_its_decider_saw_and_left_alone() {
     let stored = std::fs::read_to_string(memfold::planning::consolidate::records::plan_path(&env.root, &plan)).unwrap();
     assert!(stored.contains("\"seen\""), "{stored}");
 }
+
+#[tokio::test]
+async fn an_llm_rewrite_that_drops_a_year_goes_to_review_with_the_reason_naming_it() {
+    let env = env().await;
+    script(&env, |doc| replace(doc, "Lisbon", "Rome", "Lives in Lisbon.", Some(0.95)).into_iter().collect());
+    add(&env, "2026-05-27", &["Lives in Rome with Ana"]);
+    force(&env).await;
+    let rome = entry_with(&env, "Rome");
+    add(&env, "2026-05-30", &["Moved to Lisbon in May 2019"]);
+    let report = force(&env).await;
+    assert_eq!(report.plans.len(), 1, "{report:?}");
+    assert_eq!(memory(&env).get(&rome).unwrap().content, "Lives in Rome with Ana", "held back");
+    let plan = &mem(&env).await.plans().await.unwrap()[0];
+    assert_eq!(plan.ops[0].confidence, Some(memfold::planning::consolidate::validate::DROPS_DETAIL));
+    let signals = plan.ops[0].signals.join(" ");
+    assert!(signals.contains("drops \"2019\", \"may\""), "{signals}");
+    assert_verified(&env);
+}

@@ -60,6 +60,90 @@ fn check_content(content: &str, max_chars: usize) -> Result<String, String> {
     Ok(cleaned)
 }
 
+/// The confidence of an op whose new text drops a detail (below any sensible
+/// `review_below_confidence`, so it goes to review).
+pub const DROPS_DETAIL: f64 = 0.2;
+
+/// The details a text states that a rewrite must keep: numbers (years, amounts, times) and
+/// names (capitalised words that do not start a sentence), lower-cased; and whether it has a
+/// negation.
+fn details(text: &str) -> (Vec<String>, Vec<String>, bool) {
+    let (mut numbers, mut names) = (Vec::new(), Vec::new());
+    let mut negated = false;
+    let mut sentence_start = true;
+    for raw in text.split_whitespace() {
+        let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        let lower = word.to_lowercase();
+        if matches!(lower.as_str(), "not" | "no" | "never" | "nor") || lower.ends_with("n't") {
+            negated = true;
+        }
+        if word.chars().any(|c| c.is_ascii_digit()) {
+            numbers.push(lower);
+        } else if !sentence_start && word.chars().next().is_some_and(char::is_uppercase) && word.chars().count() > 1 {
+            names.push(lower);
+        }
+        sentence_start = raw.ends_with(['.', '!', '?', ':', ';']);
+    }
+    numbers.dedup();
+    names.dedup();
+    (numbers, names, negated)
+}
+
+/// What `content` no longer says of the details a rewrite must keep ("2019", "ana", "a
+/// negation"): every number, name and negation of its facts, but for the old values a fact
+/// corrects ("John, not Jon"). What the entry said before stays in history; what the facts
+/// say is the news, and a text that drops part of it loses it.
+fn dropped_details(content: &str, entry: Option<&str>, facts: &[&str]) -> Vec<String> {
+    let kept = content.to_lowercase();
+    let kept_words: HashSet<&str> = kept.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let says = |detail: &str| detail.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).all(|p| kept_words.contains(p));
+    let (_, _, now_negated) = details(content);
+    let (old_numbers, old_names, _) = entry.map(details).unwrap_or_default();
+    let mut dropped: Vec<String> = Vec::new();
+    let mut drop = |d: String| {
+        if !dropped.contains(&d) {
+            dropped.push(d);
+        }
+    };
+    for fact in facts {
+        let (numbers, names, negated) = details(fact);
+        let corrects = numbers.iter().chain(&names).any(|d| old_numbers.contains(d) || old_names.contains(d));
+        for d in numbers.iter().chain(&names).filter(|d| !says(d) && !old_numbers.contains(d) && !old_names.contains(d)) {
+            drop(d.clone());
+        }
+        if negated && !now_negated && !corrects {
+            drop("a negation".into());
+        }
+    }
+    dropped
+}
+
+/// Send to review, with the reason, an op whose new text drops a number, date, name or
+/// negation of the entry it rewrites or of its facts: a merged text keeps both sides' details.
+/// A fact several ops of the reply name (one touching two entries) gives each only its part.
+fn check_details(proposed: &mut ProposedOp, doc: &ClusterDoc, shared: &HashSet<String>) {
+    let (content, target) = match &proposed.op {
+        Op::Replace { content, target, .. } => (content, Some(target)),
+        Op::Add { content, facts } if facts.len() > 1 => (content, None),
+        _ => return,
+    };
+    let entry = target.and_then(|t| doc.neighbors.iter().find(|n| &n.id == t)).map(|n| n.content.as_str());
+    let facts: Vec<&str> = proposed
+        .op
+        .facts()
+        .iter()
+        .filter(|f| !shared.contains(*f))
+        .filter_map(|f| doc.candidates.iter().find(|c| &c.id == f).map(|c| c.text.as_str()))
+        .collect();
+    let dropped = dropped_details(content, entry, &facts);
+    if dropped.is_empty() {
+        return;
+    }
+    let why = format!("drops {}", dropped.iter().map(|d| if d == "a negation" { d.clone() } else { format!("\"{d}\"") }).collect::<Vec<_>>().join(", "));
+    proposed.confidence = Some(proposed.confidence.map_or(DROPS_DETAIL, |c| c.min(DROPS_DETAIL)));
+    proposed.signals.push(why);
+}
+
 /// Validate `ops` for `doc`.
 pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize) -> Validated {
     let neighbours: HashMap<&str, bool> = doc.neighbors.iter().map(|n| (n.id.as_str(), n.pinned)).collect();
@@ -71,6 +155,11 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
     let mut must_survive: HashSet<String> = HashSet::new();
     // Facts named by an accepted op, with the kind of the first one.
     let mut used: HashMap<String, OpKind> = HashMap::new();
+    let mut named: HashMap<&str, usize> = HashMap::new();
+    for fact in ops.iter().flat_map(|o| o.op.facts()) {
+        *named.entry(fact.as_str()).or_default() += 1;
+    }
+    let shared: HashSet<String> = named.into_iter().filter(|(_, n)| *n > 1).map(|(f, _)| f.to_string()).collect();
     for mut proposed in ops {
         // A fact named twice in one op is one source.
         if let Op::Add { facts, .. } | Op::Replace { facts, .. } | Op::Duplicate { facts, .. } = &mut proposed.op {
@@ -142,6 +231,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
         })();
         match verdict {
             Ok(()) => {
+                check_details(&mut proposed, doc, &shared);
                 for fact in proposed.op.facts() {
                     used.entry(fact.clone()).or_insert(proposed.op.kind());
                 }
@@ -186,6 +276,32 @@ mod tests {
 
     fn ops(json: &str) -> Vec<ProposedOp> {
         serde_json::from_str::<super::super::ops::OpsReply>(json).unwrap().ops
+    }
+
+    #[test]
+    fn a_rewrite_that_drops_a_year_a_name_or_a_negation_goes_to_review_naming_it() {
+        let mut doc = doc();
+        doc.candidates[1].text = "Visited Rome with Ana in 2019; does not like flying.".into();
+        let v = validate(
+            &doc,
+            ops(r#"{"ops":[{"op":"REPLACE","target":"m-1","facts":["f-2"],"content":"Visited Rome; likes flying."}]}"#),
+            2000,
+        );
+        let op = &v.ops[0];
+        assert_eq!(op.confidence, Some(DROPS_DETAIL));
+        let why = op.signals.last().unwrap();
+        assert!(why.contains("\"2019\"") && why.contains("\"ana\"") && why.contains("a negation"), "{why}");
+        // A correction drops the value it corrects.
+        doc.neighbors[0].content = "User's name is Jon".into();
+        doc.candidates[0].text = "User's name is John, not Jon".into();
+        let v = validate(&doc, ops(r#"{"ops":[{"op":"REPLACE","target":"m-1","facts":["f-1"],"content":"User's name is John."}]}"#), 2000);
+        assert_eq!(v.ops[0].confidence, None, "{:?}", v.ops[0]);
+        let v = validate(
+            &doc,
+            ops(r#"{"ops":[{"op":"REPLACE","target":"m-1","facts":["f-2"],"content":"Visited Rome with Ana in 2019; does not like flying."}]}"#),
+            2000,
+        );
+        assert_eq!(v.ops[0].confidence, None, "every detail kept: {:?}", v.ops[0]);
     }
 
     #[test]
