@@ -112,6 +112,9 @@ pub struct LlmConfig {
     /// OpenAI-compatible base URL ending in `/v1`; empty means the offline decider.
     pub base_url: String,
     pub model: String,
+    /// The model that decides consolidation (often a cheaper one than extraction needs);
+    /// empty: `model`.
+    pub consolidation_model: String,
     /// Name of the environment variable holding the API key (never the key itself).
     pub api_key_env: String,
     pub timeout_secs: u64,
@@ -129,6 +132,7 @@ impl Default for LlmConfig {
         LlmConfig {
             base_url: String::new(),
             model: "qwen2.5:7b-instruct".into(),
+            consolidation_model: String::new(),
             api_key_env: "OPENAI_API_KEY".into(),
             timeout_secs: 120,
             max_retries: 3,
@@ -208,6 +212,9 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsolidationConfig {
+    /// The master switch: off, no pass runs (not even a forced one) and nothing is decided;
+    /// facts keep arriving and stay searchable.
+    pub enabled: bool,
     pub mode: Mode,
     /// Hours since the last pass before the gate opens.
     pub min_hours: f64,
@@ -244,11 +251,15 @@ pub struct ConsolidationConfig {
     /// likely folds (a negation, a correction, a new value) are proposed for review. `false`
     /// keeps the text rules alone (nothing is proposed).
     pub offline_folds: bool,
+    /// The kinds of op a pass applies on its own in `auto` mode (`ADD`, `REPLACE`, `REMOVE`,
+    /// `DUPLICATE`); the others go to review.
+    pub auto_apply: Vec<String>,
 }
 
 impl Default for ConsolidationConfig {
     fn default() -> Self {
         ConsolidationConfig {
+            enabled: true,
             mode: Mode::Auto,
             min_hours: 24.0,
             min_facts: 20,
@@ -264,6 +275,7 @@ impl Default for ConsolidationConfig {
             max_attempts: 5,
             review_below_confidence: 0.5,
             offline_folds: true,
+            auto_apply: ["ADD", "REPLACE", "REMOVE", "DUPLICATE"].map(String::from).to_vec(),
         }
     }
 }
@@ -563,6 +575,17 @@ impl Config {
         };
         if self.ingest.max_fact_bytes == 0 {
             return bad("ingest.max_fact_bytes", "must be at least 1");
+        }
+        if let Some(kind) = self
+            .consolidation
+            .auto_apply
+            .iter()
+            .find(|k| !["ADD", "REPLACE", "REMOVE", "DUPLICATE"].iter().any(|known| known.eq_ignore_ascii_case(k)))
+        {
+            return bad(
+                "consolidation.auto_apply",
+                &format!("names {kind:?}; the kinds are ADD, REPLACE, REMOVE and DUPLICATE"),
+            );
         }
         if self.consolidation.cluster_max == 0 {
             return bad("consolidation.cluster_max", "must be at least 1");

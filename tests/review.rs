@@ -724,3 +724,39 @@ async fn an_llm_rewrite_that_drops_a_year_goes_to_review_with_the_reason_naming_
     assert!(signals.contains("drops \"2019\", \"may\""), "{signals}");
     assert_verified(&env);
 }
+
+#[tokio::test]
+async fn kinds_left_out_of_auto_apply_wait_for_a_person_and_the_master_switch_stops_every_pass() {
+    let mut env = env().await;
+    env.config.consolidation.auto_apply = vec!["ADD".into(), "DUPLICATE".into()];
+    script(&env, job_change);
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    force(&env).await;
+    let google = entry_with(&env, "Google");
+    add(&env, "2026-05-30", &["Started at Microsoft, works there now"]);
+    let report = force(&env).await;
+    assert_eq!(report.plans.len(), 1, "the REPLACE waits: {report:?}");
+    assert_eq!(memory(&env).get(&google).unwrap().content, "Works at Google as an engineer");
+    assert_verified(&env);
+
+    env.config.consolidation.enabled = false;
+    add(&env, "2026-06-01", &["Learning to play the cello"]);
+    let before = markdown(env.root.dir());
+    let report = mem(&env).await.consolidate(PassOptions { force: true, dry_run: false }).await.unwrap();
+    assert!(!report.applied && report.gate.reason.contains("consolidation.enabled = false"), "{report:?}");
+    assert_eq!(markdown(env.root.dir()), before, "nothing decided, nothing written");
+}
+
+#[tokio::test]
+async fn consolidation_asks_its_own_model_when_one_is_named() {
+    let mut env = env().await;
+    env.config.llm.consolidation_model = "cheap-decider".into();
+    script(&env, job_change);
+    add(&env, "2026-05-27", &["Works at Google as an engineer"]);
+    force(&env).await;
+    let models: Vec<String> =
+        env.llm.chat_requests().iter().map(|r| r["model"].as_str().unwrap_or_default().to_string()).collect();
+    let decisions: Vec<&String> =
+        env.llm.chat_requests().iter().zip(&models).filter(|(r, _)| cluster(r).is_some()).map(|(_, m)| m).collect();
+    assert!(!decisions.is_empty() && decisions.iter().all(|m| *m == "cheap-decider"), "{models:?}");
+}

@@ -272,7 +272,15 @@ impl Memory {
                 .map_err(|e| Error::BadInput(format!("consolidation.aspects_file: {e}")))?,
         };
         let chat = models.chat(&config.llm)?.map(|chat| chat.with_egress(Egress::new(root.egress_file())));
-        let decider = match &chat {
+        // The decider may ask a cheaper model than extraction (llm.consolidation_model).
+        let deciding = match config.llm.consolidation_model.trim() {
+            "" => chat.clone(),
+            model => {
+                let cfg = crate::config::LlmConfig { model: model.to_string(), ..config.llm.clone() };
+                models.chat(&cfg)?.map(|chat| chat.with_egress(Egress::new(root.egress_file())))
+            }
+        };
+        let decider = match &deciding {
             Some(client) => Decider::Llm { client: client.clone(), prompts: prompts.clone() },
             None => Decider::Offline,
         };

@@ -28,6 +28,9 @@ pub struct GateInput<'a> {
 
 pub fn evaluate(cfg: &ConsolidationConfig, input: &GateInput) -> Gate {
     let shut = |reason: String| Gate { open: false, reason };
+    if !cfg.enabled {
+        return shut("consolidation is off (consolidation.enabled = false); facts keep arriving".into());
+    }
     if let Some(holder) = input.lock_holder {
         return shut(format!("consolidation already running (lock held by {holder})"));
     }
@@ -65,6 +68,14 @@ mod tests {
                 force,
             },
         )
+    }
+
+    #[test]
+    fn the_master_switch_shuts_even_a_forced_pass() {
+        let cfg = ConsolidationConfig { enabled: false, ..Default::default() };
+        let input = GateInput { lock_holder: None, last_run: None, now: Utc::now(), pending: 50, force: true };
+        let gate = evaluate(&cfg, &input);
+        assert!(!gate.open && gate.reason.contains("consolidation.enabled = false"), "{gate:?}");
     }
 
     #[test]

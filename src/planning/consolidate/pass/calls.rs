@@ -113,7 +113,15 @@ impl Pass<'_> {
             .dropped
             .extend(valid.dropped.iter().map(|(op, reason)| DroppedReport { op: op.into(), reason: reason.clone() }));
         let (now, unsure) = match self.config.mode {
-            Mode::Auto => split_low_confidence(valid.ops, self.config.review_below_confidence),
+            Mode::Auto => {
+                let (sure, mut unsure) = split_low_confidence(valid.ops, self.config.review_below_confidence);
+                // Kinds not in `auto_apply` wait for a person however sure the decider is.
+                let (now, held_kinds): (Vec<ProposedOp>, Vec<ProposedOp>) = sure
+                    .into_iter()
+                    .partition(|op| self.config.auto_apply.iter().any(|k| k.eq_ignore_ascii_case(op.op.kind().as_str())));
+                unsure.extend(held_kinds);
+                (now, unsure)
+            }
             Mode::Review => (valid.ops, Vec::new()),
         };
         held.extend(unsure);
