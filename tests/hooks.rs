@@ -36,21 +36,9 @@ struct Ran {
     stderr: String,
 }
 
-/// `memfold --root ROOT hook EVENT` with `stdin` (bytes as given) and extra environment.
-fn hook_raw(root: &Path, event: &str, stdin: &[u8], env: &[(&str, &str)]) -> Ran {
-    let mut child = bin()
-        .arg("--root")
-        .arg(root)
-        .args(["hook", event])
-        .env_remove("MEMFOLD_ROOT")
-        .env_remove("MEMFOLD_LLM__BASE_URL")
-        .env("MEMFOLD_LOG", "warn")
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// Run `command` (a `memfold … hook EVENT`) with `stdin` piped in; what it did.
+fn pipe(mut command: std::process::Command, stdin: &[u8]) -> Ran {
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     let out = child.wait_with_output().unwrap();
     Ran {
@@ -58,6 +46,20 @@ fn hook_raw(root: &Path, event: &str, stdin: &[u8], env: &[(&str, &str)]) -> Ran
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// `memfold --root ROOT hook EVENT` with `stdin` (bytes as given) and extra environment.
+fn hook_raw(root: &Path, event: &str, stdin: &[u8], env: &[(&str, &str)]) -> Ran {
+    let mut command = bin();
+    command
+        .arg("--root")
+        .arg(root)
+        .args(["hook", event])
+        .env_remove("MEMFOLD_ROOT")
+        .env_remove("MEMFOLD_LLM__BASE_URL")
+        .env("MEMFOLD_LOG", "warn")
+        .envs(env.iter().copied());
+    pipe(command, stdin)
 }
 
 fn hook(root: &Path, event: &str, payload: &Value, env: &[(&str, &str)]) -> Ran {
@@ -510,21 +512,9 @@ fn imports_bring_each_memory_once_and_name_what_they_skip() {
 
 /// `memfold --home H hook EVENT` with `payload` on stdin.
 fn home_hook(home: &crate::common::home::Home, event: &str, payload: &Value) -> Ran {
-    let mut child = home
-        .command(None)
-        .args(["hook", event])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut command = home.command(None);
+    command.args(["hook", event]);
+    pipe(command, payload.to_string().as_bytes())
 }
 
 #[tokio::test]
@@ -561,4 +551,22 @@ async fn in_a_home_the_space_follows_the_project_and_the_persons_own_space_is_re
         "nothing written into the person's space"
     );
     daemon.stop().await;
+}
+
+#[tokio::test]
+async fn mcp_started_in_a_project_of_a_home_serves_that_projects_space() {
+    let home = crate::common::home::Home::new(&[], &[], "auto_create = true\n");
+    let (project, _) = project_with_transcript(&home.dir.path().join("work"), "claude-code");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    let mut command = tokio::process::Command::from(home.command(None));
+    command.arg("mcp").current_dir(project.join("src"));
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true);
+    let mut child = command.spawn().unwrap();
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let (recorder, _) = crate::common::mcp::Recorder::new();
+    let client = rmcp::ServiceExt::serve(recorder, (stdout, stdin)).await.expect("memfold mcp answers");
+    crate::common::mcp::ok(&client, "memory_add", json!({"facts": ["The shop deploys on Fridays"]})).await;
+    client.cancel().await.unwrap();
+    let stored: Vec<String> = facts(&home.space("shop")).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(stored, ["The shop deploys on Fridays"], "the project's space, made on first use");
 }
