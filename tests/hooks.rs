@@ -338,12 +338,13 @@ async fn with_an_llm_the_daemon_extracts_a_captured_exchange_once_even_after_bei
     assert!(ran.stderr.contains("wait in the spool"), "{}", ran.stderr);
     assert_eq!(fake.chat_calls(), 0);
     let daemon = fixture.serve(&env).await;
-    // Up: the next capture hands it over; nothing new in the transcript, nothing new spooled.
-    check_shape("stop", &hook(&root, "stop", &stop, &env));
+    // Up: the daemon extracts what waited, without another hook.
     eventually(Duration::from_secs(30), "the spooled turn extracted", async || {
         (!facts(&root).is_empty()).then_some(())
     })
     .await;
+    // The next capture finds nothing new in the transcript and spools nothing.
+    check_shape("stop", &hook(&root, "stop", &stop, &env));
     let stored = facts(&root);
     assert_eq!(stored, [("The staging database listens on port 5433".to_string(), "claude-code:s-llm".to_string())]);
     let request = fake.chat_requests().last().cloned().unwrap().to_string();

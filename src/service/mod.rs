@@ -380,11 +380,31 @@ impl Service {
     /// over and returns at once): started now, or after the drain already running. How many
     /// turns wait.
     pub async fn drain_spool(&self, door: Door) -> Result<usize, Error> {
-        use std::sync::atomic::Ordering;
         self.count(Verb::DrainSpool, door);
         let waiting = self.memory.spooled().await;
+        self.start_draining()?;
+        Ok(waiting)
+    }
+
+    /// When a daemon opens the space: extract what the hooks spooled while it was down or the
+    /// space closed (with an LLM; without one nothing is ever spooled).
+    pub(super) fn resume_spool(&self) {
+        if !self.memory.config().llm.enabled() {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            if me.memory.spooled().await > 0 {
+                let _ = me.start_draining();
+            }
+        });
+    }
+
+    /// Drain the spool in the background, now or after the drain already running.
+    fn start_draining(&self) -> Result<(), Error> {
+        use std::sync::atomic::Ordering;
         self.spool_asked.store(true, Ordering::SeqCst);
-        let Ok(guard) = self.draining.clone().try_lock_owned() else { return Ok(waiting) };
+        let Ok(guard) = self.draining.clone().try_lock_owned() else { return Ok(()) };
         let me = self.me.upgrade().ok_or(Error::ShuttingDown)?;
         tokio::spawn(async move {
             let _draining = guard;
@@ -406,7 +426,7 @@ impl Service {
                 }
             }
         });
-        Ok(waiting)
+        Ok(())
     }
 
     async fn append(&self, facts: CheckedFacts) -> Result<Vec<Fact>, Error> {

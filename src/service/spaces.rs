@@ -417,6 +417,7 @@ impl Spaces {
         if self.daemon {
             service.hold_rows();
             service.mark_dirty();
+            service.resume_spool();
             lock(&self.indexers).spawn(super::workers::indexer_worker(service.indexing(), stop));
         }
         stop_tx
