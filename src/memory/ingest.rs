@@ -76,15 +76,13 @@ impl Memory {
             )));
         }
         let policy = self.inner.config.ingest.secrets;
-        if policy == crate::config::SecretsPolicy::Refuse
-            && let Some(first) = crate::store::secrets::find(&turn.text).first()
-        {
-            return Err(Error::BadInput(format!(
+        let (text, _) = crate::store::secrets::hold(policy, &turn.text).map_err(|first| {
+            Error::BadInput(format!(
                 "the turn holds a {} at character {}; nothing was stored (ingest.secrets = \"refuse\")",
                 first.kind,
                 first.position(&turn.text)
-            )));
-        }
+            ))
+        })?;
         let Some(chat) = &self.inner.chat else {
             return Err(Error::NoLlm(
                 "no LLM is configured ([llm] base_url is empty), so facts cannot be extracted from a turn; \
@@ -95,7 +93,7 @@ impl Memory {
         };
         let today = turn.date.unwrap_or_else(|| self.inner.clock.today());
         let system = extract::system_message(&self.inner.prompts.extract, self.inner.taxonomy.attributes());
-        let (found, usage) = extract::facts(chat, &system, &turn.text, today).await?;
+        let (found, usage) = extract::facts(chat, &system, &text, today).await?;
         let source = Some(turn.source.clone().unwrap_or_else(|| "turn".into()));
         // The LLM saw the turn masked; what it answers is held to the policy all the same.
         let mut facts: Vec<NewFact> =

@@ -246,7 +246,7 @@ fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) 
     };
     match event {
         Event::SessionStart => {
-            if !target.config.llm.base_url.trim().is_empty() {
+            if target.config.llm.enabled() {
                 hand_over(&target);
             }
             Some(context(event, &session_start(&target)))
@@ -320,27 +320,26 @@ fn session_start(target: &Target) -> String {
     );
     let (memory_md, more_lines) = crate::store::agents::read_head(&target.root.memory_md(), cap * 4);
     let mut relevant = Vec::new();
-    match target.search(&project, &[("k", "10".into()), ("recall", "false".into())]) {
-        _ if project.trim().is_empty() => {}
-        Ok(hits) => {
-            for hit in hits.iter().filter(|h| h["kind"] == "entry") {
-                let text = hit["text"].as_str().unwrap_or_default();
-                if !memory_md.contains(text.trim()) {
-                    relevant.push(hit_line(hit));
+    if target.daemon.is_none() {
+        footer.insert_str(
+            0,
+            "memfold: the daemon is not running, so this is MEMORY.md alone and captures go straight to the files \
+             until `memfold serve` runs.\n",
+        );
+    } else if !project.trim().is_empty() {
+        match target.search(&project, &[("k", "10".into()), ("recall", "false".into())]) {
+            Ok(hits) => {
+                for hit in hits.iter().filter(|h| h["kind"] == "entry") {
+                    let text = hit["text"].as_str().unwrap_or_default();
+                    if !memory_md.contains(text.trim()) {
+                        relevant.push(hit_line(hit));
+                    }
                 }
             }
-        }
-        Err(e) if target.daemon.is_none() => {
-            let _ = e;
-            footer.insert_str(
-                0,
-                "memfold: the daemon is not running, so this is MEMORY.md alone and captures go straight to the files \
-                 until `memfold serve` runs.\n",
-            );
-        }
-        Err(e) => {
-            warn(&format!("searching for the project: {e}"));
-            footer.insert_str(0, "memfold: the daemon did not answer in time; this is MEMORY.md alone.\n");
+            Err(e) => {
+                warn(&format!("searching for the project: {e}"));
+                footer.insert_str(0, "memfold: the daemon did not answer in time; this is MEMORY.md alone.\n");
+            }
         }
     }
     let mut out = String::new();
@@ -466,7 +465,7 @@ fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), Strin
         }
     }
     let source = format!("{}:{session}", agent.name());
-    let llm = !target.config.llm.base_url.trim().is_empty();
+    let llm = target.config.llm.enabled();
     if !said.is_empty() {
         match llm {
             true => spool(target, &capture, &said, &source, from)?,
@@ -517,17 +516,15 @@ fn spool(target: &Target, capture: &Capture, said: &[Said], source: &str, from: 
     // The spool is a file memfold writes: a credential is held to `ingest.secrets` before it.
     let policy = target.config.ingest.secrets;
     for (i, text) in parts.into_iter().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
-        let (redacted, found) = crate::store::secrets::redact(&text);
-        let text = match (policy, found.first()) {
-            (crate::config::SecretsPolicy::Refuse, Some(first)) => {
+        let text = match crate::store::secrets::hold(policy, &text) {
+            Ok((held, _)) => held,
+            Err(first) => {
                 warn(&format!(
                     "a part of the exchange holds a {}; not captured (ingest.secrets = \"refuse\")",
                     first.kind
                 ));
                 continue;
             }
-            (crate::config::SecretsPolicy::Redact, _) => redacted,
-            _ => text,
         };
         let turn = Spooled { text, date: None, source: source.to_string(), spooled: now };
         capture.spool(&target.root, &turn, from + i as u64).map_err(|e| e.to_string())?;

@@ -142,6 +142,18 @@ pub fn redact(text: &str) -> (String, Vec<Found>) {
     (out, found)
 }
 
+/// `text` held to `policy`: what may be stored or sent (redacted, or as given with `allow`)
+/// and how many secrets it held; or, when `refuse` refuses it, its first secret.
+pub fn hold(policy: SecretsPolicy, text: &str) -> Result<(String, usize), Found> {
+    let (redacted, mut found) = redact(text);
+    match policy {
+        _ if found.is_empty() => Ok((redacted, 0)),
+        SecretsPolicy::Refuse => Err(found.swap_remove(0)),
+        SecretsPolicy::Redact => Ok((redacted, found.len())),
+        SecretsPolicy::Allow => Ok((text.to_string(), found.len())),
+    }
+}
+
 /// Apply `policy` to arriving facts (text and source): redact their secrets in place, refuse
 /// the batch naming the first secret's fact, kind and position, or let them be. How many
 /// secrets were found.
@@ -150,11 +162,12 @@ pub fn apply(policy: SecretsPolicy, facts: &mut [NewFact]) -> Result<usize, Stri
     for (i, fact) in facts.iter_mut().enumerate() {
         for (field, value) in [("text", Some(&mut fact.text)), ("source", fact.source.as_mut())] {
             let Some(value) = value else { continue };
-            let (redacted, found) = redact(value);
-            let Some(first) = found.first() else { continue };
-            count += found.len();
-            match policy {
-                SecretsPolicy::Refuse => {
+            match hold(policy, value) {
+                Ok((held, n)) => {
+                    count += n;
+                    *value = held;
+                }
+                Err(first) => {
                     return Err(format!(
                         "fact {} holds a {} in its {field} at character {}; nothing was stored (ingest.secrets = \"refuse\"; \
                          \"redact\" would store it with the secret replaced by {})",
@@ -164,8 +177,6 @@ pub fn apply(policy: SecretsPolicy, facts: &mut [NewFact]) -> Result<usize, Stri
                         marker(&first.kind)
                     ));
                 }
-                SecretsPolicy::Redact => *value = redacted,
-                SecretsPolicy::Allow => {}
             }
         }
     }
