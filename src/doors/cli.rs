@@ -378,26 +378,23 @@ fn parse_agent(name: &str) -> Result<Agent, String> {
 
 /// `import --from claude-code|codex|mem0 [PATH]`.
 async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) -> Result<i32> {
-    use crate::store::agents::imports;
-    let home = || std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    use crate::store::agents::{claude_memory_dir, codex_home, imports, user_home};
+    let home = || user_home().map_err(anyhow::Error::msg).context("finding the agent's own folder (or give PATH)");
     let found = match from {
         "claude-code" | "claude" => {
             let dir = match path {
                 Some(dir) => dir,
                 None => {
-                    // Claude Code names a project's folder after its path, every other character a '-'.
                     let cwd = std::env::current_dir().context("the current folder")?;
-                    let project = crate::store::home::project_of(&cwd).to_string_lossy().into_owned();
-                    let name: String =
-                        project.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-                    home().join(".claude/projects").join(name).join("memory")
+                    claude_memory_dir(&home()?, &crate::store::home::project_of(&cwd))
                 }
             };
             imports::claude_code(&dir)
         }
-        "codex" => imports::codex(&path.unwrap_or_else(|| {
-            std::env::var_os("CODEX_HOME").map(PathBuf::from).unwrap_or_else(|| home().join(".codex")).join("memories")
-        })),
+        "codex" => imports::codex(&match path {
+            Some(dir) => dir,
+            None => codex_home(&home()?).join("memories"),
+        }),
         "mem0" => imports::mem0(&path.context("--from mem0 takes the export's file: memfold import --from mem0 FILE")?),
         other => bail!("--from {other:?}: memfold imports from claude-code, codex or mem0"),
     };

@@ -4,7 +4,7 @@
 //! exactly what setup added; `--dry-run` prints the change and writes nothing. The agent's
 //! own memory is never turned off.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 
@@ -29,11 +29,6 @@ pub struct Request {
     pub scope: Scope,
     pub dry_run: bool,
     pub remove: bool,
-}
-
-/// The home folder of this user.
-fn user_home() -> Result<PathBuf, String> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).ok_or_else(|| "HOME is not set".to_string())
 }
 
 /// The memfold command the agent runs: this binary, with the root or home it was set up for.
@@ -73,7 +68,7 @@ fn handlers(config: &Config, agent: Agent) -> Result<Vec<Handler>, String> {
 
 /// The edits `request` makes, in the order they are applied.
 pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<Vec<Edit>, String> {
-    let home = user_home()?;
+    let home = crate::store::agents::user_home()?;
     let handlers = handlers(config, request.agent)?;
     let (exe, mut args) = memfold_args(config)?;
     args.push("mcp".into());
@@ -113,10 +108,7 @@ pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<Vec<Edit>,
                         .into(),
                 );
             }
-            let codex = std::env::var_os("CODEX_HOME")
-                .filter(|h| !h.is_empty())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| home.join(".codex"));
+            let codex = crate::store::agents::codex_home(&home);
             let config_toml = settings::edit_toml(&codex.join("config.toml"), remove, |text| match remove {
                 true => settings::remove_toml_server(text, "memfold"),
                 false => settings::add_toml_server(text, "memfold", &exe, &args),

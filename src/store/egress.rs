@@ -2,7 +2,6 @@
 //! line each (time, endpoint host, purpose, bytes sent, a hash of the body, how many secrets
 //! were masked in it). What left the machine, and why; never what it said.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -64,30 +63,15 @@ impl Egress {
         };
         SENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         MASKED.fetch_add(masked as u64, std::sync::atomic::Ordering::Relaxed);
-        let mut line = serde_json::to_vec(&sent).expect("a record serialises");
-        line.push(b'\n');
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.file.as_path())
-            .and_then(|mut f| f.write_all(&line));
-        if let Err(e) = written {
-            tracing::warn!(file = %self.file.display(), error = %e, "a request that left the machine was not recorded");
+        if let Err(e) = super::state::append_jsonl(&self.file, &[sent]) {
+            tracing::warn!(error = %e, "a request that left the machine was not recorded");
         }
     }
 }
 
 /// The requests recorded in `file` since `since` (all without), oldest first; lines that do
 /// not parse are skipped.
-pub fn read(file: &Path, since: Option<NaiveDate>) -> std::io::Result<Vec<Sent>> {
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Sent>(l).ok())
-        .filter(|s| since.is_none_or(|d| s.time.date_naive() >= d))
-        .collect())
+pub fn read(file: &Path, since: Option<NaiveDate>) -> Result<Vec<Sent>, super::state::StateError> {
+    let (sent, _) = super::state::read_jsonl::<Sent>(file, "egress.jsonl")?;
+    Ok(sent.into_iter().filter(|s| since.is_none_or(|d| s.time.date_naive() >= d)).collect())
 }
