@@ -45,6 +45,7 @@ pub struct Config {
     pub llm: LlmConfig,
     pub embedding: EmbeddingConfig,
     pub consolidation: ConsolidationConfig,
+    pub review: ReviewConfig,
     pub promotion: PromotionConfig,
     pub recall: RecallConfig,
     pub search: SearchConfig,
@@ -65,6 +66,7 @@ impl Default for Config {
             llm: LlmConfig::default(),
             embedding: EmbeddingConfig::default(),
             consolidation: ConsolidationConfig::default(),
+            review: ReviewConfig::default(),
             promotion: PromotionConfig::default(),
             recall: RecallConfig::default(),
             search: SearchConfig::default(),
@@ -254,6 +256,11 @@ pub struct ConsolidationConfig {
     /// The kinds of op a pass applies on its own in `auto` mode (`ADD`, `REPLACE`, `REMOVE`,
     /// `DUPLICATE`); the others go to review.
     pub auto_apply: Vec<String>,
+    /// Hours between sweeps of the current entries for duplicates and contradictions
+    /// (`memfold sweep`); 0 = only on request. A sweep stores what it finds for review.
+    pub sweep_interval_hours: f64,
+    /// The most decision calls one sweep makes with an LLM; the entries left over are swept next time.
+    pub sweep_max_calls: usize,
 }
 
 impl Default for ConsolidationConfig {
@@ -276,7 +283,24 @@ impl Default for ConsolidationConfig {
             review_below_confidence: 0.5,
             offline_folds: true,
             auto_apply: ["ADD", "REPLACE", "REMOVE", "DUPLICATE"].map(String::from).to_vec(),
+            sweep_interval_hours: 0.0,
+            sweep_max_calls: 50,
         }
+    }
+}
+
+/// How long proposals wait for a person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReviewConfig {
+    /// Days a stored plan waits for `apply` or `reject` before it expires and its facts are
+    /// decided again by the next pass; 0 = plans never expire.
+    pub expire_days: u32,
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        ReviewConfig { expire_days: 30 }
     }
 }
 

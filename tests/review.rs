@@ -223,7 +223,7 @@ async fn a_rejected_plan_leaves_its_facts_pending_and_is_not_proposed_again_by_i
     let files_before = markdown(env.root.dir());
     let first = force(&env).await.plans.remove(0);
 
-    let rejected = mem(&env).await.reject_plan(&first).await.unwrap();
+    let rejected = mem(&env).await.reject_plan(&first, None).await.unwrap();
     assert_eq!(rejected.facts, microsoft);
     assert_eq!(markdown(env.root.dir()), files_before);
     assert_eq!(fate(&env, &microsoft[0]), FactFate::Pending);
@@ -529,7 +529,7 @@ async fn unknown_and_malformed_ids_are_told_apart() {
     }
     for err in [
         mem(&env).await.apply_plan("../state").await.unwrap_err(),
-        mem(&env).await.reject_plan("").await.unwrap_err(),
+        mem(&env).await.reject_plan("", None).await.unwrap_err(),
         mem(&env).await.undo("r 1").await.unwrap_err(),
         mem(&env).await.history("m 1").await.unwrap_err(),
     ] {
@@ -642,7 +642,7 @@ async fn applying_some_groups_writes_exactly_their_stored_changes() {
     // An edit of the other group's entry does not stand in the way of this one.
     let edited = memory_text(&env).replace("Plays chess on weekends", "Plays chess on Saturdays");
     std::fs::write(env.root.memory(), &edited).unwrap();
-    let applied = mem(&env).await.apply_plan_groups(&plan, Some(vec![job.group])).await.unwrap();
+    let applied = mem(&env).await.apply_plan_groups(&plan, Some(vec![job.group]), None).await.unwrap();
     assert_eq!((applied.groups.clone(), applied.rejected.clone()), (vec![job.group], vec![facts[1].clone()]));
     let memory = memory(&env);
     let stored_after = job.ops[0].changes.iter().find(|c| c.entry == google).unwrap().after.clone().unwrap();
@@ -662,12 +662,12 @@ async fn applying_some_groups_writes_exactly_their_stored_changes() {
     let google = entry_with(&env, "Google");
     let edited = memory_text(&env).replace("Works at Google as an engineer", "Works at Google as a lead");
     std::fs::write(env.root.memory(), &edited).unwrap();
-    let err = mem(&env).await.apply_plan_groups(&plan, Some(vec![job.group])).await.unwrap_err();
+    let err = mem(&env).await.apply_plan_groups(&plan, Some(vec![job.group]), None).await.unwrap_err();
     assert!(matches!(err, Error::Stale { .. }), "{err}");
     assert_eq!(err.ids(), std::slice::from_ref(&google));
     assert_eq!(memory_text(&env), edited, "nothing written");
     assert_eq!(mem(&env).await.plans().await.unwrap()[0].status, PlanStatus::Pending);
-    let err = mem(&env).await.apply_plan_groups(&plan, Some(vec![0])).await.unwrap_err();
+    let err = mem(&env).await.apply_plan_groups(&plan, Some(vec![0]), None).await.unwrap_err();
     assert_eq!(status(&err), 400, "{err}");
     assert_verified(&env);
 }

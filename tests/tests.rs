@@ -10,6 +10,7 @@ mod aspects;
 mod cli;
 mod consolidate;
 mod crash;
+mod curation;
 mod hooks;
 mod http;
 mod index;

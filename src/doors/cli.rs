@@ -14,8 +14,8 @@ use serde_json::json;
 use crate::config::{Config, Overrides};
 use crate::doors::render::{self, Reader};
 use crate::error::Error;
-use crate::memory::views::{Added, NewFact, PassOptions};
-use crate::memory::{Memory, SearchRequest};
+use crate::memory::views::{Added, NewFact, PassOptions, Successor};
+use crate::memory::{Memory, SearchRequest, SweepOptions, Undo};
 use crate::service::Spaces;
 use crate::service::token;
 use crate::store::Root;
@@ -129,6 +129,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare the current entries with each other (those new or changed since the last sweep,
+    /// or all with --full) and store the duplicates and contradictions found as a plan for review.
+    Sweep {
+        #[arg(long)]
+        full: bool,
+        /// Find and report; store nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the gate, pending facts, entries and the last run.
     Status {
         #[arg(long)]
@@ -195,6 +206,33 @@ pub enum Curate {
         #[arg(long)]
         json: bool,
     },
+    /// Merge entries into the first one named: sources united, the others to history as merged
+    /// into it. One run: `memfold undo RUN` takes it back.
+    Merge {
+        #[arg(required = true, num_args = 2..)]
+        ids: Vec<String>,
+        /// The merged text [default: the LLM's when it keeps every detail, else the texts joined].
+        #[arg(long)]
+        text: Option<String>,
+        /// Why, kept with the run.
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Supersede an entry by another entry (`--with NEW`) or by a new text (`--text T`): the old
+    /// version goes to history, superseded.
+    Supersede {
+        old: String,
+        #[arg(long, conflicts_with = "text", required_unless_present = "text")]
+        with: Option<String>,
+        #[arg(long)]
+        text: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Review and reversal: runs, undo, plans, apply, reject, history.
@@ -205,14 +243,33 @@ pub enum ReviewVerb {
         #[arg(long)]
         json: bool,
     },
-    /// Undo a run: the entries it changed go back to their prior versions, what it added is removed.
-    Undo {
+    /// Show an applied run: its ops in groups, numbered as `undo --op` and `--group` name them.
+    Run {
         run: String,
         #[arg(long)]
         json: bool,
     },
-    /// List stored plans (review mode, low-confidence ops) with their ops and diffs.
+    /// Undo a run (or only some of its ops): the entries it changed go back to their prior
+    /// versions, what it added is removed.
+    Undo {
+        run: String,
+        /// Undo only these ops (1-based, as `memfold run RUN` numbers them, e.g. 2,5).
+        #[arg(long, value_delimiter = ',')]
+        op: Vec<usize>,
+        /// Undo only these op groups.
+        #[arg(long, value_delimiter = ',')]
+        group: Vec<usize>,
+        /// Why, kept with the run.
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List stored plans (review mode, low-confidence ops, sweeps) with their ops and diffs.
     Plans {
+        /// Also the applied, rejected and expired ones.
+        #[arg(long)]
+        all: bool,
         #[arg(long)]
         json: bool,
     },
@@ -223,6 +280,9 @@ pub enum ReviewVerb {
         /// rest of the plan is rejected.
         #[arg(long, value_delimiter = ',')]
         groups: Option<Vec<usize>>,
+        /// Why, kept with the run.
+        #[arg(long)]
+        note: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -235,6 +295,9 @@ pub enum ReviewVerb {
     /// Reject a stored plan: nothing is written; its facts stay pending for a forced pass.
     Reject {
         plan: String,
+        /// Why, kept with the plan.
+        #[arg(long)]
+        note: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -353,6 +416,10 @@ pub fn run(cli: Cli) -> Result<i32> {
             Command::Import { from, path, json } => import(&memory, &from, path, json).await,
             Command::Add(args) => add(&memory, args),
             Command::Status { json } => status(&memory, json).await,
+            Command::Sweep { full, dry_run, json } => {
+                let report = memory.sweep(SweepOptions { full, dry_run }).await?;
+                print(json, &report, || render::sweep(&report))
+            }
             Command::Verify { json } => verify(&memory, json).await,
             Command::Search(args) => search(&memory, args).await,
             Command::Reindex { clear, json } => reindex(&memory, clear, json).await,
@@ -631,6 +698,19 @@ async fn curate(memory: &Memory, verb: Curate) -> Result<i32> {
             let report = memory.rebuild().await?;
             print(json, &report, || render::pass(&report, READER))
         }
+        Curate::Merge { ids, text, note, json } => {
+            let done = memory.merge(&ids, text.as_deref(), note.as_deref()).await?;
+            print(json, &done, || render::curated(&done, READER))
+        }
+        Curate::Supersede { old, with, text, note, json } => {
+            let by = match (with, text) {
+                (Some(with), _) => Successor::Entry(with),
+                (None, Some(text)) => Successor::Text(text),
+                (None, None) => bail!("give --with NEW or --text T"),
+            };
+            let done = memory.supersede(&old, by, note.as_deref()).await?;
+            print(json, &done, || render::curated(&done, READER))
+        }
     }
 }
 
@@ -640,24 +720,28 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
             let runs = memory.runs().await?;
             print(json, &json!({ "runs": runs }), || render::runs(&runs))
         }
-        ReviewVerb::Undo { run, json } => {
-            let done = memory.undo(&run).await?;
+        ReviewVerb::Run { run, json } => {
+            let detail = memory.run_detail(&run).await?;
+            print(json, &detail, || render::run_detail(&detail))
+        }
+        ReviewVerb::Undo { run, op, group, note, json } => {
+            let done = memory.undo_part(&run, &Undo { ops: op, groups: group, note }).await?;
             print(json, &done, || render::undone(&done, READER))
         }
-        ReviewVerb::Plans { json } => {
-            let plans = memory.plans().await?;
+        ReviewVerb::Plans { all, json } => {
+            let plans = if all { memory.all_plans().await? } else { memory.plans().await? };
             print(json, &json!({ "plans": plans }), || render::plans(&plans))
         }
-        ReviewVerb::Apply { plan, groups, json } => {
-            let applied = memory.apply_plan_groups(&plan, groups).await?;
+        ReviewVerb::Apply { plan, groups, note, json } => {
+            let applied = memory.apply_plan_groups(&plan, groups, note.as_deref()).await?;
             print(json, &applied, || render::applied(&applied, READER))
         }
         ReviewVerb::Plan { plan, json } => {
             let detail = memory.plan_detail(&plan).await?;
             print(json, &detail, || render::plan_detail(&detail))
         }
-        ReviewVerb::Reject { plan, json } => {
-            let rejected = memory.reject_plan(&plan).await?;
+        ReviewVerb::Reject { plan, note, json } => {
+            let rejected = memory.reject_plan(&plan, note.as_deref()).await?;
             print(json, &rejected, || render::rejected(&rejected, READER))
         }
         ReviewVerb::History { id, json } => {

@@ -12,8 +12,8 @@ use std::fmt::Write;
 use chrono::NaiveDate;
 
 use crate::memory::views::{
-    Added, AppliedPlan, Chain, Forgotten, Hit, OpReport, PassReport, PlanDetail, PlanStatus, PlanView, Reindexed,
-    RejectedPlan, Report, RunView, Status, Undone,
+    Added, AppliedPlan, Chain, Curated, Forgotten, Hit, OpReport, PassReport, PlanDetail, PlanStatus, PlanView,
+    Reindexed, RejectedPlan, Report, RunDetail, RunView, Status, TextFrom, Undone,
 };
 
 /// Who reads the text, and so how a next step is named.
@@ -310,6 +310,84 @@ pub fn plan_detail(detail: &PlanDetail) -> String {
     out
 }
 
+/// One applied run, op by op and group by group, numbered as `undo --op` and `--group` take them.
+pub fn run_detail(detail: &RunDetail) -> String {
+    let mut out = runs(std::slice::from_ref(&detail.run));
+    for group in &detail.groups {
+        let _ = write!(out, "\ngroup {}: {} op{}", group.group, group.ops.len(), plural(group.ops.len()));
+        for op in &group.ops {
+            let n = op.seq + 1;
+            let undone = if detail.run.undone_ops.contains(&n) { " (undone)" } else { "" };
+            let _ = write!(out, "\n  op {n}{undone}: {}", op_with_reasons(&op.op));
+            for change in &op.changes {
+                let before = change.before.as_deref().unwrap_or("");
+                let after = change.after.as_deref().unwrap_or("");
+                for line in crate::planning::diff::unified(before, after, &change.entry, 1).lines() {
+                    let _ = write!(out, "\n    {line}");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What a sweep found.
+pub fn sweep(report: &crate::memory::SweepReport) -> String {
+    let mut out = format!(
+        "swept {} of {} entries{} ({} decider): {} with neighbours, {} decided{}; {} proposals{}",
+        report.swept,
+        report.entries,
+        if report.full { " (full)" } else { "" },
+        report.decider,
+        report.compared,
+        report.decided,
+        if report.left > 0 { format!(", {} left for the next sweep", report.left) } else { String::new() },
+        report.ops.len(),
+        match (&report.plan, report.dry_run) {
+            (Some(plan), _) => format!(" stored as plan {plan} (`memfold plan {plan}`)"),
+            (None, true) => " (dry run: nothing stored)".to_string(),
+            (None, false) => String::new(),
+        }
+    );
+    if report.llm.calls > 0 {
+        let _ = write!(
+            out,
+            "; {} LLM calls ({} + {} tokens)",
+            report.llm.calls, report.llm.prompt_tokens, report.llm.completion_tokens
+        );
+    }
+    for op in &report.ops {
+        let _ = write!(out, "\n  {}", op_with_reasons(op));
+    }
+    out
+}
+
+/// What a merge or a supersession did.
+pub fn curated(done: &Curated, reader: Reader) -> String {
+    let from = match done.text_from {
+        Some(TextFrom::Given) => " with the text given",
+        Some(TextFrom::Llm) => " with the LLM's text",
+        Some(TextFrom::Joined) => " with the texts joined",
+        None => "",
+    };
+    let drops = if done.drops.is_empty() {
+        String::new()
+    } else {
+        format!("; the text does not say {}", done.drops.join(", "))
+    };
+    let what = match done.verb {
+        "merge" => format!("merged {} into {}{from}", ids(&done.retired), done.entry),
+        _ if done.retired.is_empty() => format!("superseded {} by a new text", done.entry),
+        _ => format!("superseded {} by {}", ids(&done.retired), done.entry),
+    };
+    format!(
+        "{what} as run {}{drops}: {} ({} undoes it)",
+        done.run,
+        folded(&done.content),
+        reader.step(Step::Undo(&done.run))
+    )
+}
+
 pub fn applied(applied: &AppliedPlan, reader: Reader) -> String {
     let rejected = if applied.rejected.is_empty() {
         String::new()
@@ -363,8 +441,18 @@ pub fn runs(runs: &[RunView]) -> String {
             if let Some(plan) = &run.plan {
                 let _ = write!(line, "; from plan {plan}");
             }
+            if let Some(verb) = &run.verb {
+                let _ = write!(line, "; {verb} by hand");
+            }
+            if !run.undone_ops.is_empty() {
+                let ops: Vec<String> = run.undone_ops.iter().map(usize::to_string).collect();
+                let _ = write!(line, "; ops undone: {}", ops.join(","));
+            }
             if let Some(undone) = run.undone {
                 let _ = write!(line, "; undone {}", undone.format("%Y-%m-%d %H:%M:%SZ"));
+            }
+            for note in &run.notes {
+                let _ = write!(line, "\n  note ({note})");
             }
             line
         })
@@ -373,8 +461,13 @@ pub fn runs(runs: &[RunView]) -> String {
 }
 
 pub fn undone(undone: &Undone, reader: Reader) -> String {
+    let part = if undone.ops.is_empty() {
+        String::new()
+    } else {
+        format!(" op {}", undone.ops.iter().map(usize::to_string).collect::<Vec<_>>().join(","))
+    };
     format!(
-        "undid {}{}: {} entries restored ({}), {} removed ({}); {} facts pending again \
+        "undid {}{part}{}: {} entries restored ({}), {} removed ({}); {} facts pending again \
          ({} decides them anew)",
         undone.run,
         if undone.exact { ", memory.md restored byte for byte" } else { "" },

@@ -3,8 +3,11 @@
 use super::views::{AppliedPlan, Forgotten, RejectedPlan, Undone};
 use super::{Memory, Rewritten, blocking};
 use crate::error::Error;
+use crate::models::llm::Usage;
+use crate::models::llm::merge::Merging;
 use crate::planning::consolidate::apply::{self, Outcome};
 use crate::planning::consolidate::records::{self, PlanReason};
+use crate::planning::curate::{self, Curated, Successor, TextFrom};
 use crate::planning::forget::{self, Promoted};
 use crate::planning::review;
 use crate::store::commit::Change;
@@ -67,15 +70,25 @@ impl Memory {
 
     /// Undo an applied run (see [`crate::planning::review`]).
     pub async fn undo(&self, run: &str) -> Result<Undone, Error> {
+        self.undo_part(run, &Undo::default()).await
+    }
+
+    /// Undo an applied run, or only the ops and op groups `what` names, with a note.
+    pub async fn undo_part(&self, run: &str, what: &Undo) -> Result<Undone, Error> {
         records::check_id("run", run)?;
-        let run = run.to_string();
+        let (run, what) = (run.to_string(), what.clone());
         let (undone, _, lock) = self
             .write(move |me, ledger| {
-                let journal = records::journal(&me.inner.root)?;
-                let record = records::load_run(&me.inner.root, &run)?;
+                let root = &me.inner.root;
+                let journal = records::journal(root)?;
+                let record = records::load_run(root, &run)?;
+                let ops = (!what.ops.is_empty() || !what.groups.is_empty())
+                    .then(|| review::undo_selection(root, &run, &what.ops, &what.groups))
+                    .transpose()?;
+                let scope = review::UndoScope { ops: ops.as_ref(), note: what.note.as_deref() };
                 let now = me.inner.clock.now();
                 let (mut change, undone) =
-                    review::plan_undo(ledger, &journal, record, &run, now, me.inner.clock.day_of(now))?;
+                    review::plan_undo(ledger, &journal, record, &run, scope, now, me.inner.clock.day_of(now))?;
                 let promoted = me.promoted();
                 change.memory_md = Promoted { text: &promoted }.without(&undone.removed);
                 Ok((change, undone))
@@ -92,25 +105,121 @@ impl Memory {
 
     /// Apply a stored plan, rebased onto the current `memory.md` when only other entries changed.
     pub async fn apply_plan(&self, id: &str) -> Result<AppliedPlan, Error> {
-        self.apply_plan_groups(id, None).await
+        self.apply_plan_groups(id, None, None).await
+    }
+
+    /// Merge entries into the first of them (see [`crate::planning::curate`]): with `text`, or
+    /// the LLM's text when one is configured and it keeps every detail, else the texts joined.
+    pub async fn merge(&self, ids: &[String], text: Option<&str>, note: Option<&str>) -> Result<Curated, Error> {
+        for id in ids {
+            records::check_id("entry", id)?;
+        }
+        let (ids, note) = (ids.to_vec(), note.map(str::to_string));
+        let (text, from, llm) = match text {
+            Some(text) => (text.to_string(), TextFrom::Given, Usage::default()),
+            None => self.merged_text(&ids).await?,
+        };
+        let started = self.inner.clock.now();
+        let (done, _, lock) = self
+            .write(move |me, ledger| {
+                let run = curate::run_id(started, "merge", &ids.iter().map(String::as_str).collect::<Vec<_>>());
+                let now = me.inner.clock.now();
+                let request =
+                    curate::Request { run: &run, note: note.as_deref(), now, today: me.inner.clock.day_of(now) };
+                curate::plan_merge(&me.inner.root, ledger, &ids, &text, from, llm, &request)
+            })
+            .await?;
+        tracing::info!(run = %done.run, entry = %done.entry, merged = ?done.retired, "entries merged");
+        self.after_curation(done, lock).await
+    }
+
+    /// The text of a merge nobody wrote: the LLM's when it keeps every entry's details, else
+    /// the texts joined. The entries are read without the lock; the merge checks them again.
+    async fn merged_text(&self, ids: &[String]) -> Result<(String, TextFrom, Usage), Error> {
+        let root = self.inner.root.clone();
+        let ids_read = ids.to_vec();
+        let entries: Vec<crate::store::entries::Entry> = blocking(move || {
+            let ledger = crate::store::ledger::Ledger::load(&root)?;
+            Ok::<_, Error>(curate::mergeable(&ledger, &ids_read)?.into_iter().cloned().collect())
+        })
+        .await?;
+        let refs: Vec<&crate::store::entries::Entry> = entries.iter().collect();
+        let joined = curate::joined(&refs);
+        let Some((client, prompts)) = self.inner.decider.llm() else {
+            return Ok((joined, TextFrom::Joined, Usage::default()));
+        };
+        let shown: Vec<Merging> = entries
+            .iter()
+            .map(|e| Merging { id: e.id(), content: &e.content, updated: e.meta.updated.or(e.meta.first_seen) })
+            .collect();
+        match crate::models::llm::merge::merged_text(client, &prompts.merge, &shown).await {
+            Ok((text, usage)) => {
+                let drops = curate::drops(&text, &refs);
+                if drops.is_empty() {
+                    Ok((text, TextFrom::Llm, usage))
+                } else {
+                    tracing::warn!(dropped = ?drops, "the LLM's merged text drops details; joining the texts instead");
+                    Ok((joined, TextFrom::Joined, usage))
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no merged text from the LLM; joining the texts");
+                Ok((joined, TextFrom::Joined, Usage::default()))
+            }
+        }
+    }
+
+    /// Supersede entry `old` by another entry or by a new text (see [`crate::planning::curate`]).
+    pub async fn supersede(&self, old: &str, by: Successor, note: Option<&str>) -> Result<Curated, Error> {
+        records::check_id("entry", old)?;
+        if let Successor::Entry(new) = &by {
+            records::check_id("entry", new)?;
+        }
+        let (old, note) = (old.to_string(), note.map(str::to_string));
+        let started = self.inner.clock.now();
+        let (done, _, lock) = self
+            .write(move |me, ledger| {
+                let run = curate::run_id(started, "supersede", &[old.as_str()]);
+                let now = me.inner.clock.now();
+                let request =
+                    curate::Request { run: &run, note: note.as_deref(), now, today: me.inner.clock.day_of(now) };
+                curate::plan_supersede(&me.inner.root, ledger, &old, &by, &request)
+            })
+            .await?;
+        tracing::info!(run = %done.run, entry = %done.entry, superseded = ?done.retired, "entry superseded");
+        self.after_curation(done, lock).await
+    }
+
+    /// After a merge or supersession: `MEMORY.md` and the index catch up.
+    async fn after_curation(&self, mut done: Curated, lock: crate::sys::lock::LockGuard) -> Result<Curated, Error> {
+        let (lock, usage) = self.after_commit(lock, Some(&done.run)).await;
+        drop(lock);
+        done.llm.add(usage);
+        self.refresh_after_change().await;
+        Ok(done)
     }
 
     /// Apply the op groups numbered `groups` of a stored plan (1-based, as
     /// [`Memory::plan_detail`] numbers them) and reject the rest, in one commit; `None`: the
     /// whole plan. Refused with nothing written when an entry the chosen ops change is not as
     /// the plan saw it.
-    pub async fn apply_plan_groups(&self, id: &str, groups: Option<Vec<usize>>) -> Result<AppliedPlan, Error> {
+    pub async fn apply_plan_groups(
+        &self,
+        id: &str,
+        groups: Option<Vec<usize>>,
+        note: Option<&str>,
+    ) -> Result<AppliedPlan, Error> {
         records::check_id("plan", id)?;
-        let id = id.to_string();
+        let (id, note) = (id.to_string(), note.map(str::trim).filter(|n| !n.is_empty()).map(str::to_string));
         let started = self.inner.clock.now();
         let (applied, _, lock) = self
             .write(move |me, ledger| {
                 let root = &me.inner.root;
                 let stored = records::load_plan(root, &id)?;
-                if stored.status == records::PlanStatus::Rejected {
+                if stored.status != records::PlanStatus::Pending {
                     // Also what is left of a plan applied in part.
                     return Err(Error::Conflict {
-                        message: format!("plan {id} was rejected; its facts are pending again"),
+                        message: format!("plan {id} was {}; its facts are pending again", stored.status.as_str()),
                         ids: vec![id.clone()],
                     });
                 }
@@ -128,13 +237,16 @@ impl Memory {
                 }
                 let day = stored.day.unwrap_or_else(|| me.inner.clock.day_of(stored.created));
                 let now = me.inner.clock.now();
-                let (plan, mut applied, rest) = match &groups {
+                let (mut plan, mut applied, rest) = match &groups {
                     None => {
                         let (plan, applied) = review::plan_apply(ledger, &stored, day)?;
                         (plan, applied, None)
                     }
                     Some(groups) => review::plan_apply_groups(ledger, &stored, groups, day)?,
                 };
+                plan.note = note;
+                plan.plan_reason = Some(stored.reason.clone());
+                plan.decider = Some(stored.head().decider().to_string());
                 // A rebuild sets every entry aside: each one it does not keep is a change.
                 let rebuild = stored.reason == PlanReason::Rebuild;
                 let outcome = Outcome { rewrite_from: rebuild.then_some(&ledger.memory), ..Outcome::default() };
@@ -155,16 +267,26 @@ impl Memory {
     }
 
     /// Reject a stored plan: nothing is written to markdown; its facts stay pending, flagged.
-    pub async fn reject_plan(&self, id: &str) -> Result<RejectedPlan, Error> {
+    pub async fn reject_plan(&self, id: &str, note: Option<&str>) -> Result<RejectedPlan, Error> {
         records::check_id("plan", id)?;
-        let id = id.to_string();
+        let (id, note) = (id.to_string(), note.map(str::trim).filter(|n| !n.is_empty()).map(str::to_string));
         let (rejected, _, _lock) = self
             .write(move |me, ledger| {
-                let stored = records::load_plan(&me.inner.root, &id)?;
+                let mut stored = records::load_plan(&me.inner.root, &id)?;
+                stored.note = note;
                 Ok(review::plan_reject(ledger, &stored, me.inner.clock.now()))
             })
             .await?;
         tracing::info!(plan = %rejected.plan, facts = rejected.facts.len(), "plan rejected");
         Ok(rejected)
     }
+}
+
+/// What an undo takes back: the whole run (no ops, no groups), or the ops (1-based op
+/// numbers) and op groups (as `memfold run RUN` numbers them) named; and why.
+#[derive(Debug, Clone, Default)]
+pub struct Undo {
+    pub ops: Vec<usize>,
+    pub groups: Vec<usize>,
+    pub note: Option<String>,
 }

@@ -32,12 +32,15 @@ mod passes;
 mod reads;
 mod search;
 pub(crate) mod status;
+mod sweeps;
 
 #[cfg(test)]
 pub(crate) use passes::promote_root;
 pub mod views;
 
+pub use curation::Undo;
 pub use ingest::CheckedFacts;
+pub use sweeps::{SweepOptions, SweepReport};
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;

@@ -36,6 +36,7 @@ impl Memory {
                 (None, holder, Ledger::load(&me.inner.root)?)
             } else {
                 let (lock, ledger) = me.lock_and_read()?;
+                me.expire_plans(&lock)?;
                 (Some(lock), None, ledger)
             };
             Ok((lock, holder, ledger, records::plan_marks(&me.inner.root)))
@@ -118,6 +119,18 @@ impl Memory {
             rebuild: Some((&ledger.memory, blocks)),
         };
         self.run_pass(planned, Some(lock), rejected, report, clock).await
+    }
+
+    /// Mark the plans older than `review.expire_days` expired (blocking, lock held), so this
+    /// pass decides their facts again.
+    fn expire_plans(&self, lock: &LockGuard) -> Result<(), Error> {
+        let root = &self.inner.root;
+        let days = self.inner.config.review.expire_days;
+        if let Some((change, expired)) = crate::planning::review::plan_expire(root, days, self.inner.clock.now())? {
+            commit::commit(root, &change, lock)?;
+            tracing::info!(plans = ?expired, days, "plans expired; their facts are decided again");
+        }
+        Ok(())
     }
 
     /// Plan, commit, promote and reindex one pass whose gate is open.

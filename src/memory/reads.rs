@@ -1,7 +1,7 @@
 //! Reads: status, verify, entries, history, runs and plans, the served files; and the review
 //! page's sign-in codes. None of them writes memory.
 
-use super::views::{Chain, FactView, PlanDetail, PlanView, RunView, Status};
+use super::views::{Chain, FactView, PlanDetail, PlanView, RunDetail, RunView, Status};
 use super::{Memory, Rewritten, blocking};
 use crate::config::Config;
 use crate::error::Error;
@@ -46,8 +46,12 @@ impl Memory {
     /// The gate, pending facts, entries and the last run.
     pub async fn status(&self) -> Result<Status, Error> {
         let me = self.clone();
-        Ok(blocking(move || crate::memory::status::status(&me.inner.root, &me.inner.config, me.inner.clock.now()))
-            .await?)
+        Ok(blocking(move || {
+            let mut status = crate::memory::status::status(&me.inner.root, &me.inner.config, me.inner.clock.now())?;
+            status.curation = Some(crate::memory::status::curation(&me.inner.root));
+            Ok::<_, crate::store::ledger::LedgerError>(status)
+        })
+        .await?)
     }
 
     /// Prove that every archived fact is accounted for, and that the index (when there is one)
@@ -166,6 +170,18 @@ impl Memory {
     pub async fn runs(&self) -> Result<Vec<RunView>, Error> {
         let root = self.inner.root.clone();
         blocking(move || review::runs(&root)).await
+    }
+
+    /// One applied run with its ops in groups (what `undo --op` and `--group` name).
+    pub async fn run_detail(&self, run: &str) -> Result<RunDetail, Error> {
+        let (root, run) = (self.inner.root.clone(), run.to_string());
+        blocking(move || review::run_detail(&root, &run)).await
+    }
+
+    /// Every plan: pending, applied, rejected and expired, oldest first.
+    pub async fn all_plans(&self) -> Result<Vec<PlanView>, Error> {
+        let root = self.inner.root.clone();
+        blocking(move || review::all_plans(&root)).await
     }
 
     /// Stored plans, pending and rejected, oldest first.

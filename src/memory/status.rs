@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::config::Config;
-use crate::memory::views::{EmbedderStatus, Status};
+use crate::memory::views::{CurationStats, EmbedderStatus, Status};
 use crate::planning::consolidate::gate::{self, GateInput};
 use crate::planning::consolidate::{pass, records};
 use crate::store::Root;
@@ -67,6 +67,12 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
             force: false,
         },
     );
+    let last_sweep = last_sweep(root);
+    let every = config.consolidation.sweep_interval_hours;
+    let sweep_due = every > 0.0
+        && derived.entries > 0
+        && holder.is_none()
+        && last_sweep.is_none_or(|t| (now - t).num_seconds() as f64 >= every * 3600.0);
     Ok(Status {
         gate,
         pending_facts: pending,
@@ -81,7 +87,54 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
             let (chosen, why) = crate::models::embed::chosen(&config.embedding);
             EmbedderStatus { name: chosen.name(), why }
         },
+        memory_tokens: std::fs::metadata(root.memory()).map_or(0, |m| m.len() as usize).div_ceil(4),
+        last_sweep,
+        sweep_due,
+        curation: None,
     })
+}
+
+/// When the last sweep finished: when it wrote `.memfold/sweep.json`.
+pub fn last_sweep(root: &Root) -> Option<DateTime<Utc>> {
+    let modified = std::fs::metadata(root.dir().join(crate::planning::sweep::STATE)).ok()?.modified().ok()?;
+    Some(modified.into())
+}
+
+/// What curation did over the life of a root: totals over every run record and plan.
+pub fn curation(root: &Root) -> CurationStats {
+    let mut stats = CurationStats::default();
+    let runs = std::fs::read_dir(records::runs_dir(root)).into_iter().flatten().filter_map(Result::ok);
+    for path in runs.map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")) {
+        let Ok(Some(run)) = records::read_json::<records::RunHead>(root, &path) else { continue };
+        let ops: usize = run.ops.values().sum();
+        stats.runs += 1;
+        if run.undone.is_some() {
+            stats.ops_undone += ops - run.undone_ops.iter().map(|u| u.ops.len()).sum::<usize>();
+        }
+        stats.ops_undone += run.undone_ops.iter().map(|u| u.ops.len()).sum::<usize>();
+        if run.undone.is_none()
+            && let Some(size) = run.size
+        {
+            stats.tokens_saved_by_merges += size.tokens_saved_by_merges;
+        }
+        if let Some(decider) = run.decider.as_deref().filter(|_| run.plan.is_some()) {
+            stats.decider(decider).proposals_applied += ops;
+        }
+    }
+    for plan in records::plan_heads(root) {
+        let ops = plan.journal.len();
+        let decider = stats.decider(plan.decider());
+        match plan.status {
+            records::PlanStatus::Rejected => decider.proposals_rejected += ops,
+            records::PlanStatus::Expired => decider.proposals_expired += ops,
+            records::PlanStatus::Pending | records::PlanStatus::Applied => {}
+        }
+    }
+    for d in &mut stats.deciders {
+        let decided = d.proposals_applied + d.proposals_rejected;
+        d.rejected_share = (decided > 0).then(|| d.proposals_rejected as f64 / decided as f64);
+    }
+    stats
 }
 
 #[cfg(test)]

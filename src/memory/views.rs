@@ -5,7 +5,7 @@
 //! once. Types from the layers below that a view carries (a pass report, a search hit, an
 //! entry) are re-exported here, so a user of the crate finds every returned type in one place.
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 pub use crate::models::llm::Usage;
@@ -17,12 +17,13 @@ pub use crate::planning::consolidate::pass::{
 };
 pub use crate::planning::consolidate::plan::Change as EntryChange;
 pub use crate::planning::consolidate::records::{PlanReason, PlanStatus};
+pub use crate::planning::curate::{Curated, Successor, TextFrom};
 pub use crate::planning::diff::DiffStat;
 pub use crate::planning::forget::Forgotten;
 pub use crate::planning::promote::PromoteReport;
 pub use crate::planning::review::{
-    AppliedPlan, Chain, FactView, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan, RunView, Undone, Version,
-    VersionStatus,
+    AppliedPlan, Chain, FactView, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan, RunDetail, RunView, Undone,
+    Version, VersionStatus,
 };
 pub use crate::store::Problem;
 pub use crate::store::archive::{Fact, NewFact};
@@ -87,6 +88,51 @@ pub struct Status {
     pub problems: usize,
     /// The embedder that runs, and why (`auto` picks MiniLM when its files are installed).
     pub embedder: EmbedderStatus,
+    /// `memory.md` now: estimated tokens (characters / 4).
+    pub memory_tokens: usize,
+    /// When the last sweep finished, and whether one is due (`consolidation.sweep_interval_hours`).
+    pub last_sweep: Option<DateTime<Utc>>,
+    pub sweep_due: bool,
+    /// Totals over every run and plan (`memfold status`, `GET /status`, `/metrics`; not read
+    /// when the daemon only looks at the gate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curation: Option<CurationStats>,
+}
+
+/// What folding and curation did, over the life of a root.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CurationStats {
+    pub runs: usize,
+    /// Tokens of the entries merges folded away, in runs not undone.
+    pub tokens_saved_by_merges: usize,
+    /// Ops taken back by undos (whole runs and single ops).
+    pub ops_undone: usize,
+    /// Per decider: proposals people applied, rejected and let expire.
+    pub deciders: Vec<DeciderStats>,
+}
+
+impl CurationStats {
+    pub(crate) fn decider(&mut self, name: &str) -> &mut DeciderStats {
+        let at = match self.deciders.iter().position(|d| d.decider == name) {
+            Some(at) => at,
+            None => {
+                self.deciders.push(DeciderStats { decider: name.to_string(), ..DeciderStats::default() });
+                self.deciders.len() - 1
+            }
+        };
+        &mut self.deciders[at]
+    }
+}
+
+/// One decider's proposals and how people decided them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeciderStats {
+    pub decider: String,
+    pub proposals_applied: usize,
+    pub proposals_rejected: usize,
+    pub proposals_expired: usize,
+    /// Rejected / (applied + rejected): how often its proposals were wrong; None before any was decided.
+    pub rejected_share: Option<f64>,
 }
 
 /// Which embedder runs, and why.

@@ -3,12 +3,15 @@
 //! ([`crate::memory`]) commit what these plan.
 //!
 //! [`consolidate`] plans a pass, [`promote`] the lines of `MEMORY.md`, [`review`] the apply,
-//! reject and undo of stored plans and runs, [`forget`] forgetting, pinning and hand deletions;
+//! reject and undo of stored plans and runs, [`forget`] forgetting, pinning and hand deletions,
+//! [`curate`] merging and superseding entries by hand;
 //! [`diff`] renders the unified diffs plans carry.
 
 pub mod consolidate;
+pub mod curate;
 pub mod diff;
 pub mod forget;
 pub mod promote;
 pub mod remember;
 pub mod review;
+pub mod sweep;

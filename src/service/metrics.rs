@@ -124,6 +124,9 @@ pub struct Gauges {
     pub held_searches: Option<u64>,
     /// A home's spaces: how many, how many open, and the largest by entries, one by one.
     pub spaces: Option<SpaceGauges>,
+    /// A root's `memory.md` in tokens, and what curation did over its life.
+    pub memory_tokens: Option<usize>,
+    pub curation: Option<crate::memory::views::CurationStats>,
 }
 
 /// A home's spaces for `/metrics`: bounded labels, however many spaces there are.
@@ -404,6 +407,51 @@ fn render_gauges(out: &mut Exposition, gauges: &Gauges) {
     if let Some(entries) = gauges.entries {
         out.family("memfold_entries", "gauge", "Current entries in consolidated/memory.md.", &plain(entries as u64));
     }
+    if let Some(tokens) = gauges.memory_tokens {
+        out.family(
+            "memfold_memory_tokens",
+            "gauge",
+            "Estimated tokens of consolidated/memory.md (characters / 4).",
+            &plain(tokens as u64),
+        );
+    }
+    if let Some(c) = &gauges.curation {
+        out.family(
+            "memfold_tokens_saved_by_merges",
+            "gauge",
+            "Estimated tokens of the entries merges folded away, in runs not undone.",
+            &plain(c.tokens_saved_by_merges as u64),
+        );
+        out.family(
+            "memfold_ops_undone",
+            "gauge",
+            "Ops taken back by undos (whole runs and single ops).",
+            &plain(c.ops_undone as u64),
+        );
+        let mut decided = Vec::new();
+        let mut share = Vec::new();
+        for d in &c.deciders {
+            for (outcome, n) in
+                [("applied", d.proposals_applied), ("rejected", d.proposals_rejected), ("expired", d.proposals_expired)]
+            {
+                decided.push((format!(r#"{{decider="{}",outcome="{outcome}"}}"#, d.decider), n.to_string()));
+            }
+            if let Some(r) = d.rejected_share {
+                share.push((format!(r#"{{decider="{}"}}"#, d.decider), format!("{r:.4}")));
+            }
+        }
+        if !decided.is_empty() {
+            out.family("memfold_proposals", "gauge", "Proposals people decided, by decider and outcome.", &decided);
+        }
+        if !share.is_empty() {
+            out.family(
+                "memfold_proposals_rejected_share",
+                "gauge",
+                "Share of a decider's decided proposals that people rejected (its false-positive rate).",
+                &share,
+            );
+        }
+    }
     if let Some(spaces) = &gauges.spaces {
         out.family(
             "memfold_spaces",
@@ -498,7 +546,23 @@ mod tests {
             uptime: Duration::from_secs(1),
             held_searches: Some(5),
             spaces: Some(SpaceGauges { all: 3, open: 2, top: vec![("work".into(), 40, 1), ("home".into(), 12, 0)] }),
+            memory_tokens: Some(120),
+            curation: Some(crate::memory::views::CurationStats {
+                runs: 2,
+                tokens_saved_by_merges: 9,
+                ops_undone: 1,
+                deciders: vec![crate::memory::views::DeciderStats {
+                    decider: "offline".into(),
+                    proposals_applied: 3,
+                    proposals_rejected: 1,
+                    proposals_expired: 0,
+                    rejected_share: Some(0.25),
+                }],
+            }),
         });
+        assert!(text.contains("memfold_tokens_saved_by_merges 9\n"), "{text}");
+        assert!(text.contains("memfold_proposals{decider=\"offline\",outcome=\"rejected\"} 1\n"), "{text}");
+        assert!(text.contains("memfold_proposals_rejected_share{decider=\"offline\"} 0.2500\n"), "{text}");
         assert!(text.contains("memfold_facts_ingested_total{via=\"facts\"} 3\n"), "{text}");
         assert!(text.contains("memfold_calls_total{verb=\"add\",door=\"mcp\"} 1\n"), "{text}");
         assert!(text.contains("memfold_passes_total{outcome=\"applied\"} 1\n"));

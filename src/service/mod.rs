@@ -36,10 +36,10 @@ use crate::config::Config;
 use crate::error::{Error, Kind};
 use crate::index::{Hit, Settled};
 use crate::memory::views::{
-    Added, AppliedPlan, Chain, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail, PlanView, Reindexed,
-    RejectedPlan, RunView, Status, Undone,
+    Added, AppliedPlan, Chain, Curated, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail, PlanView,
+    Reindexed, RejectedPlan, RunDetail, RunView, Status, Successor, Undone,
 };
-use crate::memory::{CheckedFacts, Memory, Rewritten, SearchRequest, Turn};
+use crate::memory::{CheckedFacts, Memory, Rewritten, SearchRequest, SweepOptions, SweepReport, Turn, Undo};
 use crate::store::archive::{Fact, NewFact};
 use metrics::Metrics;
 use scheduler::PassQueue;
@@ -90,6 +90,10 @@ pub enum Verb {
     Plan,
     Fact,
     Share,
+    Merge,
+    Supersede,
+    Run,
+    Sweep,
 }
 
 impl Verb {
@@ -115,6 +119,10 @@ impl Verb {
             Verb::Plan => "plan",
             Verb::Fact => "fact",
             Verb::Share => "share",
+            Verb::Merge => "merge",
+            Verb::Supersede => "supersede",
+            Verb::Run => "run",
+            Verb::Sweep => "sweep",
         }
     }
 }
@@ -575,6 +583,12 @@ impl Service {
         self.memory.runs().await
     }
 
+    /// One applied run with its ops in groups.
+    pub async fn run(&self, door: Door, id: &str) -> Result<RunDetail, Error> {
+        self.count(Verb::Run, door);
+        self.memory.run_detail(id).await
+    }
+
     pub async fn plans(&self, door: Door) -> Result<Vec<PlanView>, Error> {
         self.count(Verb::Plans, door);
         self.memory.plans().await
@@ -605,24 +619,77 @@ impl Service {
         Ok(Pinned { id: id.to_string(), pinned })
     }
 
-    pub async fn undo(&self, door: Door, run: &str) -> Result<Undone, Error> {
+    /// Undo a run, or the ops and op groups of it `what` names.
+    pub async fn undo(&self, door: Door, run: &str, what: &Undo) -> Result<Undone, Error> {
         self.count(Verb::Undo, door);
-        let undone = self.one_at_a_time(self.memory.undo(run)).await?;
+        let undone = self.one_at_a_time(self.memory.undo_part(run, what)).await?;
         self.metrics.promote_llm(undone.llm);
         Ok(undone)
     }
 
+    /// Merge entries into the first of them.
+    pub async fn merge(
+        &self,
+        door: Door,
+        ids: &[String],
+        text: Option<&str>,
+        note: Option<&str>,
+    ) -> Result<Curated, Error> {
+        self.count(Verb::Merge, door);
+        let done = self.one_at_a_time(self.memory.merge(ids, text, note)).await?;
+        self.metrics.promote_llm(done.llm);
+        Ok(done)
+    }
+
+    /// Supersede an entry by another entry or by a new text.
+    pub async fn supersede(&self, door: Door, old: &str, by: Successor, note: Option<&str>) -> Result<Curated, Error> {
+        self.count(Verb::Supersede, door);
+        let done = self.one_at_a_time(self.memory.supersede(old, by, note)).await?;
+        self.metrics.promote_llm(done.llm);
+        Ok(done)
+    }
+
     /// Apply a stored plan, or only the op groups named (rejecting the rest).
-    pub async fn apply_plan(&self, door: Door, id: &str, groups: Option<Vec<usize>>) -> Result<AppliedPlan, Error> {
+    pub async fn apply_plan(
+        &self,
+        door: Door,
+        id: &str,
+        groups: Option<Vec<usize>>,
+        note: Option<&str>,
+    ) -> Result<AppliedPlan, Error> {
         self.count(Verb::Apply, door);
-        let applied = self.one_at_a_time(self.memory.apply_plan_groups(id, groups)).await?;
+        let applied = self.one_at_a_time(self.memory.apply_plan_groups(id, groups, note)).await?;
         self.metrics.promote_llm(applied.llm);
         Ok(applied)
     }
 
-    pub async fn reject_plan(&self, door: Door, id: &str) -> Result<RejectedPlan, Error> {
+    pub async fn reject_plan(&self, door: Door, id: &str, note: Option<&str>) -> Result<RejectedPlan, Error> {
         self.count(Verb::Reject, door);
-        self.one_at_a_time(self.memory.reject_plan(id)).await
+        self.one_at_a_time(self.memory.reject_plan(id, note)).await
+    }
+
+    /// Sweep the current entries; what is found is stored as a plan for review.
+    pub async fn sweep(&self, door: Door, opts: SweepOptions) -> Result<SweepReport, Error> {
+        self.count(Verb::Sweep, door);
+        self.one_at_a_time(self.memory.sweep(opts)).await
+    }
+
+    /// The scheduled sweep, when `consolidation.sweep_interval_hours` says one is due.
+    pub(crate) async fn sweep_if_due(&self) {
+        match self.memory.status().await {
+            Ok(status) if status.sweep_due => {
+                match self.one_at_a_time(self.memory.sweep(SweepOptions::default())).await {
+                    Ok(report) => {
+                        tracing::info!(space = %self.name, swept = report.swept, plan = ?report.plan, "scheduled sweep done")
+                    }
+                    Err(e) => {
+                        tracing::warn!(space = %self.name, error = %e, "scheduled sweep failed; tried again at the next tick")
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(space = %self.name, error = %e, "could not read the status for a sweep"),
+        }
     }
 
     // ---- metrics -------------------------------------------------------------------------------
@@ -709,6 +776,10 @@ mod tests {
             Verb::Fact,
             Verb::Share,
             Verb::DrainSpool,
+            Verb::Merge,
+            Verb::Supersede,
+            Verb::Run,
+            Verb::Sweep,
         ];
         let names: std::collections::BTreeSet<&str> = verbs.iter().map(|v| v.as_str()).collect();
         assert_eq!(names.len(), verbs.len());

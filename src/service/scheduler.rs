@@ -396,6 +396,9 @@ async fn run_one(request: PassRequest) -> Finished {
     let started = Instant::now();
     let guard = Abandoned { service: service.clone(), record: Some(record.clone()), started };
     let result = service.run_pass(request.opts).await;
+    if request.trigger == Trigger::Schedule {
+        service.sweep_if_due().await;
+    }
     drop(guard.disarm());
     let elapsed = started.elapsed();
     record.finished = Some(Utc::now());

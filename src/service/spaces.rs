@@ -560,7 +560,7 @@ impl Spaces {
                         .ok()
                         .and_then(|config| crate::memory::status::status(&Root::new(&config.root), &config, now).ok());
                     me.metrics.gate_checked();
-                    gate.is_some_and(|status| status.gate.open)
+                    gate.is_some_and(|status| status.gate.open || status.sweep_due)
                 })
                 .collect()
         })
@@ -607,6 +607,8 @@ impl Spaces {
             let status = service.gauges().await;
             gauges.pending_facts = status.as_ref().map(|s| s.pending_facts);
             gauges.entries = status.as_ref().map(|s| s.entries);
+            gauges.memory_tokens = status.as_ref().map(|s| s.memory_tokens);
+            gauges.curation = status.and_then(|s| s.curation);
         }
         if self.is_home() {
             let summaries = self.summaries_cached().await;

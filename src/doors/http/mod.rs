@@ -56,8 +56,8 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::doors::mcp::McpDoors;
 use crate::error::{Error, Kind};
-use crate::memory::views::PassOptions;
-use crate::memory::{SearchRequest, TurnRequest};
+use crate::memory::views::{PassOptions, Successor};
+use crate::memory::{SearchRequest, SweepOptions, TurnRequest, Undo};
 use crate::service::workers::stopped;
 use crate::service::{Access, Door, PassAnswer, Service, Spaces};
 use crate::store::archive::NewFact;
@@ -186,9 +186,13 @@ fn router(state: Api, bound: SocketAddr) -> Router {
         .route("/entries/{id}/pin", post(pin_entry))
         .route("/entries/{id}/unpin", post(unpin_entry))
         .route("/entries/{id}/share", post(share_entry))
+        .route("/entries/{id}/merge", post(merge_entries))
+        .route("/entries/{id}/supersede", post(supersede_entry))
         .route("/facts/{id}", get(fact))
         .route("/reindex", post(reindex))
+        .route("/sweep", post(sweep))
         .route("/runs", get(runs))
+        .route("/runs/{id}", get(run))
         .route("/runs/{id}/undo", post(undo_run))
         .route("/plans", get(plans))
         .route("/plans/{id}", get(plan))
@@ -593,8 +597,85 @@ async fn runs(Space(service): Space) -> ApiResult {
     ok(json!({ "runs": service.runs(DOOR).await? }))
 }
 
-async fn undo_run(Space(service): Space, Path(id): Path<String>) -> ApiResult {
-    ok(json!(service.undo(DOOR, &id).await?))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepBody {
+    #[serde(default)]
+    full: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn sweep(Space(service): Space, JsonBody(body): JsonBody<SweepBody>) -> ApiResult {
+    ok(json!(service.sweep(DOOR, SweepOptions { full: body.full, dry_run: body.dry_run }).await?))
+}
+
+async fn run(Space(service): Space, Path(id): Path<String>) -> ApiResult {
+    ok(json!(service.run(DOOR, &id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UndoBody {
+    /// Ops to undo (1-based, as `GET /runs/{id}` numbers them); with `groups` absent too, the whole run.
+    #[serde(default)]
+    ops: Vec<usize>,
+    /// Op groups to undo (1-based, as `GET /runs/{id}` numbers them).
+    #[serde(default)]
+    groups: Vec<usize>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn undo_run(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<UndoBody>) -> ApiResult {
+    let what = Undo { ops: body.ops, groups: body.groups, note: body.note };
+    ok(json!(service.undo(DOOR, &id, &what).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MergeBody {
+    /// The entries folded into the one in the path.
+    with: Vec<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn merge_entries(
+    Space(service): Space,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<MergeBody>,
+) -> ApiResult {
+    let ids: Vec<String> = std::iter::once(id).chain(body.with).collect();
+    ok(json!(service.merge(DOOR, &ids, body.text.as_deref(), body.note.as_deref()).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SupersedeBody {
+    /// The entry that takes its place; or
+    #[serde(default)]
+    with: Option<String>,
+    /// its new text.
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn supersede_entry(
+    Space(service): Space,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<SupersedeBody>,
+) -> ApiResult {
+    let by = match (body.with, body.text) {
+        (Some(with), None) => Successor::Entry(with),
+        (None, Some(text)) => Successor::Text(text),
+        _ => return Err(ApiError::bad_request("give either \"with\" (an entry id) or \"text\", not both")),
+    };
+    ok(json!(service.supersede(DOOR, &id, by, body.note.as_deref()).await?))
 }
 
 async fn plans(Space(service): Space) -> ApiResult {
@@ -612,14 +693,23 @@ struct ApplyBody {
     /// Absent: the whole plan.
     #[serde(default)]
     groups: Option<Vec<usize>>,
+    #[serde(default)]
+    note: Option<String>,
 }
 
 async fn apply_plan(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<ApplyBody>) -> ApiResult {
-    ok(json!(service.apply_plan(DOOR, &id, body.groups).await?))
+    ok(json!(service.apply_plan(DOOR, &id, body.groups, body.note.as_deref()).await?))
 }
 
-async fn reject_plan(Space(service): Space, Path(id): Path<String>) -> ApiResult {
-    ok(json!(service.reject_plan(DOOR, &id).await?))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoteBody {
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn reject_plan(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<NoteBody>) -> ApiResult {
+    ok(json!(service.reject_plan(DOOR, &id, body.note.as_deref()).await?))
 }
 
 // ---- metrics -----------------------------------------------------------------------------------

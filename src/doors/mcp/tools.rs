@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 use super::McpServer;
 use crate::doors::render::{self as text, Reader};
 use crate::error::{Error, Kind};
-use crate::memory::views::PassOptions;
-use crate::memory::{SearchRequest, TurnRequest, day};
+use crate::memory::views::{PassOptions, Successor};
+use crate::memory::{SearchRequest, TurnRequest, Undo, day};
 use crate::service::{Door, PassAnswer};
 use crate::store::archive::NewFact;
 
@@ -121,6 +121,59 @@ pub struct ApplyPlanArgs {
 pub struct RunArgs {
     /// The run id, as memory_runs or memory_consolidate show it.
     pub run: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RejectArgs {
+    /// The plan id, as memory_plans or memory_consolidate show it.
+    pub plan: String,
+    /// Why, kept with the plan.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UndoArgs {
+    /// The run id, as memory_runs or memory_consolidate show it.
+    pub run: String,
+    /// Undo only these ops (numbered from 1, as memory_run shows them).
+    #[serde(default)]
+    pub ops: Vec<usize>,
+    /// Undo only these op groups (numbered from 1, as memory_run shows them).
+    #[serde(default)]
+    pub groups: Vec<usize>,
+    /// Why, kept with the run.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeArgs {
+    /// The entries to merge (two or more); the first one stays, the others fold into it.
+    pub ids: Vec<String>,
+    /// The merged text; absent: the LLM's when it keeps every detail, else the texts joined.
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SupersedeArgs {
+    /// The entry that is out of date.
+    pub id: String,
+    /// The entry that takes its place (or give text).
+    #[serde(default)]
+    pub with: Option<String>,
+    /// Its new text (or give with).
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// A tool's answer that is not a success: the tool error to send.
@@ -347,7 +400,7 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     async fn memory_apply_plan(&self, Parameters(args): Parameters<ApplyPlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(async { self.service().await?.apply_plan(DOOR, &args.plan, args.groups).await }, |applied| {
+        reply(async { self.service().await?.apply_plan(DOOR, &args.plan, args.groups, None).await }, |applied| {
             (text::applied(applied, READER), json!(applied))
         })
         .await
@@ -357,8 +410,8 @@ impl McpServer {
         description = "Reject a stored plan: nothing is written, and its facts stay pending until a forced pass.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_reject_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(async { self.service().await?.reject_plan(DOOR, &args.plan).await }, |rejected| {
+    async fn memory_reject_plan(&self, Parameters(args): Parameters<RejectArgs>) -> Result<CallToolResult, McpError> {
+        reply(async { self.service().await?.reject_plan(DOOR, &args.plan, args.note.as_deref()).await }, |rejected| {
             (text::rejected(rejected, READER), json!(rejected))
         })
         .await
@@ -374,12 +427,59 @@ impl McpServer {
     }
 
     #[tool(
-        description = "Undo an applied run: the entries it changed go back to their earlier versions and the \
-                       ones it added are removed; refused, naming them, if they changed since.",
+        description = "One applied run: its ops in groups, numbered as memory_undo's ops and groups take them.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_run(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, McpError> {
+        reply(async { self.service().await?.run(DOOR, &args.run).await }, |detail| {
+            (text::run_detail(detail), json!(detail))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Merge entries the person says are one: the first stays with a text that says what all of \
+                       them say (text, else the LLM's, else the texts joined), the others go to history as \
+                       merged into it. Undoable with memory_undo.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    async fn memory_undo(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, McpError> {
-        reply(async { self.service().await?.undo(DOOR, &args.run).await }, |undone| {
+    async fn memory_merge(&self, Parameters(args): Parameters<MergeArgs>) -> Result<CallToolResult, McpError> {
+        reply(
+            async { self.service().await?.merge(DOOR, &args.ids, args.text.as_deref(), args.note.as_deref()).await },
+            |done| (text::curated(done, READER), json!(done)),
+        )
+        .await
+    }
+
+    #[tool(
+        description = "Supersede an out-of-date entry by another entry (with) or by a new text (text): the old \
+                       version goes to history, superseded. Undoable with memory_undo.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn memory_supersede(&self, Parameters(args): Parameters<SupersedeArgs>) -> Result<CallToolResult, McpError> {
+        reply(
+            async {
+                let by = match (args.with, args.text) {
+                    (Some(with), None) => Successor::Entry(with),
+                    (None, Some(text)) => Successor::Text(text),
+                    _ => return Err(Error::BadInput("give either with (an entry id) or text, not both".into())),
+                };
+                self.service().await?.supersede(DOOR, &args.id, by, args.note.as_deref()).await
+            },
+            |done| (text::curated(done, READER), json!(done)),
+        )
+        .await
+    }
+
+    #[tool(
+        description = "Undo an applied run, or only some of its ops or op groups (as memory_run numbers them): the \
+                       entries they changed go back to their earlier versions and the ones they added are \
+                       removed; refused, naming them, if they changed since.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    async fn memory_undo(&self, Parameters(args): Parameters<UndoArgs>) -> Result<CallToolResult, McpError> {
+        let what = Undo { ops: args.ops, groups: args.groups, note: args.note };
+        reply(async { self.service().await?.undo(DOOR, &args.run, &what).await }, |undone| {
             (text::undone(undone, READER), json!(undone))
         })
         .await

@@ -2,8 +2,8 @@
 //! unpin, forget), one archived fact, and search.
 
 use crate::doors::http::status_of;
-use crate::memory::SearchRequest;
 use crate::memory::views::{FactView, Version};
+use crate::memory::{SearchRequest, Undo};
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::Query;
@@ -58,8 +58,13 @@ pub(super) async fn runs(session: axum::Extension<Session>, done: Query<Done>) -
     runs_page(&session, Nav::new("runs", &session, &done), None).await
 }
 
-pub(super) async fn undo(session: axum::Extension<Session>, Id(run): Id, _: CheckedForm) -> Response {
-    match session.service.undo(DOOR, &run).await {
+pub(super) async fn undo(session: axum::Extension<Session>, Id(run): Id, CheckedForm(fields): CheckedForm) -> Response {
+    let numbers = |name: &str| -> Vec<usize> {
+        fields.iter().filter(|(k, _)| k == name).filter_map(|(_, v)| v.parse().ok()).collect()
+    };
+    let note = fields.iter().find(|(k, _)| k == "note").map(|(_, v)| v.trim().to_string()).filter(|n| !n.is_empty());
+    let what = Undo { ops: numbers("op"), groups: numbers("group"), note };
+    match session.service.undo(DOOR, &run, &what).await {
         Ok(undone) => Redirect::to(&format!("{}/runs?done=undone&run={}", session.base, undone.run)).into_response(),
         Err(e) => {
             let mut response =

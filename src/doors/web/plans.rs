@@ -288,9 +288,10 @@ pub(super) async fn decide(
     Id(id): Id,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
+    let note = field(&fields, "note").map(str::trim).filter(|n| !n.is_empty());
     let result = match field(&fields, "action") {
         Some("reject") => {
-            session.service.reject_plan(DOOR, &id).await.map(|_| format!("{}?done=rejected", session.base))
+            session.service.reject_plan(DOOR, &id, note).await.map(|_| format!("{}?done=rejected", session.base))
         }
         action @ (Some("all") | Some("checked")) => {
             let groups = match action {
@@ -310,7 +311,7 @@ pub(super) async fn decide(
             match groups {
                 Ok(groups) => session
                     .service
-                    .apply_plan(DOOR, &id, groups)
+                    .apply_plan(DOOR, &id, groups, note)
                     .await
                     .map(|a| format!("{}/runs?done=applied&run={}&n={}", session.base, a.run, a.rejected.len())),
                 Err(e) => Err(e),

@@ -13,6 +13,7 @@
 
 pub mod extract;
 pub mod keys;
+pub mod merge;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -232,6 +233,8 @@ pub struct Prompts {
     pub promote: String,
     /// `keys.md`: names what new facts are about (aspect keys).
     pub keys: String,
+    /// `merge.md`: writes the text of entries a person merges.
+    pub merge: String,
 }
 
 impl Default for Prompts {
@@ -241,6 +244,7 @@ impl Default for Prompts {
             extract: include_str!("../../../prompts/extract.md").into(),
             promote: include_str!("../../../prompts/promote.md").into(),
             keys: include_str!("../../../prompts/keys.md").into(),
+            merge: include_str!("../../../prompts/merge.md").into(),
         }
     }
 }
@@ -264,6 +268,7 @@ impl Prompts {
             ("extract", &mut prompts.extract),
             ("promote", &mut prompts.promote),
             ("keys", &mut prompts.keys),
+            ("merge", &mut prompts.merge),
         ] {
             let path = dir.join(format!("{name}.md"));
             if !path.exists() {

@@ -55,6 +55,14 @@ impl Decider {
         }
     }
 
+    /// The chat client and prompts, when an LLM decides.
+    pub fn llm(&self) -> Option<(&ChatClient, &Prompts)> {
+        match self {
+            Decider::Llm { client, prompts } => Some((client, prompts)),
+            Decider::Offline => None,
+        }
+    }
+
     /// The system prompt of a decision call. The offline decider sends none; for it this is the
     /// built-in prompt, so that a pass can say what its calls would cost an LLM.
     pub fn system_prompt(&self) -> std::borrow::Cow<'_, str> {

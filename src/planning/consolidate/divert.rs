@@ -80,7 +80,7 @@ pub fn divert(
 }
 
 /// A plan as stored under `.memfold/plans/`.
-fn stored(
+pub(crate) fn stored(
     plan: &Plan,
     facts: Vec<Fact>,
     reason: PlanReason,
@@ -107,6 +107,8 @@ fn stored(
         touched: plan.touched.clone(),
         llm: plan.llm,
         seen: Vec::new(),
+        note: None,
+        expired: None,
     }
 }
 

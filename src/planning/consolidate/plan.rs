@@ -63,6 +63,13 @@ pub struct Plan {
     pub from_plan: Option<String>,
     /// How the pass that made the plan packed its facts into decision calls.
     pub packing: Option<Packing>,
+    /// The verb of a change a person asked for by name (`merge`, `supersede`), and their note.
+    pub verb: Option<String>,
+    pub note: Option<String>,
+    /// Why the stored plan this applies was held (with `from_plan`).
+    pub plan_reason: Option<super::records::PlanReason>,
+    /// Who decided the stored plan this applies.
+    pub decider: Option<String>,
 }
 
 /// One entry's net change over a list of journal records: its first `before` and last `after`.
@@ -295,27 +302,7 @@ impl<'a> Planner<'a> {
                     }
                     self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
                 }
-                Op::Remove { target, into, .. } => {
-                    let (Some(old), Some(survivor)) = (self.get(target).cloned(), self.get(into).cloned()) else {
-                        continue;
-                    };
-                    self.retire(&old, HistoryStatus::Merged, into, self.today);
-                    self.remove(target);
-                    if self.get(target).is_none() {
-                        self.merged.insert(target.clone(), into.clone());
-                    }
-                    let mut meta = survivor.meta.clone();
-                    meta.sources = union(&meta.sources, &old.meta.sources);
-                    meta.first_seen = min_date(meta.first_seen, old.meta.first_seen);
-                    let after = self.replace_meta(into, meta);
-                    self.record(
-                        op,
-                        vec![
-                            Change { entry: target.clone(), before: Some(old.render()), after: None },
-                            Change { entry: into.clone(), before: Some(survivor.render()), after },
-                        ],
-                    );
-                }
+                Op::Remove { target, into, .. } => self.fold(op, target, into, HistoryStatus::Merged),
                 Op::Duplicate { facts, target } => {
                     let Some(old) = self.get(target).cloned() else { continue };
                     let (first, _) = self.dates(facts);
@@ -327,6 +314,39 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+    }
+
+    /// A REMOVE that a person asked for as a supersession: `old` leaves for history as
+    /// `superseded` by `by`, which takes its sources, as a REMOVE's survivor does.
+    pub fn supersede(&mut self, op: &ProposedOp) {
+        if let Op::Remove { target, into, .. } = &op.op {
+            self.fold(op, target, into, HistoryStatus::Superseded);
+        }
+    }
+
+    /// `target` leaves the file for history with `status`, folded into `into`: the survivor
+    /// takes its sources, its earliest `first_seen` and its newest `updated`.
+    fn fold(&mut self, op: &ProposedOp, target: &str, into: &str, status: HistoryStatus) {
+        let (Some(old), Some(survivor)) = (self.get(target).cloned(), self.get(into).cloned()) else {
+            return;
+        };
+        self.retire(&old, status, into, self.today);
+        self.remove(target);
+        if self.get(target).is_none() {
+            self.merged.insert(target.to_string(), into.to_string());
+        }
+        let mut meta = survivor.meta.clone();
+        meta.sources = union(&meta.sources, &old.meta.sources);
+        meta.first_seen = min_date(meta.first_seen, old.meta.first_seen);
+        meta.updated = meta.updated.max(old.meta.updated);
+        let after = self.replace_meta(into, meta);
+        self.record(
+            op,
+            vec![
+                Change { entry: target.to_string(), before: Some(old.render()), after: None },
+                Change { entry: into.to_string(), before: Some(survivor.render()), after },
+            ],
+        );
     }
 
     fn replace_meta(&mut self, id: &str, meta: EntryMeta) -> Option<String> {
@@ -364,6 +384,10 @@ impl<'a> Planner<'a> {
             llm: Usage::default(),
             from_plan: None,
             packing: None,
+            verb: None,
+            note: None,
+            plan_reason: None,
+            decider: None,
         }
     }
 }

@@ -31,6 +31,10 @@ pub const RUNS_WITH_COPIES: usize = 20;
 pub enum PlanStatus {
     Pending,
     Rejected,
+    /// Left undecided for `review.expire_days`: its facts are decided again by the next pass.
+    Expired,
+    /// Applied (only in listings: an applied plan's file is removed, its run record stays).
+    Applied,
 }
 
 impl PlanStatus {
@@ -39,6 +43,8 @@ impl PlanStatus {
         match self {
             PlanStatus::Pending => "pending",
             PlanStatus::Rejected => "rejected",
+            PlanStatus::Expired => "expired",
+            PlanStatus::Applied => "applied",
         }
     }
 }
@@ -58,6 +64,9 @@ pub enum PlanReason {
     /// A rebuild in review mode: it sets every entry aside, so it applies only to the
     /// `memory.md` it was made for, and rewrites it whole.
     Rebuild,
+    /// What a sweep of the current entries found (duplicates, contradictions, superseded
+    /// values): never applied on its own.
+    Sweep,
     /// A reason this build does not know (a newer memfold's); kept as is.
     Other(String),
 }
@@ -69,6 +78,7 @@ impl PlanReason {
             PlanReason::LowConfidence => "low-confidence",
             PlanReason::Proposal => "proposal",
             PlanReason::Rebuild => "rebuild",
+            PlanReason::Sweep => "sweep",
             PlanReason::Other(s) => s,
         }
     }
@@ -81,6 +91,7 @@ impl From<String> for PlanReason {
             "low-confidence" => PlanReason::LowConfidence,
             "proposal" => PlanReason::Proposal,
             "rebuild" => PlanReason::Rebuild,
+            "sweep" => PlanReason::Sweep,
             _ => PlanReason::Other(s),
         }
     }
@@ -114,6 +125,9 @@ pub struct StoredPlan {
     pub day: Option<chrono::NaiveDate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<DateTime<Utc>>,
+    /// When it expired (`review.expire_days`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired: Option<DateTime<Utc>>,
     /// The pass that made the plan (for held low-confidence ops, the run that applied the rest).
     pub pass: String,
     /// Hash of `memory.md` the plan was made against.
@@ -138,6 +152,9 @@ pub struct StoredPlan {
     /// Absent in plans stored before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seen: Vec<SeenFact>,
+    /// Why it was rejected, as the person said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A fact of a stored plan and the entries ranked for it, best first, as its call showed them.
@@ -163,6 +180,60 @@ pub struct UndoRecord {
     pub restored: Vec<String>,
     pub removed: Vec<String>,
     pub facts: Vec<String>,
+    /// Why, as the person who undid it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `memory.md` around a run: entries and tokens (characters / 4, the usual estimate) before and
+/// after, and the tokens of the entries its REMOVEs folded away (what merging saved).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemorySize {
+    pub entries_before: usize,
+    pub entries_after: usize,
+    pub tokens_before: usize,
+    pub tokens_after: usize,
+    pub tokens_saved_by_merges: usize,
+}
+
+/// Estimated tokens of a text.
+pub fn tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+/// Entries in a rendered `memory.md` (the headers, without a parse).
+fn entry_count(text: &str) -> usize {
+    text.lines().filter(|l| l.starts_with("<!--m ")).count()
+}
+
+impl MemorySize {
+    /// Of a plan: its text before and after, and the content of the entries it removed.
+    pub fn of(plan: &Plan) -> MemorySize {
+        let saved = plan
+            .journal
+            .iter()
+            .filter(|r| matches!(r.op.op, super::ops::Op::Remove { .. }))
+            .flat_map(|r| r.changes.iter().filter(|c| c.after.is_none()))
+            .filter_map(|c| c.before.as_deref())
+            .map(|block| tokens(block.split_once("-->").map_or(block, |(_, content)| content).trim()))
+            .sum();
+        MemorySize {
+            entries_before: entry_count(&plan.memory_before),
+            entries_after: entry_count(&plan.memory_after),
+            tokens_before: tokens(&plan.memory_before),
+            tokens_after: tokens(&plan.memory_after),
+            tokens_saved_by_merges: saved,
+        }
+    }
+}
+
+/// An undo of some ops of a run (`memfold undo RUN --op N`), kept in the run record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpsUndo {
+    /// The journal `seq` of each op undone.
+    pub ops: Vec<usize>,
+    #[serde(flatten)]
+    pub undo: UndoRecord,
 }
 
 /// `.memfold/runs/<run>.json`: one applied run, written in the same commit as its journal lines.
@@ -196,6 +267,25 @@ pub struct RunRecord {
     pub memory_before: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undone: Option<UndoRecord>,
+    /// Undos of single ops or op groups, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undone_ops: Vec<OpsUndo>,
+    /// The verb of a run a person asked for by name (`merge`, `supersede`); None for passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verb: Option<String>,
+    /// Why the plan this run applied was held for review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_reason: Option<PlanReason>,
+    /// Why, as the person who asked for the run (or applied its plan) said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Who decided the plan this run applied (`llm`, `offline`), for the share of proposals
+    /// people reject per decider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decider: Option<String>,
+    /// `memory.md` before and after the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<MemorySize>,
 }
 
 /// A run record as the run listing reads it, without its copy of `memory.md`.
@@ -210,6 +300,18 @@ pub struct RunHead {
     pub llm: Usage,
     #[serde(default)]
     pub undone: Option<UndoRecord>,
+    #[serde(default)]
+    pub undone_ops: Vec<OpsUndo>,
+    #[serde(default)]
+    pub verb: Option<String>,
+    #[serde(default)]
+    pub note: Option<String>,
+    #[serde(default)]
+    pub decider: Option<String>,
+    #[serde(default)]
+    pub size: Option<MemorySize>,
+    #[serde(default)]
+    pub ops: BTreeMap<String, usize>,
 }
 
 impl RunRecord {
@@ -235,6 +337,12 @@ impl RunRecord {
             memory_hash_after: content_hash(&plan.memory_after),
             memory_before: plan.memory_before.clone(),
             undone: None,
+            undone_ops: Vec::new(),
+            verb: plan.verb.clone(),
+            plan_reason: plan.plan_reason.clone(),
+            note: plan.note.clone(),
+            decider: plan.decider.clone(),
+            size: Some(MemorySize::of(plan)),
         }
     }
 
@@ -264,6 +372,12 @@ impl RunRecord {
             memory_hash_after: String::new(),
             memory_before: String::new(),
             undone: None,
+            undone_ops: Vec::new(),
+            verb: None,
+            plan_reason: None,
+            note: None,
+            decider: None,
+            size: None,
         }
     }
 
@@ -306,7 +420,7 @@ fn plan_rel(id: &str) -> String {
     format!(".memfold/plans/{id}.json")
 }
 
-fn runs_dir(root: &Root) -> PathBuf {
+pub fn runs_dir(root: &Root) -> PathBuf {
     root.state_dir().join("runs")
 }
 
@@ -360,6 +474,10 @@ pub struct PlanHead {
     pub created: DateTime<Utc>,
     #[serde(default)]
     pub rejected: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub expired: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub note: Option<String>,
     pub pass: String,
     pub memory_hash_before: String,
     pub diff: String,
@@ -368,6 +486,13 @@ pub struct PlanHead {
     pub touched: BTreeSet<String>,
     #[serde(default)]
     pub llm: Usage,
+}
+
+impl PlanHead {
+    /// Who decided the plan: the LLM when deciding it called one.
+    pub fn decider(&self) -> &'static str {
+        if self.llm.calls > 0 { "llm" } else { "offline" }
+    }
 }
 
 impl StoredPlan {
@@ -379,6 +504,8 @@ impl StoredPlan {
             reason: self.reason.clone(),
             created: self.created,
             rejected: self.rejected,
+            expired: self.expired,
+            note: self.note.clone(),
             pass: self.pass.clone(),
             memory_hash_before: self.memory_hash_before.clone(),
             diff: self.diff.clone(),

@@ -93,7 +93,7 @@ fn details(text: &str) -> (Vec<String>, Vec<String>, bool) {
 /// negation"): every number, name and negation of its facts, but for the old values a fact
 /// corrects ("John, not Jon"). What the entry said before stays in history; what the facts
 /// say is the news, and a text that drops part of it loses it.
-fn dropped_details(content: &str, entry: Option<&str>, facts: &[&str]) -> Vec<String> {
+pub(crate) fn dropped_details(content: &str, entry: Option<&str>, facts: &[&str]) -> Vec<String> {
     let kept = content.to_lowercase();
     let kept_words: HashSet<&str> = kept.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let says = |detail: &str| detail.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).all(|p| kept_words.contains(p));

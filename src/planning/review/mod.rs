@@ -49,12 +49,12 @@ mod tests;
 mod undo;
 
 pub use chains::{fact_view, history_chain};
-pub use plans::{plan_apply, plan_apply_groups, plan_detail, plan_reject, plans, reject_rest};
+pub use plans::{all_plans, plan_apply, plan_apply_groups, plan_detail, plan_expire, plan_reject, plans, reject_rest};
 pub use reports::{
-    AppliedPlan, Chain, FactView, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan, RunView, Undone, Version,
+    AppliedPlan, Chain, FactView, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan, RunDetail, RunView, Undone, Version,
     VersionStatus,
 };
-pub use undo::{plan_undo, runs};
+pub use undo::{UndoScope, plan_undo, run_detail, runs, undo_selection};
 
 use crate::store::entries::{Entry, EntryFile};
 

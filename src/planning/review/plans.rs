@@ -9,7 +9,7 @@ use crate::store::commit::Change;
 use crate::planning::consolidate::ops::ProposedOp;
 use crate::planning::consolidate::pass::OpReport;
 use crate::planning::consolidate::plan::{JournalRecord, Plan, Planner};
-use crate::planning::consolidate::records::{self, PlanReason, PlanStatus, SeenEntry, StoredPlan};
+use crate::planning::consolidate::records::{self, PlanReason, PlanStatus, SeenEntry, SeenFact, StoredPlan};
 use crate::planning::diff;
 use crate::error::Error;
 use crate::store::archive::Fact;
@@ -26,10 +26,75 @@ fn memory_hash(root: &Root) -> Result<String, Error> {
     crate::store::atomic::current_hash(&root.memory()).map_err(|source| Error::Read { path: MEMORY.into(), source })
 }
 
-/// Stored plans, pending and rejected, oldest first.
+/// Stored plans waiting for a person, and rejected ones, oldest first.
 pub fn plans(root: &Root) -> Result<Vec<PlanView>, Error> {
     let hash = memory_hash(root)?;
-    Ok(records::plan_heads(root).iter().map(|p| PlanView::new(p, &hash)).collect())
+    Ok(records::plan_heads(root)
+        .iter()
+        .filter(|p| matches!(p.status, PlanStatus::Pending | PlanStatus::Rejected))
+        .map(|p| PlanView::new(p, &hash))
+        .collect())
+}
+
+/// Every plan: pending, rejected and expired ones from their files, applied ones from the
+/// records of the runs that applied them (without their diff), oldest first.
+pub fn all_plans(root: &Root) -> Result<Vec<PlanView>, Error> {
+    let hash = memory_hash(root)?;
+    let mut views: Vec<PlanView> = records::plan_heads(root).iter().map(|p| PlanView::new(p, &hash)).collect();
+    let listed: HashSet<String> = views.iter().map(|v| v.id.clone()).collect();
+    let mut journal: HashMap<String, Vec<JournalRecord>> = HashMap::new();
+    for record in records::journal(root)? {
+        journal.entry(record.run.clone()).or_default().push(record);
+    }
+    for run in super::runs(root)? {
+        let Some(plan) = run.plan.as_ref().filter(|p| !listed.contains(*p)) else { continue };
+        let record = records::load_run(root, &run.run)?;
+        let head = records::PlanHead {
+            id: plan.clone(),
+            status: PlanStatus::Applied,
+            reason: record.as_ref().and_then(|r| r.plan_reason.clone()).unwrap_or(PlanReason::Other("unknown".into())),
+            created: run.started.unwrap_or(run.time),
+            rejected: None,
+            expired: None,
+            note: record.and_then(|r| r.note),
+            pass: run.run.clone(),
+            memory_hash_before: String::new(),
+            diff: String::new(),
+            journal: journal.remove(&run.run).unwrap_or_default(),
+            facts: Vec::new(),
+            touched: run.entries.iter().cloned().collect(),
+            llm: run.llm.unwrap_or_default(),
+        };
+        views.push(PlanView::new(&head, &hash));
+    }
+    views.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+    Ok(views)
+}
+
+/// The change that marks pending plans made more than `days` days before `now` expired:
+/// their facts are no longer held and the next pass decides them again (a person who wants
+/// the old proposal back finds it in `plans --all`). None when no plan is that old.
+pub fn plan_expire(root: &Root, days: u32, now: DateTime<Utc>) -> Result<Option<(Change, Vec<String>)>, Error> {
+    if days == 0 {
+        return Ok(None);
+    }
+    let cutoff = now - chrono::Duration::days(i64::from(days));
+    let old: Vec<String> = records::pending_plans(root)
+        .into_iter()
+        .filter(|p| p.created < cutoff)
+        .map(|p| p.id)
+        .collect();
+    if old.is_empty() {
+        return Ok(None);
+    }
+    let mut change = Change::new(format!("expire {} plans", old.len()));
+    for id in &old {
+        let mut stored = records::load_plan(root, id)?;
+        stored.status = PlanStatus::Expired;
+        stored.expired = Some(now);
+        change.records.push(stored.file());
+    }
+    Ok(Some((change, old)))
 }
 
 /// The plan that applying `stored` writes against the root `ledger` was read from (see the
@@ -74,9 +139,9 @@ fn applied_view(stored: &StoredPlan, plan: &Plan, current: &str, rebased: bool) 
 /// A plan can be applied unless it was rejected or uses facts forgotten since.
 fn check_applicable(ledger: &Ledger, stored: &StoredPlan) -> Result<(), Error> {
     let id = stored.id.as_str();
-    if stored.status == PlanStatus::Rejected {
+    if stored.status != PlanStatus::Pending {
         return Err(Error::Conflict {
-            message: format!("plan {id} was rejected; its facts are pending again"),
+            message: format!("plan {id} was {}; its facts are pending again", stored.status.as_str()),
             ids: vec![id.to_string()],
         });
     }
@@ -157,40 +222,45 @@ pub fn plan_detail(root: &Root, id: &str) -> Result<PlanDetail, Error> {
     let groups = op_groups(&stored.journal)
         .into_iter()
         .enumerate()
-        .map(|(n, ops)| {
-            let ops: Vec<OpDetail> = ops
-                .iter()
-                .map(|&i| {
-                    let record = &stored.journal[i];
-                    OpDetail { seq: record.seq, op: OpReport::from(&record.op), changes: record.changes.clone() }
-                })
-                .collect();
-            let mut facts: Vec<String> = Vec::new();
-            let mut entries: Vec<String> = Vec::new();
-            for op in &ops {
-                for f in &op.op.facts {
-                    if !facts.contains(f) {
-                        facts.push(f.clone());
-                    }
-                }
-                for c in &op.changes {
-                    if !entries.contains(&c.entry) {
-                        entries.push(c.entry.clone());
-                    }
-                }
-            }
-            let mut left_alone: Vec<SeenEntry> = Vec::new();
-            for seen in stored.seen.iter().filter(|s| facts.contains(&s.fact)) {
-                for e in &seen.entries {
-                    if !named.contains(e.id.as_str()) && !left_alone.iter().any(|l| l.id == e.id) {
-                        left_alone.push(e.clone());
-                    }
-                }
-            }
-            GroupView { group: n + 1, ops, facts, entries, left_alone }
-        })
+        .map(|(n, ops)| group_view(n + 1, ops.iter().map(|&i| &stored.journal[i]), &stored.seen, &named))
         .collect();
     Ok(PlanDetail { plan: PlanView::new(&stored.head(), &hash), groups, fact_texts: stored.facts.clone() })
+}
+
+/// Group `number` of a journal: its ops with what they change, its facts and entries, and the
+/// entries the calls showed for its facts (`seen`) that no op names (`named`).
+pub(super) fn group_view<'r>(
+    number: usize,
+    records: impl Iterator<Item = &'r JournalRecord>,
+    seen: &[SeenFact],
+    named: &BTreeSet<&str>,
+) -> GroupView {
+    let ops: Vec<OpDetail> = records
+        .map(|record| OpDetail { seq: record.seq, op: OpReport::from(&record.op), changes: record.changes.clone() })
+        .collect();
+    let mut facts: Vec<String> = Vec::new();
+    let mut entries: Vec<String> = Vec::new();
+    for op in &ops {
+        for f in &op.op.facts {
+            if !facts.contains(f) {
+                facts.push(f.clone());
+            }
+        }
+        for c in &op.changes {
+            if !entries.contains(&c.entry) {
+                entries.push(c.entry.clone());
+            }
+        }
+    }
+    let mut left_alone: Vec<SeenEntry> = Vec::new();
+    for seen in seen.iter().filter(|s| facts.contains(&s.fact)) {
+        for e in &seen.entries {
+            if !named.contains(e.id.as_str()) && !left_alone.iter().any(|l| l.id == e.id) {
+                left_alone.push(e.clone());
+            }
+        }
+    }
+    GroupView { group: number, ops, facts, entries, left_alone }
 }
 
 /// Apply only the op groups numbered `chosen` (1-based, as [`plan_detail`] numbers them) of a
@@ -291,6 +361,10 @@ fn exact_plan(stored: &StoredPlan, memory_before: String) -> Result<Plan, Error>
         llm: stored.llm,
         from_plan: Some(stored.id.clone()),
         packing: None,
+        verb: None,
+        note: None,
+        plan_reason: Some(stored.reason.clone()),
+        decider: Some(stored.head().decider().to_string()),
     })
 }
 
@@ -347,7 +421,7 @@ pub fn plan_reject(ledger: &Ledger, stored: &StoredPlan, now: DateTime<Utc>) -> 
         .collect();
     let rejected = RejectedPlan { plan: stored.id.clone(), facts: facts.clone() };
     let mut change = Change::new(format!("reject {}", stored.id));
-    if stored.status == PlanStatus::Rejected {
+    if stored.status != PlanStatus::Pending {
         return (change, rejected);
     }
     // A rejected proposal is not made again for the same pair (the pass leaves rejected pairs

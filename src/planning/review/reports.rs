@@ -23,6 +23,11 @@ pub struct PlanView {
     pub reason: PlanReason,
     pub created: DateTime<Utc>,
     pub rejected: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expired: Option<DateTime<Utc>>,
+    /// Why it was rejected, or applied, as the person said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub pass: String,
     /// A pending plan whose `memory.md` changed since it was made: apply will rebase it or
     /// refuse. Never set on a rejected plan.
@@ -130,6 +135,25 @@ pub struct RunView {
     /// Every LLM call of the run (decisions, re-asks, promotion), when recorded.
     pub llm: Option<Usage>,
     pub undone: Option<DateTime<Utc>>,
+    /// Ops undone one by one or by group (1-based).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undone_ops: Vec<usize>,
+    /// `merge` or `supersede` for a change a person asked for by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verb: Option<String>,
+    /// The notes of the run: why it was asked for or its plan applied, and why it (or ops of
+    /// it) were undone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// An applied run with its ops in groups (`memfold run <id>`, `GET /runs/{id}`): what
+/// `undo --op N` and `--group N` name.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub run: RunView,
+    pub groups: Vec<GroupView>,
 }
 
 /// What an undo did.
@@ -144,6 +168,9 @@ pub struct Undone {
     pub removed: Vec<String>,
     /// Facts pending again, flagged so automatic passes leave them out.
     pub facts: Vec<String>,
+    /// The ops undone (1-based), when only some were (`--op`, `--group`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<usize>,
     /// What rewriting `MEMORY.md` afterwards cost.
     pub llm: Usage,
 }
@@ -223,7 +250,7 @@ impl PlanView {
             self.stat.added,
             self.stat.removed,
             if self.stale { "; memory.md changed since (applying rebases it or names what is in the way)" } else { "" }
-        )
+        ) + &self.note.as_ref().map(|n| format!("; note: {n}")).unwrap_or_default()
     }
 }
 
@@ -235,6 +262,8 @@ impl PlanView {
             reason: plan.reason.clone(),
             created: plan.created,
             rejected: plan.rejected,
+            expired: plan.expired,
+            note: plan.note.clone(),
             pass: plan.pass.clone(),
             // Only a plan that can still be applied can be stale.
             stale: plan.status == PlanStatus::Pending && plan.memory_hash_before != memory_hash,

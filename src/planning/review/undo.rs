@@ -7,15 +7,13 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::store::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
 use crate::planning::consolidate::plan::{JournalRecord, NetChange, net_changes};
-use crate::planning::consolidate::records::{self, RunRecord, UndoRecord};
+use crate::planning::consolidate::records::{self, OpsUndo, RunRecord, UndoRecord};
 use crate::error::Error;
 use crate::store::entries::{Entry, EntryFile, EntryMeta, HistoryStatus, Item};
 use crate::store::{Root, content_hash};
 use crate::store::ledger::{FactFate, Ledger};
 use crate::models::llm::Usage;
-use super::reports::{
-    RunView, Undone,
-};
+use super::reports::{RunDetail, RunView, Undone};
 use super::{MEMORY, block_entry};
 
 /// Applied runs, oldest first: every run in the journal, with its run record where there is one.
@@ -35,6 +33,9 @@ pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
             entries: Vec::new(),
             llm: None,
             undone: None,
+            undone_ops: Vec::new(),
+            verb: None,
+            notes: Vec::new(),
         });
         *view.ops.entry(r.op).or_default() += 1;
         for c in r.changes {
@@ -52,6 +53,16 @@ pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
             view.plan = record.plan;
             view.facts = record.facts.len();
             view.llm = Some(record.llm);
+            view.verb = record.verb;
+            view.notes.extend(record.note.map(|n| format!("run: {n}")));
+            view.undone_ops = record.undone_ops.iter().flat_map(|u| u.ops.iter().map(|s| s + 1)).collect();
+            for u in &record.undone_ops {
+                if let Some(n) = &u.undo.note {
+                    let ops: Vec<String> = u.ops.iter().map(|s| (s + 1).to_string()).collect();
+                    view.notes.push(format!("undo of op {}: {n}", ops.join(",")));
+                }
+            }
+            view.notes.extend(record.undone.as_ref().and_then(|u| u.note.clone()).map(|n| format!("undo: {n}")));
             view.undone = record.undone.map(|u| u.time);
         }
     }
@@ -60,14 +71,66 @@ pub fn runs(root: &Root) -> Result<Vec<RunView>, Error> {
     Ok(runs)
 }
 
-/// The change that undoes `run` (see the module docs), given the root's ledger, its journal
-/// and the run's record. Refused, with the ids in the way, when an entry the run touched has
-/// changed since.
+/// One applied run with its ops in groups, as [`super::plan_detail`] shows a plan's.
+pub fn run_detail(root: &Root, run: &str) -> Result<RunDetail, Error> {
+    records::check_id("run", run)?;
+    let view = runs(root)?.into_iter().find(|r| r.run == run).ok_or_else(|| Error::not_found("run", run))?;
+    let mut journal: Vec<JournalRecord> = records::journal(root)?.into_iter().filter(|r| r.run == run).collect();
+    journal.sort_by_key(|r| r.seq);
+    let groups = super::plans::op_groups(&journal)
+        .into_iter()
+        .enumerate()
+        .map(|(n, ops)| super::plans::group_view(n + 1, ops.iter().map(|&i| &journal[i]), &[], &BTreeSet::new()))
+        .collect();
+    Ok(RunDetail { run: view, groups })
+}
+
+/// The journal `seq`s of the ops `--op` (1-based op numbers) and `--group` (1-based, as
+/// [`run_detail`] numbers them) name in `run`.
+pub fn undo_selection(root: &Root, run: &str, ops: &[usize], groups: &[usize]) -> Result<BTreeSet<usize>, Error> {
+    let mut journal: Vec<JournalRecord> = records::journal(root)?.into_iter().filter(|r| r.run == run).collect();
+    journal.sort_by_key(|r| r.seq);
+    if journal.is_empty() {
+        return Err(Error::not_found("run", run));
+    }
+    let mut seqs: BTreeSet<usize> = BTreeSet::new();
+    for &op in ops {
+        if op == 0 || op > journal.len() {
+            return Err(Error::BadInput(format!("run {run} has ops 1 to {}; there is no op {op}", journal.len())));
+        }
+        seqs.insert(journal[op - 1].seq);
+    }
+    let all = super::plans::op_groups(&journal);
+    for &g in groups {
+        let group = all.get(g.wrapping_sub(1)).ok_or_else(|| {
+            Error::BadInput(format!("run {run} has groups 1 to {}; there is no group {g}", all.len()))
+        })?;
+        seqs.extend(group.iter().map(|&i| journal[i].seq));
+    }
+    if seqs.is_empty() {
+        return Err(Error::BadInput("name an op (--op N) or a group (--group N) to undo".into()));
+    }
+    Ok(seqs)
+}
+
+/// Which ops of a run an undo takes back, and why.
+#[derive(Debug, Clone, Default)]
+pub struct UndoScope<'a> {
+    /// Journal `seq`s of the ops to undo; None: the whole run (what is left of it).
+    pub ops: Option<&'a BTreeSet<usize>>,
+    pub note: Option<&'a str>,
+}
+
+/// The change that undoes `run`, or the ops of it `scope` names (see the module docs), given
+/// the root's ledger, its journal and the run's record. Refused, with the ids in the way, when
+/// an entry the ops touched has changed since (a later run, a later op of the same run, or a
+/// person).
 pub fn plan_undo(
     ledger: &Ledger,
     journal: &[JournalRecord],
     record: Option<RunRecord>,
     run: &str,
+    scope: UndoScope,
     now: DateTime<Utc>,
     today: NaiveDate,
 ) -> Result<(Change, Undone), Error> {
@@ -82,21 +145,46 @@ pub fn plan_undo(
             ids: vec![run.to_string()],
         });
     }
+    let undone_before: BTreeSet<usize> =
+        record.iter().flat_map(|r| &r.undone_ops).flat_map(|u| u.ops.iter().copied()).collect();
+    if let Some(ops) = scope.ops {
+        let known: BTreeSet<usize> = records.iter().map(|r| r.seq).collect();
+        if let Some(missing) = ops.iter().find(|s| !known.contains(s)) {
+            return Err(Error::BadInput(format!("run {run} has no op {} (it has {})", missing + 1, records.len())));
+        }
+        if let Some(again) = ops.iter().find(|s| undone_before.contains(s)) {
+            return Err(Error::Conflict {
+                message: format!("op {} of run {run} was undone already", again + 1),
+                ids: vec![run.to_string()],
+            });
+        }
+        records.retain(|r| ops.contains(&r.seq));
+    } else {
+        records.retain(|r| !undone_before.contains(&r.seq));
+        if records.is_empty() && !undone_before.is_empty() {
+            return Err(Error::Conflict {
+                message: format!("every op of run {run} was undone already"),
+                ids: vec![run.to_string()],
+            });
+        }
+    }
     let changes = net_changes(records.iter().copied());
     check_unchanged(ledger, &changes, run)?;
-    // Byte for byte only with the copy at hand: old records have had theirs dropped.
-    let exact = record
-        .as_ref()
-        .is_some_and(|r| !r.memory_hash_after.is_empty() && r.memory_hash_after == ledger.memory.hash && r.has_copy());
+    // Byte for byte only for a whole run, with the copy at hand: old records have had theirs dropped.
+    let exact = scope.ops.is_none()
+        && undone_before.is_empty()
+        && record
+            .as_ref()
+            .is_some_and(|r| !r.memory_hash_after.is_empty() && r.memory_hash_after == ledger.memory.hash && r.has_copy());
     let before_file = record.as_ref().map(|r| EntryFile::parse(&r.memory_before, MEMORY));
     let put_back = put_back(&ledger.memory, &changes, before_file.as_ref());
     let new_text = match (&record, exact) {
         (Some(r), true) => r.memory_before.clone(),
         _ => put_back.memory.render(),
     };
-    let history = history_after_undo(&ledger.history, &changes, run, today);
+    let history = history_after_undo(&ledger.history, &changes, run, scope.ops.is_some(), today);
     let after = Ledger { memory: EntryFile::parse(&new_text, MEMORY), history, ..ledger.clone() };
-    // Facts the run consumed that no longer live on in current memory.
+    // Facts the undone ops consumed that no longer live on in current memory.
     let fates = after.fates();
     let run_facts: BTreeSet<&str> = records.iter().flat_map(|r| r.op.op.facts().iter().map(String::as_str)).collect();
     let facts: Vec<String> =
@@ -109,7 +197,11 @@ pub fn plan_undo(
     state.watermark = ledger.watermark(&pending, today);
     state.file_hashes.insert(MEMORY.into(), content_hash(&new_text));
 
-    let mut change = Change::new(format!("undo {run}"));
+    let label = match scope.ops {
+        Some(ops) => format!("undo {run} op {}", ops.iter().map(|s| (s + 1).to_string()).collect::<Vec<_>>().join(",")),
+        None => format!("undo {run}"),
+    };
+    let mut change = Change::new(label);
     let entries = changes
         .iter()
         .map(|c| {
@@ -121,16 +213,18 @@ pub fn plan_undo(
     change.history = Some(HistoryWrite::Rewrite { before: ledger.history.hash.clone(), text: after.history.render() });
     change.state = Some(state);
     let PutBack { restored, removed, .. } = put_back;
-    let mut record = record.unwrap_or_else(|| RunRecord::legacy(run, &records));
-    record.undone = Some(UndoRecord {
-        time: now,
-        exact,
-        restored: restored.clone(),
-        removed: removed.clone(),
-        facts: facts.clone(),
-    });
+    let all: Vec<&JournalRecord> = journal.iter().filter(|r| r.run == run).collect();
+    let mut record = record.unwrap_or_else(|| RunRecord::legacy(run, &all));
+    let note = scope.note.map(str::trim).filter(|n| !n.is_empty()).map(str::to_string);
+    let undo = UndoRecord { time: now, exact, restored: restored.clone(), removed: removed.clone(), facts: facts.clone(), note };
+    let ops: Vec<usize> = records.iter().map(|r| r.seq).collect();
+    match scope.ops {
+        Some(_) => record.undone_ops.push(OpsUndo { ops: ops.clone(), undo }),
+        None => record.undone = Some(undo),
+    }
     change.records.push(record.file());
-    Ok((change, Undone { run: run.to_string(), exact, restored, removed, facts, llm: Usage::default() }))
+    let ops = if scope.ops.is_some() { ops.iter().map(|s| s + 1).collect() } else { Vec::new() };
+    Ok((change, Undone { run: run.to_string(), exact, restored, removed, facts, ops, llm: Usage::default() }))
 }
 
 /// Refuse an undo when an entry `run` touched is no longer as the run left it, naming them.
@@ -189,12 +283,24 @@ fn put_back(memory: &EntryFile, changes: &[NetChange], before: Option<&EntryFile
 
 /// `history.md` after undoing `run`: the undone versions appended as `reverted`, and the run's
 /// copies of the versions now current again marked `restored` (neither kind leads anywhere).
-fn history_after_undo(history: &EntryFile, changes: &[NetChange], run: &str, today: NaiveDate) -> EntryFile {
+fn history_after_undo(
+    history: &EntryFile,
+    changes: &[NetChange],
+    run: &str,
+    part: bool,
+    today: NaiveDate,
+) -> EntryFile {
     let mut history = history.clone();
-    for block in history
-        .entries_mut()
-        .filter(|e| e.meta.run.as_deref() == Some(run) && e.meta.status.as_ref().is_some_and(HistoryStatus::leads_on))
-    {
+    // Undoing part of a run: only the run's copies of the versions these ops put back.
+    let put_back: HashSet<(String, String)> = changes
+        .iter()
+        .filter_map(|c| c.before.as_deref().and_then(block_entry).map(|e| (c.entry.clone(), e.content)))
+        .collect();
+    for block in history.entries_mut().filter(|e| {
+        e.meta.run.as_deref() == Some(run)
+            && e.meta.status.as_ref().is_some_and(HistoryStatus::leads_on)
+            && (!part || put_back.contains(&(e.id().to_string(), e.content.clone())))
+    }) {
         block.meta.status = Some(HistoryStatus::Restored);
         block.touch();
     }

@@ -53,6 +53,8 @@ pub enum HistoryStatus {
     Replaced,
     /// A REMOVE folded the entry into `superseded_by`.
     Merged,
+    /// A person said `superseded_by` takes the entry's place (`memfold supersede`).
+    Superseded,
     /// Forgotten, or deleted from `memory.md` by hand; its facts are tombstoned.
     Deleted,
     /// A version an undo took back.
@@ -70,6 +72,7 @@ impl HistoryStatus {
         match self {
             HistoryStatus::Replaced => "replaced",
             HistoryStatus::Merged => "merged",
+            HistoryStatus::Superseded => "superseded",
             HistoryStatus::Deleted => "deleted",
             HistoryStatus::Reverted => "reverted",
             HistoryStatus::Restored => "restored",
@@ -82,6 +85,7 @@ impl HistoryStatus {
         match s {
             "replaced" => HistoryStatus::Replaced,
             "merged" => HistoryStatus::Merged,
+            "superseded" => HistoryStatus::Superseded,
             "deleted" => HistoryStatus::Deleted,
             "reverted" => HistoryStatus::Reverted,
             "restored" => HistoryStatus::Restored,
@@ -90,11 +94,11 @@ impl HistoryStatus {
         }
     }
 
-    /// Whether a block with this status says where its version went: a replaced or merged
-    /// version lives on in `superseded_by`. Versions an undo or a rebuild set aside, and
+    /// Whether a block with this status says where its version went: a replaced, merged or
+    /// superseded version lives on in `superseded_by`. Versions an undo or a rebuild set aside, and
     /// deleted ones, do not (the facts of deleted ones are tombstoned instead).
     pub fn leads_on(&self) -> bool {
-        matches!(self, HistoryStatus::Replaced | HistoryStatus::Merged)
+        matches!(self, HistoryStatus::Replaced | HistoryStatus::Merged | HistoryStatus::Superseded)
     }
 }
 

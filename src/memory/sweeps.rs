@@ -1,0 +1,177 @@
+//! Sweeps: the current entries compared with each other, what is found stored as a plan for
+//! review (see [`crate::planning::sweep`]).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{Memory, blocking};
+use crate::error::Error;
+use crate::models::llm::Usage;
+use crate::planning::consolidate::divert;
+use crate::planning::consolidate::ops::ProposedOp;
+use crate::planning::consolidate::pass::{OpReport, ms};
+use crate::planning::consolidate::plan::Planner;
+use crate::planning::consolidate::records::{self, PlanReason, PlanStatus};
+use crate::planning::consolidate::rules::Hints;
+use crate::planning::consolidate::validate::validate;
+use crate::planning::sweep::{self, SweepState};
+use crate::store::commit::{self, Change};
+use crate::store::content_hash;
+use crate::store::ledger::Ledger;
+
+/// What a sweep did (`memfold sweep --json`, `POST /sweep`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepReport {
+    /// Current entries.
+    pub entries: usize,
+    /// Entries swept (new or changed since the last sweep, or all of them with `full`).
+    pub swept: usize,
+    /// Swept entries with neighbours, each one decision document.
+    pub compared: usize,
+    /// Documents decided; the rest wait for the next sweep (`sweep_max_calls`).
+    pub decided: usize,
+    /// Swept entries left for the next sweep.
+    pub left: usize,
+    pub decider: &'static str,
+    /// The proposals, as a plan's ops.
+    pub ops: Vec<OpReport>,
+    /// The plan they were stored as (none on a dry run or when nothing was found).
+    pub plan: Option<String>,
+    pub dry_run: bool,
+    pub full: bool,
+    /// What deciding cost (LLM calls and tokens; none offline).
+    pub llm: Usage,
+    /// Documents a decider could not decide (the entries are swept again next time).
+    pub failed: usize,
+    pub ms: u64,
+}
+
+/// How to sweep.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SweepOptions {
+    /// Every entry, not only those new or changed since the last sweep.
+    pub full: bool,
+    /// Find and report, store nothing.
+    pub dry_run: bool,
+}
+
+impl Memory {
+    /// Sweep the current entries (see [`crate::planning::sweep`]): what it finds is stored as
+    /// one plan with reason `sweep`, never applied on its own.
+    pub async fn sweep(&self, opts: SweepOptions) -> Result<SweepReport, Error> {
+        let clock = Instant::now();
+        let me = self.clone();
+        let (lock, ledger, held, rejected, state) = blocking(move || -> Result<_, Error> {
+            let (lock, ledger) = if opts.dry_run {
+                (None, Ledger::load(&me.inner.root)?)
+            } else {
+                let (lock, ledger) = me.lock_and_read()?;
+                (Some(lock), ledger)
+            };
+            let heads = records::plan_heads(&me.inner.root);
+            let held: HashSet<String> = heads
+                .iter()
+                .filter(|p| p.status == PlanStatus::Pending)
+                .flat_map(|p| p.touched.iter().cloned())
+                .collect();
+            let rejected = sweep::rejected_pairs(
+                heads
+                    .iter()
+                    .filter(|p| p.status == PlanStatus::Rejected && p.reason == PlanReason::Sweep)
+                    .flat_map(|p| &p.journal),
+            );
+            let state: SweepState =
+                records::read_json(&me.inner.root, &me.inner.root.dir().join(sweep::STATE))?.unwrap_or_default();
+            Ok((lock, ledger, held, rejected, state))
+        })
+        .await?;
+        let now = self.inner.clock.now();
+        let today = self.inner.clock.day_of(now);
+        let cfg = &self.inner.config.consolidation;
+        let memory = &ledger.memory;
+        let swept = sweep::to_sweep(memory, &state, opts.full, &held);
+        let pairings = sweep::pairings(memory, &swept, &held, cfg.neighbor_k);
+        let llm = self.inner.decider.llm().is_some();
+        let budget = if llm { cfg.sweep_max_calls } else { usize::MAX };
+        let hints = Hints { rejected: rejected.clone(), ..Hints::default() };
+        let mut usage = Usage::default();
+        let (mut ops, mut failed, mut decided) = (Vec::<ProposedOp>::new(), 0, 0);
+        let mut undecided: HashSet<String> = HashSet::new();
+        for (n, pairing) in pairings.iter().enumerate() {
+            if n >= budget {
+                undecided.insert(pairing.entry.clone());
+                continue;
+            }
+            let Some(doc) = sweep::doc(memory, pairing, today) else { continue };
+            decided += 1;
+            match self.inner.decider.decide(&doc, today, &mut usage, Some(&hints)).await {
+                Ok(proposed) => {
+                    let valid = validate(&doc, proposed, cfg.max_content_chars);
+                    ops.extend(sweep::entry_ops(&doc, valid.ops, &rejected));
+                }
+                Err(e) => {
+                    tracing::warn!(entry = %pairing.entry, error = %e, "sweep: could not decide; swept again next time");
+                    failed += 1;
+                    undecided.insert(pairing.entry.clone());
+                }
+            }
+        }
+        // Planned one after another: an op whose entries an earlier one removed is dropped.
+        let run = sweep_id(now, swept.len());
+        let facts = HashMap::new();
+        let mut planner = Planner::new(memory.clone(), &facts, run.clone(), now, today);
+        planner.apply(&ops);
+        let mut plan = planner.finish(memory.hash.clone());
+        plan.llm = usage;
+        let mut report = SweepReport {
+            entries: memory.entries().count(),
+            swept: swept.len(),
+            compared: pairings.len(),
+            decided,
+            left: undecided.len(),
+            decider: self.inner.decider.name(),
+            ops: plan.journal.iter().map(|r| OpReport::from(&r.op)).collect(),
+            plan: None,
+            dry_run: opts.dry_run,
+            full: opts.full,
+            llm: usage,
+            failed,
+            ms: 0,
+        };
+        let Some(lock) = lock else {
+            report.ms = ms(clock);
+            return Ok(report);
+        };
+        let mut change = Change::new(format!("sweep {run}"));
+        if !plan.journal.is_empty() {
+            let stored = divert::stored(&plan, Vec::new(), PlanReason::Sweep, &run, now, today);
+            change.records.push(stored.file());
+            report.plan = Some(run.clone());
+        }
+        let mut next = SweepState { last: Some(now), swept: Default::default() };
+        let proposed: BTreeSet<&String> = plan.touched.iter().collect();
+        for e in memory.entries() {
+            let id = e.id().to_string();
+            let now_swept = swept.iter().any(|s| s.id() == id) && !undecided.contains(&id) && !proposed.contains(&id);
+            if now_swept {
+                next.swept.insert(id, content_hash(&e.content));
+            } else if let Some(hash) = state.swept.get(&id).filter(|h| **h == content_hash(&e.content)) {
+                next.swept.insert(id, hash.clone());
+            }
+        }
+        change.records.push(next.file());
+        let root = self.inner.root.clone();
+        blocking(move || commit::commit(&root, &change, &lock)).await?;
+        tracing::info!(swept = report.swept, compared = report.compared, ops = report.ops.len(), plan = ?report.plan, "sweep done");
+        report.ms = ms(clock);
+        Ok(report)
+    }
+}
+
+fn sweep_id(now: DateTime<Utc>, swept: usize) -> String {
+    let hash = content_hash(format!("{now}\nsweep\n{swept}"));
+    format!("r-{}-sweep-{}", now.format("%Y%m%dT%H%M%SZ"), &hash[..4])
+}
