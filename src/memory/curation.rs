@@ -83,7 +83,7 @@ impl Memory {
                 let journal = records::journal(root)?;
                 let record = records::load_run(root, &run)?;
                 let ops = (!what.ops.is_empty() || !what.groups.is_empty())
-                    .then(|| review::undo_selection(root, &run, &what.ops, &what.groups))
+                    .then(|| review::undo_selection(&journal, &run, &what.ops, &what.groups))
                     .transpose()?;
                 let scope = review::UndoScope { ops: ops.as_ref(), note: what.note.as_deref() };
                 let now = me.inner.clock.now();
@@ -138,9 +138,10 @@ impl Memory {
     async fn merged_text(&self, ids: &[String]) -> Result<(String, TextFrom, Usage), Error> {
         let root = self.inner.root.clone();
         let ids_read = ids.to_vec();
+        // memory.md alone: the archive is not needed to read the entries' texts.
         let entries: Vec<crate::store::entries::Entry> = blocking(move || {
-            let ledger = crate::store::ledger::Ledger::load(&root)?;
-            Ok::<_, Error>(curate::mergeable(&ledger, &ids_read)?.into_iter().cloned().collect())
+            let memory = crate::store::ledger::read_entries(&root, &root.memory())?;
+            Ok::<_, Error>(curate::mergeable(&memory, &ids_read)?.into_iter().cloned().collect())
         })
         .await?;
         let refs: Vec<&crate::store::entries::Entry> = entries.iter().collect();

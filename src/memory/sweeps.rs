@@ -1,7 +1,7 @@
 //! Sweeps: the current entries compared with each other, what is found stored as a plan for
 //! review (see [`crate::planning::sweep`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -152,14 +152,13 @@ impl Memory {
             report.plan = Some(run.clone());
         }
         let mut next = SweepState { last: Some(now), swept: Default::default() };
-        let proposed: BTreeSet<&String> = plan.touched.iter().collect();
+        let swept_ids: HashSet<&str> = swept.iter().map(|e| e.id()).collect();
         for e in memory.entries() {
-            let id = e.id().to_string();
-            let now_swept = swept.iter().any(|s| s.id() == id) && !undecided.contains(&id) && !proposed.contains(&id);
-            if now_swept {
-                next.swept.insert(id, content_hash(&e.content));
-            } else if let Some(hash) = state.swept.get(&id).filter(|h| **h == content_hash(&e.content)) {
-                next.swept.insert(id, hash.clone());
+            let id = e.id();
+            let hash = content_hash(&e.content);
+            let now_swept = swept_ids.contains(id) && !undecided.contains(id) && !plan.touched.contains(id);
+            if now_swept || state.swept.get(id) == Some(&hash) {
+                next.swept.insert(id.to_string(), hash);
             }
         }
         change.records.push(next.file());
@@ -168,6 +167,16 @@ impl Memory {
         tracing::info!(swept = report.swept, compared = report.compared, ops = report.ops.len(), plan = ?report.plan, "sweep done");
         report.ms = ms(clock);
         Ok(report)
+    }
+
+    /// Whether `consolidation.sweep_interval_hours` says a sweep is due: the gate's read of
+    /// the files, without the curation totals `status` adds.
+    pub async fn sweep_due(&self) -> Result<bool, Error> {
+        let me = self.clone();
+        let status =
+            blocking(move || crate::memory::status::status(&me.inner.root, &me.inner.config, me.inner.clock.now()))
+                .await?;
+        Ok(status.sweep_due)
     }
 }
 

@@ -28,7 +28,7 @@ use crate::planning::consolidate::plan::{Plan, Planner};
 use crate::planning::consolidate::validate::dropped_details;
 use crate::store::Root;
 use crate::store::commit::Change;
-use crate::store::entries::{Entry, clean_content};
+use crate::store::entries::{Entry, EntryFile, clean_content};
 use crate::store::ledger::Ledger;
 
 /// Where the text of a merged entry came from.
@@ -74,14 +74,14 @@ pub struct Request<'a> {
 
 /// The current entries `ids` names, in order: each must exist, be named once and not be
 /// pinned. A merge needs two at least.
-pub fn mergeable<'l>(ledger: &'l Ledger, ids: &[String]) -> Result<Vec<&'l Entry>, Error> {
+pub fn mergeable<'m>(memory: &'m EntryFile, ids: &[String]) -> Result<Vec<&'m Entry>, Error> {
     let mut seen = HashSet::new();
     let mut entries = Vec::new();
     for id in ids {
         if !seen.insert(id.as_str()) {
             return Err(Error::BadInput(format!("entry {id} is named twice")));
         }
-        entries.push(current(ledger, id)?);
+        entries.push(current(memory, id)?);
     }
     if entries.len() < 2 {
         return Err(Error::BadInput("a merge takes two entries or more".into()));
@@ -89,8 +89,8 @@ pub fn mergeable<'l>(ledger: &'l Ledger, ids: &[String]) -> Result<Vec<&'l Entry
     Ok(entries)
 }
 
-fn current<'l>(ledger: &'l Ledger, id: &str) -> Result<&'l Entry, Error> {
-    let entry = ledger.memory.get(id).ok_or_else(|| Error::not_found("entry", id))?;
+fn current<'m>(memory: &'m EntryFile, id: &str) -> Result<&'m Entry, Error> {
+    let entry = memory.get(id).ok_or_else(|| Error::not_found("entry", id))?;
     if entry.meta.pinned {
         return Err(Error::Conflict {
             message: format!("entry {id} is pinned; unpin it first (`memfold unpin {id}`) to merge or supersede it"),
@@ -142,7 +142,7 @@ pub fn plan_merge(
     llm: Usage,
     request: &Request,
 ) -> Result<(Change, Curated), Error> {
-    let entries = mergeable(ledger, ids)?;
+    let entries = mergeable(&ledger.memory, ids)?;
     let text = checked_text(text)?;
     let drops = drops(&text, &entries);
     let survivor = entries[0].id().to_string();
@@ -199,7 +199,7 @@ pub fn plan_supersede(
     by: &Successor,
     request: &Request,
 ) -> Result<(Change, Curated), Error> {
-    let entry = current(ledger, old)?;
+    let entry = current(&ledger.memory, old)?;
     let why = why("superseded by hand", request.note);
     let facts = HashMap::new();
     let mut planner = Planner::new(ledger.memory.clone(), &facts, request.run.to_string(), request.now, request.today);
@@ -229,7 +229,7 @@ pub fn plan_supersede(
     };
     let plan = finish(planner, ledger, "supersede", request, Usage::default());
     let change = commit_change(root, ledger, &plan, request);
-    let retired = vec![old.to_string()].into_iter().filter(|id| *id != survivor).collect();
+    let retired = if survivor == old { Vec::new() } else { vec![old.to_string()] };
     Ok((
         change,
         Curated {

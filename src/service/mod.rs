@@ -676,18 +676,16 @@ impl Service {
 
     /// The scheduled sweep, when `consolidation.sweep_interval_hours` says one is due.
     pub(crate) async fn sweep_if_due(&self) {
-        match self.memory.status().await {
-            Ok(status) if status.sweep_due => {
-                match self.one_at_a_time(self.memory.sweep(SweepOptions::default())).await {
-                    Ok(report) => {
-                        tracing::info!(space = %self.name, swept = report.swept, plan = ?report.plan, "scheduled sweep done")
-                    }
-                    Err(e) => {
-                        tracing::warn!(space = %self.name, error = %e, "scheduled sweep failed; tried again at the next tick")
-                    }
+        match self.memory.sweep_due().await {
+            Ok(true) => match self.one_at_a_time(self.memory.sweep(SweepOptions::default())).await {
+                Ok(report) => {
+                    tracing::info!(space = %self.name, swept = report.swept, plan = ?report.plan, "scheduled sweep done")
                 }
-            }
-            Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(space = %self.name, error = %e, "scheduled sweep failed; tried again at the next tick")
+                }
+            },
+            Ok(false) => {}
             Err(e) => tracing::warn!(space = %self.name, error = %e, "could not read the status for a sweep"),
         }
     }

@@ -87,8 +87,13 @@ pub fn run_detail(root: &Root, run: &str) -> Result<RunDetail, Error> {
 
 /// The journal `seq`s of the ops `--op` (1-based op numbers) and `--group` (1-based, as
 /// [`run_detail`] numbers them) name in `run`.
-pub fn undo_selection(root: &Root, run: &str, ops: &[usize], groups: &[usize]) -> Result<BTreeSet<usize>, Error> {
-    let mut journal: Vec<JournalRecord> = records::journal(root)?.into_iter().filter(|r| r.run == run).collect();
+pub fn undo_selection(
+    journal: &[JournalRecord],
+    run: &str,
+    ops: &[usize],
+    groups: &[usize],
+) -> Result<BTreeSet<usize>, Error> {
+    let mut journal: Vec<JournalRecord> = journal.iter().filter(|r| r.run == run).cloned().collect();
     journal.sort_by_key(|r| r.seq);
     if journal.is_empty() {
         return Err(Error::not_found("run", run));
