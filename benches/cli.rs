@@ -8,7 +8,9 @@
 //! (`consolidate --force`: local embedder, offline decider).
 //!
 //! Run: `cargo bench --bench cli` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (default
-//! `10000,100000`), `MEMFOLD_BENCH_KEEP=DIR` (keep each root as `DIR/root-N`). Targets (issue
+//! `10000,100000`), `MEMFOLD_BENCH_VOCAB` (`varied`, the default; `work` and `ops`: the
+//! repetitive memories of `tests/common/worklog.rs`, searched for three common words; a list
+//! runs each), `MEMFOLD_BENCH_KEEP=DIR` (keep each root as `DIR/root-N`). Targets (issue
 //! "The performance a user meets"): `search` and `status` ≤ 100 ms at 100k; `reindex --clear`
 //! ≥ 10,000 docs/s; a first pass of 100k facts ≤ 90 s.
 
@@ -20,6 +22,8 @@ mod life;
 mod run;
 #[path = "common/seed.rs"]
 mod seed;
+#[path = "../tests/common/worklog.rs"]
+mod worklog;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -37,22 +41,36 @@ fn timed(root: &Path, args: &[&str]) -> Duration {
     started.elapsed()
 }
 
-fn bench(entries: usize) {
+/// The memory's texts (`entries` of them) and `RUNS` searches, of the vocabulary the bench
+/// was asked for.
+fn data(vocab: Option<worklog::Vocab>, entries: usize) -> (Vec<String>, Vec<String>) {
+    match vocab {
+        Some(v) => (worklog::facts(v, 0, entries), worklog::queries(v, RUNS)),
+        None => {
+            let texts = life::distractors(entries + RUNS);
+            let queries =
+                texts[entries..].iter().map(|q| q.split_whitespace().take(5).collect::<Vec<_>>().join(" ")).collect();
+            (texts[..entries].to_vec(), queries)
+        }
+    }
+}
+
+fn bench(entries: usize, vocab: Option<worklog::Vocab>) {
     let dir = tempfile::tempdir().unwrap();
     // MEMFOLD_BENCH_KEEP=DIR keeps each root as DIR/root-N, to profile a verb on it afterwards.
     let root_dir = match std::env::var_os("MEMFOLD_BENCH_KEEP") {
-        Some(keep) => Path::new(&keep).join(format!("root-{entries}")),
+        Some(keep) => Path::new(&keep).join(format!("root-{}-{entries}", vocab.map_or("varied", worklog::Vocab::name))),
         None => dir.path().join("root"),
     };
     assert!(memfold(&root_dir).arg("init").stdout(Stdio::null()).status().unwrap().success());
     let root = Root::new(&root_dir);
-    let texts = life::distractors(entries + RUNS);
-    seed::write_entries(&root, &texts[..entries]);
+    let (texts, queries) = data(vocab, entries);
+    seed::write_entries(&root, &texts);
 
     let reindex = timed(&root_dir, &["reindex", "--clear"]);
-    let queries: Vec<String> =
-        texts[entries..].iter().map(|q| q.split_whitespace().take(5).collect::<Vec<_>>().join(" ")).collect();
-    let mut report = Vec::new();
+    // The first `status` after a rebuild, apart: it may count what the rebuild changed.
+    let first_status = timed(&root_dir, &["status"]);
+    let mut report = vec![format!("first `memfold status` after it {:.0} ms", first_status.as_secs_f64() * 1000.0)];
     for (name, args) in [("search", vec!["search"]), ("status", vec!["status"])] {
         let mut times: Vec<Duration> = (0..RUNS)
             .map(|i| {
@@ -71,7 +89,8 @@ fn bench(entries: usize) {
         ));
     }
     println!(
-        "cli {entries} entries, commit {}: reindex --clear {:.1} s ({:.0} docs/s); {}; index on disk {:.1} MB",
+        "cli {entries} entries ({}), commit {}: reindex --clear {:.1} s ({:.0} docs/s); {}; index on disk {:.1} MB",
+        vocab.map_or("varied", worklog::Vocab::name),
         run::commit(),
         reindex.as_secs_f64(),
         entries as f64 / reindex.as_secs_f64(),
@@ -92,7 +111,7 @@ fn bench(entries: usize) {
         .spawn()
         .unwrap();
     let mut stdin = add.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, texts[..entries].join("\n").as_bytes()).unwrap();
+    std::io::Write::write_all(&mut stdin, texts.join("\n").as_bytes()).unwrap();
     drop(stdin);
     assert!(add.wait().unwrap().success());
     let added = started.elapsed();
@@ -117,7 +136,11 @@ fn main() {
         Ok(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
         Err(_) => vec![10_000, 100_000],
     };
-    for entries in sizes {
-        bench(entries);
+    // MEMFOLD_BENCH_VOCAB: `varied` (the default), `work` or `ops` (tests/common/worklog.rs).
+    let vocabs = std::env::var("MEMFOLD_BENCH_VOCAB").unwrap_or_else(|_| "varied".into());
+    for vocab in vocabs.split(',').map(str::trim) {
+        for &entries in &sizes {
+            bench(entries, worklog::Vocab::parse(vocab));
+        }
     }
 }

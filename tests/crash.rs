@@ -324,3 +324,32 @@ fn a_hand_deletion_recorded_by_a_pass_killed_at_any_point_loses_nothing() {
     // Nothing is pending, so the pass's only commit records the deletion.
     lab.every_point_with("hand", &template, &["consolidate", "--force"], "record", &[], true);
 }
+
+#[test]
+fn merge_and_supersede_killed_at_any_point_lose_nothing() {
+    let lab = Lab::new();
+    let template = lab.consolidated("merge");
+    let ids: Vec<String> = EntryFile::read(&Root::new(&template).memory(), "memory.md")
+        .unwrap()
+        .entries()
+        .take(3)
+        .map(|e| e.id().to_string())
+        .collect();
+    lab.every_point("merge", &template, &["merge", &ids[0], &ids[1]], "merge", &[]);
+    let text = ["supersede", &ids[2], "--text", "The user's cousin number 2 moved away <!--m {\"id\":\"m-x\"}-->"];
+    lab.every_point("supersede", &template, &text, "supersede", &[]);
+}
+
+#[test]
+fn a_sweep_killed_at_any_point_loses_nothing() {
+    let lab = Lab::new();
+    let template = lab.consolidated("sweep");
+    // A copy of an entry written by hand, for the sweep to propose folding.
+    let memory = Root::new(&template).memory();
+    let mut text = std::fs::read_to_string(&memory).unwrap();
+    let first = EntryFile::parse(&text, "memory.md").entries().next().unwrap().content.clone();
+    text.push_str(&format!("\n<!--m {{\"id\":\"m-byhand\"}}-->\n{}!\n", first.trim_end_matches('.')));
+    std::fs::write(&memory, text).unwrap();
+    lab.verify_ok(&template, "a hand-written copy");
+    lab.every_point("sweep", &template, &["sweep"], "sweep", &[]);
+}

@@ -354,3 +354,34 @@ fn merging_asks_the_llm_for_the_text_and_joins_the_texts_when_it_drops_a_detail(
     assert_eq!(merged["text_from"], "llm", "{merged}");
     verified(root);
 }
+
+/// Text a person types into `merge --text` or `supersede --text` is content, never markup: an
+/// entry header, a heading or a memfold marker in it cannot make or hide an entry.
+#[test]
+fn hostile_text_given_to_merge_and_supersede_stays_one_entry() {
+    let dir = root_with(&["Plays the cello.", "Allergic to penicillin.", "Works at Globex."]);
+    let root = dir.path();
+    let (cello, globex) = (id_with(root, "cello"), id_with(root, "Globex"));
+    let hostile = "Plays the viola\n\n<!--m {\"id\":\"m-forged\",\"pinned\":true}-->\nForged entry\n## Heading\n<!--memfold:end-->";
+    let merged = cli(root, &["merge", &cello, &id_with(root, "penicillin"), "--text", hostile, "--json"], &[]);
+    let again = cli(root, &["supersede", &globex, "--text", hostile, "--json"], &[]);
+    let file = memory(root);
+    assert_eq!(file.entries().count(), 2, "{}", file.render());
+    assert!(file.entries().all(|e| e.id() != "m-forged" && !e.meta.pinned), "{}", file.render());
+    for done in [&merged, &again] {
+        let id = done["entry"].as_str().unwrap();
+        let entry = file.entries().find(|e| e.id() == id).unwrap();
+        assert!(
+            entry.content.contains("Plays the viola") && entry.content.contains("Forged entry"),
+            "{}",
+            entry.content
+        );
+        assert!(!entry.content.contains("<!--m"), "{}", entry.content);
+    }
+    verified(root);
+    for done in [&again, &merged] {
+        cli(root, &["undo", done["run"].as_str().unwrap(), "--json"], &[]);
+        verified(root);
+    }
+    assert_eq!(memory(root).entries().count(), 3);
+}

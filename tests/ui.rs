@@ -220,6 +220,105 @@ async fn an_entry_can_be_pinned_and_forgotten_from_its_page() {
     assert_eq!(verify(&fixture.root())["ok"], true);
 }
 
+/// An entry's page merges and supersedes; a run's page undoes one op of a run and then the
+/// rest; the notes written in the forms are shown; `verify` holds after each step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_are_merged_and_superseded_and_one_op_undone_from_the_pages() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[]).await; // auto mode, offline decider
+    daemon
+        .add(&[
+            "Keeps bees on the roof of the garage",
+            "Plays the cello on Sunday mornings",
+            "Drives a green van to work",
+        ])
+        .await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let (_, entries) = daemon.get("/entries").await;
+    let id = |word: &str| -> String {
+        let list = entries["entries"].as_array().unwrap();
+        let e = list.iter().find(|e| e["content"].as_str().unwrap().contains(word)).unwrap();
+        e["id"].as_str().unwrap().to_string()
+    };
+    let (bees, cello, van) = (id("bees"), id("cello"), id("van"));
+    let cookie = sign_in(&fixture, &daemon).await;
+    let page = get(&daemon, &format!("/ui/entries/{bees}"), Some(&cookie)).await;
+    assert!(
+        page.body.contains("Merge with other entries") && page.body.contains("Supersede this entry"),
+        "{}",
+        page.body
+    );
+    let token = csrf(&page.body);
+
+    // Merge without the CSRF field: refused, nothing written.
+    let before = memory_md(&fixture.root());
+    let path = format!("/ui/entries/{bees}/merge");
+    let refused = post(&daemon, &path, Some(&cookie), &[("with", &cello)], &[]).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(memory_md(&fixture.root()), before);
+    // An unknown id: the entry's page again, naming it, under 4xx.
+    let unknown = post(&daemon, &path, Some(&cookie), &[("csrf", &token), ("with", "m-nothere")], &[]).await;
+    assert!((400..500).contains(&unknown.status), "{}", unknown.status);
+    assert!(unknown.body.contains("m-nothere"), "{}", unknown.body);
+    let text = "Keeps bees on the garage roof and plays the cello on Sunday mornings";
+    let form = [("csrf", token.as_str()), ("with", cello.as_str()), ("text", text), ("note", "one hobby line")];
+    let merged = post(&daemon, &path, Some(&cookie), &form, &[]).await;
+    assert_eq!(merged.status, 303, "{}", merged.body);
+    let location = merged.headers[LOCATION].to_str().unwrap().to_string();
+    assert!(location.contains("done=merged"), "{location}");
+    let shown = get(&daemon, &location, Some(&cookie)).await;
+    assert!(shown.body.contains("Merged as run") && shown.body.contains(text), "{}", shown.body);
+    assert_eq!(verify(&fixture.root())["ok"], true);
+    assert!(location.starts_with(&format!("/ui/entries/{bees}?")), "the survivor keeps its id: {location}");
+
+    // Supersede the van by a text.
+    let path = format!("/ui/entries/{van}/supersede");
+    let both = post(&daemon, &path, Some(&cookie), &[("csrf", &token), ("with", &bees), ("text", "x")], &[]).await;
+    assert_eq!(both.status, 400, "an entry or a text, not both");
+    let form = [("csrf", token.as_str()), ("text", "Drives a blue van to work"), ("note", "repainted")];
+    let superseded = post(&daemon, &path, Some(&cookie), &form, &[]).await;
+    assert_eq!(superseded.status, 303, "{}", superseded.body);
+    assert_eq!(verify(&fixture.root())["ok"], true);
+
+    // The runs list shows the notes and links each run's page.
+    let runs = get(&daemon, "/ui/runs", Some(&cookie)).await;
+    assert!(runs.body.contains("one hobby line") && runs.body.contains("repainted"), "{}", runs.body);
+    let (_, listed) = daemon.get("/runs").await;
+    let merge_run =
+        listed["runs"].as_array().unwrap().iter().find(|r| r["verb"] == "merge").unwrap_or_else(|| panic!("{listed}"))
+            ["run"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    assert!(runs.body.contains(&format!("/ui/runs/{merge_run}\"")), "{}", runs.body);
+
+    // The merge's page lists its ops; undoing the first of them alone (with a note).
+    let run_page = get(&daemon, &format!("/ui/runs/{merge_run}"), Some(&cookie)).await;
+    assert_eq!(run_page.status, 200, "{}", run_page.body);
+    assert!(run_page.body.contains(r#"name="op" value="1""#), "{}", run_page.body);
+    let memory_after_merge = memory_md(&fixture.root());
+    // The merge's ops all touch the survivor: one of them alone is refused, the page says why.
+    let form = [("csrf", token.as_str()), ("from", "run"), ("op", "1"), ("note", "wrong call")];
+    let one = post(&daemon, &format!("/ui/runs/{merge_run}/undo"), Some(&cookie), &form, &[]).await;
+    assert_eq!(one.status, 409, "{}", one.body);
+    assert!(one.body.contains(&bees) && one.body.contains("Undo the checked ops"), "{}", one.body);
+    assert_eq!(memory_md(&fixture.root()), memory_after_merge);
+    let form = [("csrf", token.as_str()), ("from", "run"), ("group", "1"), ("note", "wrong call")];
+    let group = post(&daemon, &format!("/ui/runs/{merge_run}/undo"), Some(&cookie), &form, &[]).await;
+    assert_eq!(group.status, 303, "{}", group.body);
+    assert_ne!(memory_md(&fixture.root()), memory_after_merge);
+    assert_eq!(verify(&fixture.root())["ok"], true);
+    let (_, entries) = daemon.get("/entries").await;
+    let texts: Vec<&str> =
+        entries["entries"].as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap()).collect();
+    assert!(texts.contains(&"Keeps bees on the roof of the garage"), "{texts:?}");
+    assert!(texts.contains(&"Plays the cello on Sunday mornings"), "{texts:?}");
+    assert!(texts.contains(&"Drives a blue van to work"), "the later supersession stays: {texts:?}");
+    let runs = get(&daemon, "/ui/runs", Some(&cookie)).await;
+    assert!(runs.body.contains("wrong call"), "{}", runs.body);
+}
+
 /// A large plan is decided from any of its pages: every group has its row and checkbox on each
 /// page, a window of groups is shown in full, and the whole diff has a page of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

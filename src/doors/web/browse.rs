@@ -21,6 +21,32 @@ pub(super) struct RunRow {
     facts: usize,
     llm: String,
     undone: Option<String>,
+    /// Ops undone one by one, as "ops 2, 5".
+    undone_ops: String,
+    notes: Vec<String>,
+}
+
+impl RunRow {
+    fn from(r: crate::memory::views::RunView) -> RunRow {
+        RunRow {
+            time: r.time.to_rfc3339(),
+            when: format!("{} ({})", r.time.format("%Y-%m-%d %H:%M"), ago(r.time)),
+            plan: r.plan,
+            ops: match &r.verb {
+                Some(verb) => format!("{verb}: {}", kinds(&r.ops)),
+                None => kinds(&r.ops),
+            },
+            facts: r.facts,
+            llm: r.llm.map_or(String::new(), |u| format!("{} calls", u.calls)),
+            undone: r.undone.map(|t| t.format("%Y-%m-%d %H:%M").to_string()),
+            undone_ops: match r.undone_ops.as_slice() {
+                [] => String::new(),
+                ops => format!("ops {} undone", ops.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+            },
+            notes: r.notes,
+            run: r.run,
+        }
+    }
 }
 
 #[derive(Template, WebTemplate)]
@@ -34,20 +60,7 @@ pub(super) struct RunsPage {
 pub(super) async fn runs_page(session: &Session, nav: Nav, alert: Option<Alert>) -> Response {
     match session.service.runs(DOOR).await {
         Ok(runs) => {
-            let runs = runs
-                .into_iter()
-                .rev()
-                .map(|r| RunRow {
-                    time: r.time.to_rfc3339(),
-                    when: format!("{} ({})", r.time.format("%Y-%m-%d %H:%M"), ago(r.time)),
-                    plan: r.plan,
-                    ops: kinds(&r.ops),
-                    facts: r.facts,
-                    llm: r.llm.map_or(String::new(), |u| format!("{} calls", u.calls)),
-                    undone: r.undone.map(|t| t.format("%Y-%m-%d %H:%M").to_string()),
-                    run: r.run,
-                })
-                .collect();
+            let runs = runs.into_iter().rev().map(RunRow::from).collect();
             RunsPage { nav, runs, alert }.into_response()
         }
         Err(e) => error_page(&e, session, "Runs"),
@@ -58,21 +71,93 @@ pub(super) async fn runs(session: axum::Extension<Session>, done: Query<Done>) -
     runs_page(&session, Nav::new("runs", &session, &done), None).await
 }
 
+/// One op line of a run's page, with whether it was undone already.
+pub(super) struct RunOpRow {
+    seq: usize,
+    label: String,
+    undone: bool,
+}
+
+pub(super) struct RunGroupRow {
+    group: usize,
+    ops: Vec<RunOpRow>,
+    entries: Vec<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/run.html")]
+pub(super) struct RunPage {
+    nav: Nav,
+    row: RunRow,
+    groups: Vec<RunGroupRow>,
+    alert: Option<Alert>,
+}
+
+pub(super) async fn run_page(session: &Session, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
+    match session.service.run(DOOR, id).await {
+        Ok(detail) => {
+            let undone = detail.run.undone_ops.clone();
+            let groups = detail
+                .groups
+                .iter()
+                .map(|g| RunGroupRow {
+                    group: g.group,
+                    ops: g
+                        .ops
+                        .iter()
+                        .map(|op| RunOpRow {
+                            seq: op.seq,
+                            label: crate::doors::render::op_label(&op.op),
+                            undone: undone.contains(&op.seq),
+                        })
+                        .collect(),
+                    entries: g.entries.clone(),
+                })
+                .collect();
+            RunPage { nav, row: RunRow::from(detail.run), groups, alert }.into_response()
+        }
+        Err(e) => error_page(&e, session, "Run"),
+    }
+}
+
+pub(super) async fn run(session: axum::Extension<Session>, Id(id): Id, done: Query<Done>) -> Response {
+    run_page(&session, &id, Nav::new("runs", &session, &done), None).await
+}
+
+/// Undo a whole run, or the ops and groups checked on its page.
 pub(super) async fn undo(session: axum::Extension<Session>, Id(run): Id, CheckedForm(fields): CheckedForm) -> Response {
     let numbers = |name: &str| -> Vec<usize> {
         fields.iter().filter(|(k, _)| k == name).filter_map(|(_, v)| v.parse().ok()).collect()
     };
-    let note = fields.iter().find(|(k, _)| k == "note").map(|(_, v)| v.trim().to_string()).filter(|n| !n.is_empty());
-    let what = Undo { ops: numbers("op"), groups: numbers("group"), note };
+    let note = note(&fields);
+    let what = Undo { ops: numbers("op"), groups: numbers("group"), note: note.map(str::to_string) };
+    let from_page = field(&fields, "from") == Some("run");
     match session.service.undo(DOOR, &run, &what).await {
+        Ok(undone) if from_page => Redirect::to(&format!(
+            "{}/runs/{}?done=undone&run={}&n={}",
+            session.base,
+            undone.run,
+            undone.run,
+            undone.ops.len()
+        ))
+        .into_response(),
         Ok(undone) => Redirect::to(&format!("{}/runs?done=undone&run={}", session.base, undone.run)).into_response(),
         Err(e) => {
-            let mut response =
-                runs_page(&session, Nav::new("runs", &session, &Done::default()), Some(Alert::from(&e))).await;
+            let alert = Some(Alert::from(&e));
+            let mut response = if from_page {
+                run_page(&session, &run, Nav::new("runs", &session, &Done::default()), alert).await
+            } else {
+                runs_page(&session, Nav::new("runs", &session, &Done::default()), alert).await
+            };
             *response.status_mut() = status_of(e.kind());
             response
         }
     }
+}
+
+/// A form's `note`, trimmed, if one was written.
+fn note(fields: &[(String, String)]) -> Option<&str> {
+    field(fields, "note").map(str::trim).filter(|n| !n.is_empty())
 }
 
 // ---- entries and facts ------------------------------------------------------------------------
@@ -147,6 +232,53 @@ pub(super) async fn forget(
         Ok(_) => Redirect::to(&format!("{}?done=forgotten", session.base)).into_response(),
         Err(e) => error_page(&e, &session, "Forget"),
     }
+}
+
+/// Merge the entry with the entries named in `with` (ids separated by spaces or commas).
+pub(super) async fn merge(session: axum::Extension<Session>, Id(id): Id, CheckedForm(fields): CheckedForm) -> Response {
+    let with = field(&fields, "with").unwrap_or("");
+    let mut ids = vec![id.clone()];
+    ids.extend(with.split([' ', ',']).map(str::trim).filter(|w| !w.is_empty()).map(str::to_string));
+    let text = field(&fields, "text").map(str::trim).filter(|t| !t.is_empty());
+    match session.service.merge(DOOR, &ids, text, note(&fields)).await {
+        Ok(done) => curated(&session, &done, "merged"),
+        Err(e) => entry_refused(&session, &id, &e).await,
+    }
+}
+
+/// Supersede the entry by the entry named in `with`, or by `text`.
+pub(super) async fn supersede(
+    session: axum::Extension<Session>,
+    Id(id): Id,
+    CheckedForm(fields): CheckedForm,
+) -> Response {
+    let with = field(&fields, "with").map(str::trim).filter(|w| !w.is_empty());
+    let text = field(&fields, "text").map(str::trim).filter(|t| !t.is_empty());
+    let by = match (with, text) {
+        (Some(with), None) => crate::planning::curate::Successor::Entry(with.to_string()),
+        (None, Some(text)) => crate::planning::curate::Successor::Text(text.to_string()),
+        _ => {
+            let e = Error::BadInput(
+                "supersede: give either the id of the entry that takes its place or a new text, not both".into(),
+            );
+            return entry_refused(&session, &id, &e).await;
+        }
+    };
+    match session.service.supersede(DOOR, &id, by, note(&fields)).await {
+        Ok(done) => curated(&session, &done, "superseded"),
+        Err(e) => entry_refused(&session, &id, &e).await,
+    }
+}
+
+fn curated(session: &Session, done: &crate::planning::curate::Curated, what: &str) -> Response {
+    Redirect::to(&format!("{}/entries/{}?done={what}&run={}", session.base, done.entry, done.run)).into_response()
+}
+
+/// The entry's page again, with why the change was refused, under the error's status.
+async fn entry_refused(session: &Session, id: &str, e: &Error) -> Response {
+    let mut response = entry_page(session, id, Nav::new("", session, &Done::default()), Some(Alert::from(e))).await;
+    *response.status_mut() = status_of(e.kind());
+    response
 }
 
 #[derive(Template, WebTemplate)]

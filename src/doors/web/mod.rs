@@ -24,7 +24,7 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-use browse::{entry, fact, forget, forget_page, pin, runs, search, undo, unpin};
+use browse::{entry, fact, forget, forget_page, merge, pin, run, runs, search, supersede, undo, unpin};
 use plans::{decide, inbox, plan, plan_diff};
 
 use std::collections::BTreeMap;
@@ -98,11 +98,14 @@ pub fn router(spaces: Arc<Spaces>, port: u16) -> Router {
         .route("/plans/{id}/diff", get(plan_diff))
         .route("/plans/{id}/decide", post(decide))
         .route("/runs", get(runs))
+        .route("/runs/{id}", get(run))
         .route("/runs/{id}/undo", post(undo))
         .route("/entries/{id}", get(entry))
         .route("/entries/{id}/pin", post(pin))
         .route("/entries/{id}/unpin", post(unpin))
         .route("/entries/{id}/forget", get(forget_page).post(forget))
+        .route("/entries/{id}/merge", post(merge))
+        .route("/entries/{id}/supersede", post(supersede))
         .route("/facts/{id}", get(fact))
         .route("/search", get(search));
     let pages = Router::new()
@@ -258,7 +261,12 @@ impl Done {
                 _ => format!("Applied as run {run}."),
             },
             ("rejected", _) => "Rejected: its facts are pending again.".into(),
-            ("undone", Some(run)) => format!("Run {run} undone."),
+            ("undone", Some(run)) => match self.n {
+                Some(n) if n > 0 => format!("{n} ops of run {run} undone."),
+                _ => format!("Run {run} undone."),
+            },
+            ("merged", Some(run)) => format!("Merged as run {run}; the old entries are in history."),
+            ("superseded", Some(run)) => format!("Superseded as run {run}; the old entry is in history."),
             ("pinned", _) => "Pinned: consolidation leaves it as it is.".into(),
             ("unpinned", _) => "Unpinned.".into(),
             ("forgotten", _) => "Forgotten: it moved to history and its facts are tombstoned.".into(),

@@ -125,6 +125,8 @@ pub(super) struct PlanPage {
     stale: bool,
     pending: bool,
     rejected: Option<String>,
+    /// Why it was applied or rejected, as the person wrote it.
+    note: Option<String>,
     groups: Vec<GroupRow>,
     /// The groups shown in full: `groups[shown.0..shown.1]`.
     shown: (usize, usize),
@@ -242,6 +244,7 @@ pub(super) fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert
         stale: plan.stale,
         pending: plan.status == crate::planning::consolidate::records::PlanStatus::Pending,
         rejected: plan.rejected.map(|t| t.to_rfc3339()),
+        note: plan.note.clone(),
         groups,
         shown: (start.min(end), end),
         pages,
