@@ -86,7 +86,8 @@ pub async fn serve_home(config: Config, bind: Option<String>) -> Result<(), Daem
 }
 
 /// Run the daemon over `spaces` until SIGINT or SIGTERM, then shut down gracefully. A lone
-/// root's index (`root`) is opened before the listener, so its first search is not its opening.
+/// root's index (`root`) is opened, caught up, settled and its rows read into memory before the
+/// listener, so its first search is answered as fast as any.
 async fn run(
     spaces: Arc<Spaces>,
     scheduler: SchedulerWorker,
@@ -98,7 +99,7 @@ async fn run(
     let serve_lock = spaces.serve_lock()?;
     spaces.load_tokens(bind.parse().ok())?; // refuse before binding what would not be served
     if let Some(root) = &root {
-        root.open_index().await.map_err(DaemonError::Index)?;
+        root.warm_up().await.map_err(DaemonError::Index)?;
     }
     let open_files = crate::sys::limits::raise_open_files();
     let listener = tokio::net::TcpListener::bind(&bind)

@@ -106,6 +106,13 @@ pub struct Known {
     days: HashMap<String, ParsedDay>,
 }
 
+impl Known {
+    /// The files as looked at before the read this record comes from.
+    pub fn seen(&self) -> &Sources {
+        &self.seen
+    }
+}
+
 #[derive(Debug)]
 struct ParsedDay {
     size: u64,
@@ -157,12 +164,17 @@ pub async fn refresh(root: &Root, index: &Index) -> Result<(Ledger, SyncStats), 
 /// Bring the index up to date reading as little as possible: nothing when no file's stat
 /// changed since the rows were recorded as built ([`Sources`]); only the changed day files when
 /// nothing else changed and `known` (from an earlier call in this process) still describes
-/// the settling files; else every file, updating `known`.
-pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> Result<(Read, SyncStats), RefreshError> {
+/// the settling files; else every file, updating `known`. The ledger of a full read comes
+/// back too, for the caller to derive more from.
+pub async fn catch_up(
+    root: &Root,
+    index: &Index,
+    known: &mut Option<Known>,
+) -> Result<(Read, SyncStats, Option<Ledger>), RefreshError> {
     let Some(before) = index.sources().await else {
-        let (_, stats, fresh) = refresh_all(root, index, None).await?;
+        let (ledger, stats, fresh) = refresh_all(root, index, None).await?;
         *known = Some(fresh);
-        return Ok((Read::All, stats));
+        return Ok((Read::All, stats, Some(ledger)));
     };
     let seen = {
         let (owned, before) = (root.clone(), before.clone());
@@ -179,16 +191,16 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
         {
             tracing::debug!(error = %e, "could not record the new stat of unchanged files");
         }
-        return Ok((Read::Nothing, SyncStats::default()));
+        return Ok((Read::Nothing, SyncStats::default(), None));
     }
     let days: Option<Vec<NaiveDate>> =
         changed.iter().map(|p| crate::store::archive::day_of(std::path::Path::new(p))).collect();
     // A changed settling file is not a day file, so `days` is None then.
     let usable = known.as_mut().filter(|k| k.seen.same_settling(&seen));
     let (Some(days), Some(usable)) = (days, usable) else {
-        let (_, stats, fresh) = refresh_all(root, index, None).await?;
+        let (ledger, stats, fresh) = refresh_all(root, index, None).await?;
         *known = Some(fresh);
-        return Ok((Read::All, stats));
+        return Ok((Read::All, stats, Some(ledger)));
     };
     let (facts, appended, parsed) = {
         let (root, days, before) = (root.clone(), days.clone(), before.clone());
@@ -245,7 +257,7 @@ pub async fn catch_up(root: &Root, index: &Index, known: &mut Option<Known>) -> 
         .collect();
     let scope = if appended { Scope::Appended(changed) } else { Scope::Paths(changed) };
     let stats = index.sync_from(&docs, scope, None, &seen).await?;
-    Ok((Read::DayFiles(days.len()), stats))
+    Ok((Read::DayFiles(days.len()), stats, None))
 }
 
 /// When `text` is the file `old` describes with lines appended (its first `old.size` bytes
@@ -328,7 +340,7 @@ mod tests {
         catch_up(&root, &index, &mut known).await.unwrap();
 
         let tea = add(&root, day, "Prefers green tea in the morning.");
-        let (read, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        let (read, stats, _) = catch_up(&root, &index, &mut known).await.unwrap();
         assert_eq!((read, stats.upserted, stats.unchanged, stats.deleted), (Read::DayFiles(1), 1, 0, 0));
         assert_eq!(index.digest().await.unwrap(), want(&root));
         assert!(index.digest().await.unwrap().contains_key(&tea));
@@ -339,7 +351,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let copied = text.lines().find(|l| l.contains(&first)).unwrap().to_string();
         std::fs::write(&path, format!("{text}- Planted tulips by hand\n{copied}\n")).unwrap();
-        let (_, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        let (_, stats, _) = catch_up(&root, &index, &mut known).await.unwrap();
         assert_eq!((stats.upserted, stats.unchanged), (2, 0), "{stats:?}");
         assert_eq!(index.digest().await.unwrap(), want(&root), "the copy gets the id a full read gives it");
 
@@ -348,7 +360,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replace("Note number 3 about", "Note number 33 about")).unwrap();
         add(&root, day, "Bought a blue bicycle.");
-        let (_, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        let (_, stats, _) = catch_up(&root, &index, &mut known).await.unwrap();
         assert!(stats.unchanged >= 40 && stats.upserted >= 1, "{stats:?}");
         assert_eq!(index.digest().await.unwrap(), want(&root));
 
@@ -356,7 +368,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let cut: Vec<&str> = text.lines().collect();
         std::fs::write(&path, format!("{}\n", cut[..cut.len() - 1].join("\n"))).unwrap();
-        let (_, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        let (_, stats, _) = catch_up(&root, &index, &mut known).await.unwrap();
         assert_eq!(stats.deleted, 1, "{stats:?}");
         assert_eq!(index.digest().await.unwrap(), want(&root));
     }
@@ -380,7 +392,7 @@ mod tests {
         assert_eq!(catch_up(&root, &index, &mut known).await.unwrap().0, Read::Nothing);
 
         let tea = add(&root, "2026-11-21", "Prefers green tea in the morning.");
-        let (read, stats) = catch_up(&root, &index, &mut known).await.unwrap();
+        let (read, stats, _) = catch_up(&root, &index, &mut known).await.unwrap();
         assert_eq!((read, stats.upserted), (Read::DayFiles(1), 1));
         assert_eq!(index.digest().await.unwrap(), want(&root));
         assert!(index.digest().await.unwrap().contains_key(&tea));

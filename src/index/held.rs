@@ -307,6 +307,21 @@ impl Slot {
         }
     }
 
+    /// Turn holding on and read the table's rows now, before returning, unless a read is under
+    /// way already: a daemon does this before it answers, so its first searches are answered
+    /// from them rather than by lance.
+    pub(super) async fn hold_now(self: &Arc<Self>, table: &Table) {
+        self.on.store(true, Ordering::SeqCst);
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if state.reading {
+                return;
+            }
+            state.reading = true;
+        }
+        self.clone().read(table.clone()).await;
+    }
+
     /// Read `table`'s vectors in the background, unless a read is already under way.
     fn start_reading(self: &Arc<Self>, state: &mut State, table: &Table) {
         if !state.reading {

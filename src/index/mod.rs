@@ -467,6 +467,12 @@ impl Index {
         self.held.hold(&self.table());
     }
 
+    /// Keep the table's rows in memory for search from now on, reading them before returning
+    /// (see [`Index::hold_vectors`], which reads them in the background).
+    pub async fn hold_vectors_now(&self) {
+        self.held.hold_now(&self.table()).await;
+    }
+
     /// Searches whose vector leg scanned held vectors (the others asked lance).
     pub fn searches_with_held_vectors(&self) -> u64 {
         self.held.served()

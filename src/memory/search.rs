@@ -8,6 +8,7 @@ use super::{MAX_K, Memory, SearchRequest, blocking};
 use crate::error::Error;
 use crate::index::corpus;
 use crate::index::{Hit, Index, SearchOpts, Settled};
+use crate::store::ledger::Ledger;
 
 impl Memory {
     /// Say the files may have changed: the next search refreshes the index first.
@@ -40,7 +41,10 @@ impl Memory {
             return Ok(()); // someone refreshed while we waited
         }
         let generation = fresh.wanted.load(Ordering::SeqCst);
-        let (read, stats) = corpus::catch_up(&self.inner.root, index, &mut known).await?;
+        let (read, stats, ledger) = corpus::catch_up(&self.inner.root, index, &mut known).await?;
+        if let (Some(ledger), Some(known)) = (ledger, known.as_ref()) {
+            self.cache_status_counts(ledger, known.seen().clone()).await;
+        }
         if stats.upserted + stats.deleted > 0 {
             fresh.writes.fetch_add(1, Ordering::SeqCst);
         }
@@ -60,6 +64,14 @@ impl Memory {
     pub async fn settle(&self) -> Result<Settled, Error> {
         self.refresh().await?;
         Ok(self.index().await?.settle().await?)
+    }
+
+    /// Make the index ready to answer searches at full speed, before a daemon answers any:
+    /// caught up with the files, settled, and its rows held in memory.
+    pub async fn warm_up(&self) -> Result<Settled, Error> {
+        let settled = self.settle().await?;
+        self.index().await?.hold_vectors_now().await;
+        Ok(settled)
     }
 
     /// Hybrid search over entries and pending facts (and history on request); the hits are
@@ -91,6 +103,16 @@ impl Memory {
         Ok(hits)
     }
 
+    /// Keep what `status` derives from the files as a full read of the index found them, so the
+    /// first `status` after a rebuild, a pass or a hand edit reads no large file.
+    async fn cache_status_counts(&self, ledger: Ledger, seen: crate::store::sources::Sources) {
+        let root = self.inner.root.clone();
+        let saved = blocking(move || crate::memory::status::cache_counts(&root, &ledger, seen)).await;
+        if let Err(e) = saved {
+            tracing::debug!(error = %e, "could not cache the status counts");
+        }
+    }
+
     /// Bring every row of the index up to date with the files, or rebuild it (`clear`).
     /// `progress` is told (done, total) as documents are embedded.
     pub async fn reindex(
@@ -113,7 +135,8 @@ impl Memory {
         if clear {
             index.clear().await?;
         }
-        let (_, stats, learnt) = corpus::refresh_all(&self.inner.root, index, progress).await?;
+        let (ledger, stats, learnt) = corpus::refresh_all(&self.inner.root, index, progress).await?;
+        self.cache_status_counts(ledger, learnt.seen().clone()).await;
         *known = Some(learnt);
         fresh.done.fetch_max(generation, Ordering::SeqCst);
         let docs = stats.upserted + stats.unchanged;

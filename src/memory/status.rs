@@ -18,12 +18,13 @@ use crate::sys::lock;
 
 /// The counts of a full read, with the record of the files read.
 fn counts_of(ledger: &Ledger, seen: Sources) -> StatusCounts {
+    let pending = ledger.pending();
     StatusCounts {
         seen,
-        pending: ledger.pending().len(),
+        pending: pending.len(),
         entries: ledger.memory.entries().count(),
         problems: ledger.problems.len(),
-        candidates: crate::planning::consolidate::pass::candidates(ledger).iter().map(|f| f.id.clone()).collect(),
+        candidates: pass::candidates_among(ledger, &pending).map(|f| f.id.clone()).collect(),
     }
 }
 
@@ -41,6 +42,11 @@ fn derived(root: &Root) -> Result<StatusCounts, LedgerError> {
         tracing::debug!(error = %e, "could not cache the status counts");
     }
     Ok(counts)
+}
+
+/// Cache the counts of `ledger`, read after the files were looked at as `seen`. Blocking.
+pub fn cache_counts(root: &Root, ledger: &Ledger, seen: Sources) -> Result<(), crate::store::atomic::WriteError> {
+    counts_of(ledger, seen).save(root)
 }
 
 /// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).

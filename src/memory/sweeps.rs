@@ -100,16 +100,22 @@ impl Memory {
         let mut usage = Usage::default();
         let (mut ops, mut failed, mut decided) = (Vec::<ProposedOp>::new(), 0, 0);
         let mut undecided: HashSet<String> = HashSet::new();
+        let by_id = sweep::by_id(memory);
         for (n, pairing) in pairings.iter().enumerate() {
             if n >= budget {
                 undecided.insert(pairing.entry.clone());
                 continue;
             }
-            let Some(doc) = sweep::doc(memory, pairing, today) else { continue };
+            let Some(doc) = sweep::doc(&by_id, pairing, today) else { continue };
             decided += 1;
             match self.inner.decider.decide(&doc, today, &mut usage, Some(&hints)).await {
                 Ok(proposed) => {
-                    let valid = validate(&doc, proposed, cfg.max_content_chars);
+                    let mut valid = validate(&doc, proposed, cfg.max_content_chars);
+                    if !llm {
+                        // Offline, what a pass would apply: the certain duplicates. What the rules
+                        // only suspect among entries that all stand on their own is noise.
+                        valid.ops.retain(|op| op.confidence.is_none_or(|c| c >= cfg.review_below_confidence));
+                    }
                     ops.extend(sweep::entry_ops(&doc, valid.ops, &rejected));
                 }
                 Err(e) => {
@@ -156,7 +162,9 @@ impl Memory {
         for e in memory.entries() {
             let id = e.id();
             let hash = content_hash(&e.content);
-            let now_swept = swept_ids.contains(id) && !undecided.contains(id) && !plan.touched.contains(id);
+            // Entries the plan touches count as swept too: while it is pending they are held
+            // anyway, applied they change and are swept again, rejected they are not.
+            let now_swept = swept_ids.contains(id) && !undecided.contains(id);
             if now_swept || state.swept.get(id) == Some(&hash) {
                 next.swept.insert(id.to_string(), hash);
             }

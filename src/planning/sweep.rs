@@ -12,8 +12,13 @@
 //!
 //! **Against which.** Neighbours are found by the words entries share: an inverted index of
 //! content-word stems, in which a swept entry scores each other entry by the rarity of the
-//! words they share (idf), counting only words fewer than [`MAX_POSTING`] entries use. An
-//! entry takes at most `k` neighbours, each sharing half of the smaller entry's words at least.
+//! words they share (idf), counting only words fewer than [`MAX_POSTING`] entries use. Entries
+//! with the same content words (a copy, or the same words in another order) are neighbours
+//! however common their words are, ahead of the rest, unless more than [`MAX_ALIKE`] entries
+//! have those words. Entries that differ in one common word ("Kamara's dentist is Dr. Chen" /
+//! "Lomaro's dentist is Dr. Chen" in a memory of such lines) are not paired: in a memory of
+//! one shape every entry would be, at a decision each. An entry takes at most `k` neighbours, each sharing
+//! half of the smaller entry's words at least.
 //! Each pair is weighed once: when both entries are swept, from the later one in the file.
 //! This finds what shares a subject ("The dentist is Dr. Alvarez" / "The dentist is Dr. Chen");
 //! paraphrases with no word in common are left to the passes, whose facts come with vectors.
@@ -38,6 +43,10 @@ use crate::store::entries::{Entry, EntryFile};
 
 /// A word more entries than this use says nothing about which entries belong together.
 pub const MAX_POSTING: usize = 200;
+
+/// Entries with the same content words that are more than this many say nothing about which
+/// belong together either.
+const MAX_ALIKE: usize = 32;
 
 /// `.memfold/sweep.json`: what the last sweep looked at.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -112,6 +121,10 @@ pub fn pairings(memory: &EntryFile, swept: &[&Entry], held: &HashSet<String>, k:
             postings.entry(w.as_str()).or_default().push(i);
         }
     }
+    let mut alike: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, bag) in bags.iter().enumerate() {
+        alike.entry(bag_key(bag)).or_default().push(i);
+    }
     let n = entries.len().max(1) as f64;
     let swept_at: HashSet<usize> = swept.iter().filter_map(|e| position.get(e.id()).copied()).collect();
     let mut out = Vec::new();
@@ -132,6 +145,15 @@ pub fn pairings(memory: &EntryFile, swept: &[&Entry], held: &HashSet<String>, k:
                     continue;
                 }
                 *score.entry(j).or_default() += idf;
+            }
+        }
+        // Entries with the same words rank first: that adds what every word of this one is worth.
+        let whole: f64 = bags[i].iter().map(|w| (n / postings[w.as_str()].len() as f64).ln() + 1.0).sum();
+        if let Some(list) = alike.get(&bag_key(&bags[i])).filter(|l| l.len() <= MAX_ALIKE) {
+            for &j in list {
+                if j != i && !(j > i && swept_at.contains(&j)) {
+                    *score.entry(j).or_default() += whole;
+                }
             }
         }
         // Candidates by the rare words they share, kept when half the smaller entry's words
@@ -156,11 +178,25 @@ pub fn pairings(memory: &EntryFile, swept: &[&Entry], held: &HashSet<String>, k:
     out
 }
 
+/// The key of a bag of words: entries with the same content words share it.
+fn bag_key(bag: &[String]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bag.hash(&mut h);
+    h.finish()
+}
+
+/// The current entries by id, for [`doc`].
+pub fn by_id(memory: &EntryFile) -> HashMap<&str, &Entry> {
+    memory.entries().map(|e| (e.id(), e)).collect()
+}
+
 /// The decision document of one pairing: the swept entry as the candidate (its id standing
 /// for a fact id), its neighbours as the entries.
-pub fn doc(memory: &EntryFile, pairing: &Pairing, today: chrono::NaiveDate) -> Option<ClusterDoc> {
-    let entry = memory.get(&pairing.entry)?;
-    let neighbors = pairing.neighbours.iter().filter_map(|id| memory.get(id)).map(|e| neighbor(e, today)).collect();
+pub fn doc(entries: &HashMap<&str, &Entry>, pairing: &Pairing, today: chrono::NaiveDate) -> Option<ClusterDoc> {
+    let entry = *entries.get(pairing.entry.as_str())?;
+    let neighbors =
+        pairing.neighbours.iter().filter_map(|id| entries.get(id.as_str())).map(|e| neighbor(e, today)).collect();
     let date = entry.meta.updated.or(entry.meta.first_seen).unwrap_or(today);
     Some(ClusterDoc {
         neighbors,
@@ -253,6 +289,28 @@ mod tests {
     }
 
     #[test]
+    fn entries_with_the_same_words_are_paired_first_however_common_their_words_are() {
+        // 300 lines of one shape put every word but the batch number past MAX_POSTING; the
+        // number alone is shared by no two of them. Ties in the rare words go to the earlier
+        // entry: m-0 would come first but for the same words.
+        let mut texts = vec!["Jon moved the crate in the cellar, batch 7.".to_string()];
+        texts.extend((1..=300).map(|i| format!("Mara cleaned the valve in the cellar, batch {i}.")));
+        texts.push("Mara cleaned the valve in the cellar, batch 7!".into()); // m-301: a copy of m-7
+        texts.push("In the cellar, batch 7: the valve Mara cleaned.".into()); // m-302: the same words
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let m = memory(&refs);
+        let swept: Vec<&Entry> = m.entries().filter(|e| e.id() == "m-301" || e.id() == "m-302").collect();
+        let pairs = pairings(&m, &swept, &HashSet::new(), 8);
+        let neighbours = |id: &str| pairs.iter().find(|p| p.entry == id).map(|p| p.neighbours.clone()).unwrap_or_default();
+        assert_eq!(neighbours("m-301").first().map(String::as_str), Some("m-7"), "{pairs:?}");
+        assert_eq!(neighbours("m-302").first().map(String::as_str), Some("m-7"), "{pairs:?}");
+        // Lines that differ in one common word are not paired for it.
+        let all = to_sweep(&m, &SweepState::default(), true, &HashSet::new());
+        let everything = pairings(&m, &all, &HashSet::new(), 8);
+        assert!(everything.iter().all(|p| p.entry != "m-100"), "{:?}", &everything[..3]);
+    }
+
+    #[test]
     fn an_incremental_sweep_takes_only_changed_entries_but_pairs_them_with_any() {
         let m = memory(&["The dentist is Dr. Alvarez.", "The dentist is Dr. Chen."]);
         let mut state = SweepState::default();
@@ -270,7 +328,7 @@ mod tests {
     fn a_duplicate_of_the_swept_entry_folds_it_and_an_add_keeps_it() {
         let m = memory(&["Likes green tea.", "Likes green tea!"]);
         let pairing = Pairing { entry: "m-1".into(), neighbours: vec!["m-0".into()] };
-        let d = doc(&m, &pairing, "2026-06-01".parse().unwrap()).unwrap();
+        let d = doc(&by_id(&m), &pairing, "2026-06-01".parse().unwrap()).unwrap();
         let dup = ProposedOp::new(Op::Duplicate { facts: vec!["m-1".into()], target: "m-0".into() });
         let ops = entry_ops(&d, vec![dup.clone()], &HashSet::new());
         assert!(matches!(&ops[0].op, Op::Remove { target, into, .. } if target == "m-1" && into == "m-0"));

@@ -319,6 +319,20 @@ impl Service {
         Ok(())
     }
 
+    /// Open the index, catch it up with the files, settle it and read its rows into memory, so
+    /// the first search is answered as fast as any (a lone root's daemon does this before it
+    /// listens). A failure after the opening is logged: searches then catch up themselves.
+    pub async fn warm_up(&self) -> Result<(), Error> {
+        self.memory.index().await?;
+        let result = self.memory.warm_up().await;
+        self.metrics.settled(result.is_ok());
+        if let Err(e) = result {
+            tracing::warn!(space = %self.name, error = %e, "could not settle the index before serving");
+            self.hold_rows();
+        }
+        Ok(())
+    }
+
     /// Have the index hold its rows in memory for searches, once it is open.
     pub fn hold_rows(&self) {
         self.memory.hold_vectors();

@@ -272,7 +272,12 @@ pub fn eligible<'a>(
 /// Pending facts a pass could ever take up as they are written: not edited since they were
 /// archived, not named by a block of `memory.md` that cannot be read.
 pub fn candidates(ledger: &Ledger) -> Vec<&Fact> {
-    ledger.pending().into_iter().filter(|f| !f.edited && !ledger.memory.unreadable_facts.contains(&f.id)).collect()
+    candidates_among(ledger, &ledger.pending()).collect()
+}
+
+/// [`candidates`] among `pending` (the ledger's pending facts, already found).
+pub fn candidates_among<'l>(ledger: &'l Ledger, pending: &[&'l Fact]) -> impl Iterator<Item = &'l Fact> {
+    pending.iter().copied().filter(|f| !f.edited && !ledger.memory.unreadable_facts.contains(&f.id))
 }
 
 /// Whether a candidate goes into the next pass: not in a pending plan, and (unless forced)
