@@ -91,12 +91,12 @@ async fn bench(vocab: Vocab, n: usize) {
     let added = started.elapsed();
     let (pass, report) = timed(&root, &["consolidate", "--force", "--json"]);
     let report: Value = serde_json::from_slice(&report).unwrap_or(Value::Null);
+    let ops = report["ops"].as_array().map_or(0, Vec::len);
     println!(
-        "  add --stdin {:.2} s; first pass {:.1} s (inside: {}; ops {})",
+        "  add --stdin {:.2} s; first pass {:.1} s (inside: {}; {ops} ops)",
         added.as_secs_f64(),
         pass.as_secs_f64(),
-        report["timings"],
-        report["ops"]
+        report["timings"]
     );
 
     // 2. Rebuild the index.

@@ -228,6 +228,10 @@ struct Freshness {
     notify: Notify,
     /// Refreshes that wrote rows, by whichever caller.
     writes: AtomicU64,
+    /// `writes` when the index was last settled, plus one (0: never).
+    settled_at: AtomicU64,
+    /// One settle-if-needed at a time (the daemon's warm-up and its indexer both ask at start).
+    settling: tokio::sync::Mutex<()>,
 }
 
 /// A process running as root refuses a root another account owns, in whole or in part (as git
@@ -306,6 +310,8 @@ impl Memory {
                     refreshing: tokio::sync::Mutex::new(None),
                     notify: Notify::new(),
                     writes: AtomicU64::new(0),
+                    settled_at: AtomicU64::new(0),
+                    settling: tokio::sync::Mutex::new(()),
                 },
                 rewritten: broadcast::channel(16).0,
                 hold_vectors: AtomicBool::new(false),

@@ -63,13 +63,32 @@ impl Memory {
     /// them ([`crate::index::Index::settle`]).
     pub async fn settle(&self) -> Result<Settled, Error> {
         self.refresh().await?;
-        Ok(self.index().await?.settle().await?)
+        let writes = self.index_writes();
+        let settled = self.index().await?.settle().await?;
+        self.inner.fresh.settled_at.store(writes + 1, Ordering::SeqCst);
+        Ok(settled)
+    }
+
+    /// Whether the index was settled since this process last wrote rows to it.
+    fn is_settled(&self) -> bool {
+        self.inner.fresh.settled_at.load(Ordering::SeqCst) == self.index_writes() + 1
+    }
+
+    /// [`Memory::settle`] unless the index was settled since this process last wrote rows to
+    /// it (then `None`): a daemon that warmed up before listening has nothing to settle at start.
+    pub async fn settle_if_unsettled(&self) -> Result<Option<Settled>, Error> {
+        let _one = self.inner.fresh.settling.lock().await;
+        self.refresh().await?;
+        if self.is_settled() {
+            return Ok(None);
+        }
+        self.settle().await.map(Some)
     }
 
     /// Make the index ready to answer searches at full speed, before a daemon answers any:
     /// caught up with the files, settled, and its rows held in memory.
-    pub async fn warm_up(&self) -> Result<Settled, Error> {
-        let settled = self.settle().await?;
+    pub async fn warm_up(&self) -> Result<Option<Settled>, Error> {
+        let settled = self.settle_if_unsettled().await?;
         self.index().await?.hold_vectors_now().await;
         Ok(settled)
     }

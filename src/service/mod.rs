@@ -325,7 +325,9 @@ impl Service {
     pub async fn warm_up(&self) -> Result<(), Error> {
         self.memory.index().await?;
         let result = self.memory.warm_up().await;
-        self.metrics.settled(result.is_ok());
+        if !matches!(result, Ok(None)) {
+            self.metrics.settled(result.is_ok());
+        }
         if let Err(e) = result {
             tracing::warn!(space = %self.name, error = %e, "could not settle the index before serving");
             self.hold_rows();

@@ -33,9 +33,13 @@ pub async fn indexer_worker((memory, metrics): (Memory, Arc<Metrics>), mut stop:
         metrics.refreshed(result.is_ok());
         result
     };
+    // Nothing to settle when it was settled since the last write (by the warm-up before the
+    // daemon listened); that is not counted.
     let settle = || async {
-        let result = memory.settle().await;
-        metrics.settled(result.is_ok());
+        let result = memory.settle_if_unsettled().await;
+        if !matches!(result, Ok(None)) {
+            metrics.settled(result.is_ok());
+        }
         result
     };
     // A refresh re-reads every file, so under sustained ingest the indexer rests
