@@ -169,7 +169,8 @@ pub fn plan_reconcile(
     let before = EntryFile::parse(seen, ".memfold/memory.seen.md");
     let mut gone = Vec::new();
     let mut blocks = Vec::new();
-    for entry in before.entries().filter(|e| e.has_header && ledger.memory.get(e.id()).is_none()) {
+    let ids: std::collections::HashSet<&str> = ledger.memory.entries().map(|e| e.id()).collect();
+    for entry in before.entries().filter(|e| e.has_header && !ids.contains(e.id())) {
         if mentions_id(&current, entry.id()) {
             // A header broken by an edit or hidden in an unclosed block: reading reports it, and
             // the entry's text is still there; only an entry whose id is gone was deleted.

@@ -118,6 +118,8 @@ pub(crate) fn stored(
 pub fn seen_facts(clusters: &[ClusterReport], stored: &StoredPlan, memory: &EntryFile) -> Vec<SeenFact> {
     let facts: BTreeSet<&str> = stored.facts.iter().map(|f| f.id.as_str()).collect();
     let mut after: Option<EntryFile> = None;
+    let by_id: std::collections::HashMap<&str, &crate::store::entries::Entry> =
+        memory.entries().map(|e| (e.id(), e)).collect();
     clusters
         .iter()
         .flat_map(|c| &c.ranked)
@@ -127,8 +129,8 @@ pub fn seen_facts(clusters: &[ClusterReport], stored: &StoredPlan, memory: &Entr
             entries: ids
                 .iter()
                 .filter_map(|id| {
-                    let entry = match memory.get(id) {
-                        Some(e) => e,
+                    let entry = match by_id.get(id.as_str()) {
+                        Some(e) => *e,
                         None => after.get_or_insert_with(|| EntryFile::parse(&stored.memory_after, MEMORY)).get(id)?,
                     };
                     Some(SeenEntry { id: entry.meta.id.clone(), content: entry.content.clone() })

@@ -207,10 +207,11 @@ pub fn plan_undo(
         None => format!("undo {run}"),
     };
     let mut change = Change::new(label);
+    let by_id: std::collections::HashMap<&str, &Entry> = after.memory.entries().map(|e| (e.id(), e)).collect();
     let entries = changes
         .iter()
         .map(|c| {
-            let now_there = after.memory.get(&c.entry).map(Entry::render);
+            let now_there = by_id.get(c.entry.as_str()).map(|e| e.render());
             EntryDelta::of(&c.entry, c.after.as_deref(), now_there.as_deref())
         })
         .collect();
@@ -234,9 +235,10 @@ pub fn plan_undo(
 
 /// Refuse an undo when an entry `run` touched is no longer as the run left it, naming them.
 fn check_unchanged(ledger: &Ledger, changes: &[NetChange], run: &str) -> Result<(), Error> {
+    let by_id: std::collections::HashMap<&str, &Entry> = ledger.memory.entries().map(|e| (e.id(), e)).collect();
     let conflicts: Vec<String> = changes
         .iter()
-        .filter(|c| ledger.memory.get(&c.entry).map(Entry::render) != c.after)
+        .filter(|c| by_id.get(c.entry.as_str()).map(|e| e.render()) != c.after)
         .map(|c| c.entry.clone())
         .collect();
     if conflicts.is_empty() {
