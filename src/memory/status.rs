@@ -10,7 +10,7 @@ use crate::memory::views::{CurationStats, EmbedderStatus, Status};
 use crate::planning::consolidate::gate::{self, GateInput};
 use crate::planning::consolidate::{pass, records};
 use crate::store::Root;
-use crate::store::caches::StatusCounts;
+use crate::store::caches::{RecordSummaries, RecordSummary, StatusCounts, stat_of};
 use crate::store::ledger::{Ledger, LedgerError};
 use crate::store::sources::Sources;
 use crate::store::state::State;
@@ -55,8 +55,10 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
     let state = State::load(&root.state_json())?;
     let pending = derived.pending;
     // The gate counts what an unforced pass would take up, so it agrees with the pass.
-    let waiting = records::pending_plans(root);
-    let under_review = records::under_review(&waiting);
+    let summaries = summaries(root);
+    let waiting: Vec<&RecordSummary> = summaries.plans.values().filter(|p| p.pending).collect();
+    let under_review: std::collections::HashSet<String> =
+        waiting.iter().flat_map(|p| p.facts.iter().cloned()).collect();
     let eligible = derived
         .candidates
         .iter()
@@ -84,7 +86,7 @@ pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status
         pending_facts: pending,
         held_facts: pending - eligible,
         plans_waiting: waiting.len(),
-        proposals_waiting: waiting.iter().map(|p| p.journal.len()).sum(),
+        proposals_waiting: waiting.iter().map(|p| p.ops).sum(),
         entries: derived.entries,
         last_run: state.last_run.clone(),
         watermark: state.watermark,
@@ -106,35 +108,91 @@ pub fn last_sweep(root: &Root) -> Option<DateTime<Utc>> {
     Some(modified.into())
 }
 
-/// What curation did over the life of a root: totals over every run record and plan.
-pub fn curation(root: &Root) -> CurationStats {
-    let mut stats = CurationStats::default();
-    let runs = std::fs::read_dir(records::runs_dir(root)).into_iter().flatten().filter_map(Result::ok);
-    for path in runs.map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")) {
-        let Ok(Some(run)) = records::read_json::<records::RunHead>(root, &path) else { continue };
-        let ops: usize = run.ops.values().sum();
-        stats.runs += 1;
-        if run.undone.is_some() {
-            stats.ops_undone += ops - run.undone_ops.iter().map(|u| u.ops.len()).sum::<usize>();
-        }
-        stats.ops_undone += run.undone_ops.iter().map(|u| u.ops.len()).sum::<usize>();
-        if run.undone.is_none()
-            && let Some(size) = run.size
-        {
-            stats.tokens_saved_by_merges += size.tokens_saved_by_merges;
-        }
-        if let Some(decider) = run.decider.as_deref().filter(|_| run.plan.is_some()) {
-            stats.decider(decider).proposals_applied += ops;
+/// The summaries of every plan and run record (see [`RecordSummaries`]): each file whose
+/// size or modification time differs from its cached summary is read again, and the cache is
+/// saved when anything changed.
+fn summaries(root: &Root) -> RecordSummaries {
+    let cached = RecordSummaries::load(root);
+    let mut fresh = RecordSummaries::default();
+    for (dir, plans) in [(root.plans_dir(), true), (records::runs_dir(root), false)] {
+        let (old, new) = if plans { (&cached.plans, &mut fresh.plans) } else { (&cached.runs, &mut fresh.runs) };
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok) {
+            let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());
+            let Ok(meta) = entry.metadata() else { continue };
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let (size, modified_ns) = stat_of(&meta);
+            if let Some(known) = old.get(&name).filter(|k| k.size == size && k.modified_ns == modified_ns) {
+                new.insert(name, known.clone());
+                continue;
+            }
+            let summary = if plans { plan_summary(root, &path) } else { run_summary(root, &path) };
+            if let Some(summary) = summary {
+                new.insert(name, RecordSummary { size, modified_ns, ..summary });
+            }
         }
     }
-    for plan in records::plan_heads(root) {
-        let ops = plan.journal.len();
-        let decider = stats.decider(plan.decider());
-        match plan.status {
-            records::PlanStatus::Rejected => decider.proposals_rejected += ops,
-            records::PlanStatus::Expired => decider.proposals_expired += ops,
-            records::PlanStatus::Pending | records::PlanStatus::Applied => {}
+    if fresh != cached
+        && let Err(e) = fresh.save(root)
+    {
+        tracing::debug!(error = %e, "could not cache the record summaries");
+    }
+    fresh
+}
+
+fn plan_summary(root: &Root, path: &std::path::Path) -> Option<RecordSummary> {
+    let plan = match records::read_json::<records::PlanHead>(root, path) {
+        Ok(plan) => plan?,
+        Err(e) => {
+            tracing::warn!(error = %e, "plan file skipped");
+            return None;
         }
+    };
+    let ops = plan.journal.len();
+    let pending = plan.status == records::PlanStatus::Pending;
+    Some(RecordSummary {
+        pending,
+        ops,
+        facts: if pending { plan.facts.iter().map(|f| f.id.clone()).collect() } else { Vec::new() },
+        decider: Some(plan.decider().to_string()),
+        rejected: if plan.status == records::PlanStatus::Rejected { ops } else { 0 },
+        expired: if plan.status == records::PlanStatus::Expired { ops } else { 0 },
+        ..RecordSummary::default()
+    })
+}
+
+fn run_summary(root: &Root, path: &std::path::Path) -> Option<RecordSummary> {
+    let run = records::read_json::<records::RunHead>(root, path).ok()??;
+    let ops: usize = run.ops.values().sum();
+    let one_by_one: usize = run.undone_ops.iter().map(|u| u.ops.len()).sum();
+    let decider = run.decider.clone().filter(|_| run.plan.is_some());
+    Some(RecordSummary {
+        ops,
+        undone: if run.undone.is_some() { ops } else { one_by_one },
+        saved: if run.undone.is_none() { run.size.map_or(0, |s| s.tokens_saved_by_merges) } else { 0 },
+        applied: if decider.is_some() { ops } else { 0 },
+        decider,
+        ..RecordSummary::default()
+    })
+}
+
+/// What curation did over the life of a root: totals over every run record and plan.
+pub fn curation(root: &Root) -> CurationStats {
+    let summaries = summaries(root);
+    let mut stats = CurationStats::default();
+    for run in summaries.runs.values() {
+        stats.runs += 1;
+        stats.ops_undone += run.undone;
+        stats.tokens_saved_by_merges += run.saved;
+        if let Some(decider) = &run.decider {
+            stats.decider(decider).proposals_applied += run.applied;
+        }
+    }
+    for plan in summaries.plans.values() {
+        let decider = stats.decider(plan.decider.as_deref().unwrap_or("offline"));
+        decider.proposals_rejected += plan.rejected;
+        decider.proposals_expired += plan.expired;
     }
     for d in &mut stats.deciders {
         let decided = d.proposals_applied + d.proposals_rejected;

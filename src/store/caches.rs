@@ -10,6 +10,11 @@
 //!
 //! **Status counts** (`.memfold/status.json`): what `status` derives from the large files, with
 //! the record of the files it was derived from ([`StatusCounts`]).
+//!
+//! **Record summaries** (`.memfold/records.json`): what `status` needs of each stored plan and
+//! run record ([`RecordSummary`]), with the size and modification time it was read at; a record
+//! whose stat differs is read again. A plan of a large pass is tens of MB that `status` would
+//! otherwise parse on every call.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -114,6 +119,73 @@ impl StatusCounts {
         let bytes = serde_json::to_vec(self).expect("status counts serialise");
         super::atomic::write_atomic(&StatusCounts::path(root), &bytes, None)
     }
+}
+
+/// What `status` keeps of one plan or run record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordSummary {
+    /// The file's size and modification time (ns since the epoch) when it was read.
+    pub size: u64,
+    pub modified_ns: u64,
+    /// A plan: whether it is pending, its ops and the facts it names.
+    #[serde(default)]
+    pub pending: bool,
+    #[serde(default)]
+    pub ops: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<String>,
+    /// Who decided it ("llm", "offline"), and what a person did with its ops: applied (a run of
+    /// a plan), rejected or expired (a plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decider: Option<String>,
+    #[serde(default)]
+    pub applied: usize,
+    #[serde(default)]
+    pub rejected: usize,
+    #[serde(default)]
+    pub expired: usize,
+    /// A run: its ops undone and the tokens its merges saved (while not undone).
+    #[serde(default)]
+    pub undone: usize,
+    #[serde(default)]
+    pub saved: usize,
+}
+
+/// `.memfold/records.json`: [`RecordSummary`] by file name, for plans and runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordSummaries {
+    pub plans: std::collections::BTreeMap<String, RecordSummary>,
+    pub runs: std::collections::BTreeMap<String, RecordSummary>,
+}
+
+impl RecordSummaries {
+    pub fn path(root: &Root) -> PathBuf {
+        root.state_dir().join("records.json")
+    }
+
+    /// The cached summaries (empty when missing or unreadable).
+    pub fn load(root: &Root) -> RecordSummaries {
+        std::fs::read(RecordSummaries::path(root))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Cache the summaries (atomically).
+    pub fn save(&self, root: &Root) -> Result<(), super::atomic::WriteError> {
+        let bytes = serde_json::to_vec(self).expect("record summaries serialise");
+        super::atomic::write_atomic(&RecordSummaries::path(root), &bytes, None)
+    }
+}
+
+/// A file's size and modification time in ns, as [`RecordSummary`] records them.
+pub fn stat_of(meta: &std::fs::Metadata) -> (u64, u64) {
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    (meta.len(), modified)
 }
 
 #[cfg(test)]
