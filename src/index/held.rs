@@ -46,13 +46,23 @@ use super::{DbContext, DocKind, Hit, IndexError};
 /// How long a table version must have been the latest a search saw before its vectors are read.
 pub const HOLD_AFTER_QUIET: Duration = Duration::from_secs(1);
 
+/// Rows appended by this process that the held rows take on top before they are read again.
+pub const TAIL_MAX: usize = 20_000;
+
 /// Candidates re-ranked by their fine codes per row a leg returns.
 pub const RERANK: usize = 4;
 
-/// One table version's vectors, quantised, with what the search filters on and returns.
-#[derive(Default)]
+/// One table version's rows as held: the rows read at once (`base`) and those this process
+/// appended since (`tail`, see [`Slot::extend`]). Row numbers run through `base`, then `tail`.
 pub(super) struct Held {
     version: u64,
+    base: Arc<Rows>,
+    tail: Option<Arc<Rows>>,
+}
+
+/// Rows' vectors, quantised, with what the search filters on and returns.
+#[derive(Default)]
+pub(super) struct Rows {
     dim: usize,
     ids: Vec<u64>,
     /// Rows in the order of their ids, to find a row by the id a full-text search returns.
@@ -108,9 +118,101 @@ impl Held {
     /// version while reading.
     async fn read(table: &Table) -> Result<Option<Held>, IndexError> {
         let version = table.version().await.db("table version")?;
+        let rows = Rows::read(table, None).await?;
+        let after = table.version().await.db("table version")?;
+        Ok((after == version).then(|| Held { version, base: Arc::new(rows), tail: None }))
+    }
+
+    pub(super) fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn tail_len(&self) -> usize {
+        self.tail.as_ref().map_or(0, |t| t.len())
+    }
+
+    /// The part holding row `row`, and the row's place in it.
+    fn part(&self, row: usize) -> (&Rows, usize) {
+        match &self.tail {
+            Some(tail) if row >= self.base.len() => (tail, row - self.base.len()),
+            _ => (&self.base, row),
+        }
+    }
+
+    /// Row `row`'s hit, with score 0.
+    pub(super) fn hit(&self, row: usize) -> Result<Hit, IndexError> {
+        let (part, at) = self.part(row);
+        rows::hit(part.hits.get(at))
+    }
+
+    /// The row with id `id`, with its key and `valid_from`, if it is of one of `kinds` and
+    /// valid on `as_of`: `Some(None)` when it is not, `None` when no row held has that id.
+    pub(super) fn row(
+        &self,
+        id: u64,
+        kinds: &[DocKind],
+        as_of: Option<NaiveDate>,
+    ) -> Option<Option<(usize, &str, NaiveDate)>> {
+        let offset = self.base.len();
+        match self.base.row(id, kinds, as_of) {
+            Some(found) => Some(found),
+            None => {
+                let found = self.tail.as_ref()?.row(id, kinds, as_of)?;
+                Some(found.map(|(row, key, from)| (row + offset, key, from)))
+            }
+        }
+    }
+
+    /// The `n` rows passing the filter nearest to `vector`, best first, ties by key.
+    pub(super) fn nearest(&self, vector: &[f32], kinds: &[DocKind], as_of: Option<NaiveDate>, n: usize) -> Vec<Near> {
+        let day = as_of.map(rows::date_to_days);
+        let mut near: Vec<(f32, usize)> = self.base.nearest(vector, kinds, day, n);
+        if let Some(tail) = &self.tail {
+            let offset = self.base.len();
+            near.extend(tail.nearest(vector, kinds, day, n).into_iter().map(|(d, i)| (d, i + offset)));
+            near.sort_by(|a, b| {
+                let (pa, ia) = self.part(a.1);
+                let (pb, ib) = self.part(b.1);
+                a.0.total_cmp(&b.0).then_with(|| pa.key(ia).cmp(pb.key(ib)))
+            });
+            near.truncate(n);
+        }
+        near.into_iter()
+            .map(|(distance, i)| {
+                let (part, at) = self.part(i);
+                Near {
+                    key: part.key(at).to_string(),
+                    distance: f64::from(distance),
+                    row: i,
+                    valid_from: rows::days_to_date(part.from[at]),
+                }
+            })
+            .collect()
+    }
+
+    fn bytes(&self) -> usize {
+        self.base.bytes() + self.tail.as_ref().map_or(0, |t| t.bytes())
+    }
+
+    /// These rows and `more`, appended by this process as the table's version `version`.
+    fn extended(&self, version: u64, more: Rows) -> Held {
+        let tail = match &self.tail {
+            Some(tail) => tail.joined(more),
+            None => more,
+        };
+        Held { version, base: self.base.clone(), tail: Some(Arc::new(tail)) }
+    }
+}
+
+impl Rows {
+    /// Read the vectors of the table's rows (those `filter` keeps, or all).
+    async fn read(table: &Table, filter: Option<&str>) -> Result<Rows, IndexError> {
         let columns = [KEY, KIND, VALID_FROM, VALID_UNTIL, HIT, VECTOR];
-        let query = table.query().select(Select::columns(&columns)).with_row_id();
-        let mut held = Held { version, ..Held::default() };
+        let mut query = table.query().select(Select::columns(&columns)).with_row_id();
+        if let Some(filter) = filter {
+            query = query.only_if(filter);
+        }
+        let mut held = Rows::default();
         // Batch by batch: the vectors as floats would take twice what is held.
         let mut stream = query.execute().await.db("read the vectors to hold")?;
         while let Some(batch) = stream.try_next().await.db("read the vectors to hold")? {
@@ -128,12 +230,43 @@ impl Held {
                 held.scales.push(quantise(vector, &mut held.coarse, &mut held.fine));
             }
         }
-        let after = table.version().await.db("table version")?;
-        let rows = u32::try_from(held.ids.len()).map_err(|_| IndexError::Corrupt("over 4 billion rows".into()))?;
-        held.by_id = (0..rows).collect();
-        held.by_id.sort_unstable_by_key(|&row| held.ids[row as usize]);
+        held.index()?;
         held.shrink();
-        Ok((after == version).then_some(held))
+        Ok(held)
+    }
+
+    /// Sort the rows by id into `by_id`.
+    fn index(&mut self) -> Result<(), IndexError> {
+        let rows = u32::try_from(self.ids.len()).map_err(|_| IndexError::Corrupt("over 4 billion rows".into()))?;
+        self.by_id = (0..rows).collect();
+        let ids = &self.ids;
+        self.by_id.sort_unstable_by_key(|&row| ids[row as usize]);
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// These rows, then `more` (of the same width).
+    fn joined(&self, more: Rows) -> Rows {
+        let mut out = Rows { dim: self.dim.max(more.dim), width: self.width.max(more.width), ..Rows::default() };
+        for part in [self, &more] {
+            for row in 0..part.len() {
+                out.keys.push(part.keys.get(row));
+                out.hits.push(part.hits.get(row));
+            }
+            out.ids.extend(&part.ids);
+            out.kinds.extend(&part.kinds);
+            out.from.extend(&part.from);
+            out.until.extend(&part.until);
+            out.coarse.extend(&part.coarse);
+            out.fine.extend(&part.fine);
+            out.scales.extend(&part.scales);
+        }
+        // Fewer than 4 billion rows in two parts of a held table.
+        let _ = out.index();
+        out
     }
 
     fn shrink(&mut self) {
@@ -149,17 +282,8 @@ impl Held {
         self.scales.shrink_to_fit();
     }
 
-    pub(super) fn version(&self) -> u64 {
-        self.version
-    }
-
     fn key(&self, row: usize) -> &str {
         self.keys.get(row)
-    }
-
-    /// Row `row`'s hit, with score 0.
-    pub(super) fn hit(&self, row: usize) -> Result<Hit, IndexError> {
-        rows::hit(self.hits.get(row))
     }
 
     /// Whether row `row` is of one of `kinds` and, on day `as_of`, valid.
@@ -169,7 +293,7 @@ impl Held {
 
     /// The row with id `id`, with its key and `valid_from`, if it is of one of `kinds` and
     /// valid on `as_of`: `Some(None)` when it is not, `None` when no row held has that id.
-    pub(super) fn row(
+    fn row(
         &self,
         id: u64,
         kinds: &[DocKind],
@@ -181,13 +305,13 @@ impl Held {
         Some(passes.then(|| (row, self.key(row), rows::days_to_date(self.from[row]))))
     }
 
-    /// The `n` rows passing the filter nearest to `vector`, best first, ties by key.
-    pub(super) fn nearest(&self, vector: &[f32], kinds: &[DocKind], as_of: Option<NaiveDate>, n: usize) -> Vec<Near> {
-        if self.dim != vector.len() || n == 0 {
+    /// The `n` rows passing the filter (`day` as days) nearest to `vector`, as (distance,
+    /// row), best first, ties by key.
+    fn nearest(&self, vector: &[f32], kinds: &[DocKind], day: Option<i32>, n: usize) -> Vec<(f32, usize)> {
+        if self.dim != vector.len() || n == 0 || self.ids.is_empty() {
             return Vec::new();
         }
         let scan = Scan::new(vector);
-        let day = as_of.map(rows::date_to_days);
         let mut scores = vec![0i32; self.ids.len()];
         // Two threads: one core alone cannot read the codes from memory as fast as two.
         let half = self.ids.len() / 2;
@@ -216,14 +340,7 @@ impl Held {
             best.into_iter().map(|Reverse(Estimate(_, i))| (self.distance(vector, i), i)).collect();
         near.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| self.key(a.1).cmp(self.key(b.1))));
         near.truncate(n);
-        near.into_iter()
-            .map(|(distance, i)| Near {
-                key: self.key(i).to_string(),
-                distance: f64::from(distance),
-                row: i,
-                valid_from: rows::days_to_date(self.from[i]),
-            })
-            .collect()
+        near
     }
 
     /// Cosine distance of `vector` to row `row` as its coarse and fine codes give it.
@@ -256,6 +373,11 @@ impl Strings {
             self.ends.push(end);
         }
         Ok(())
+    }
+
+    fn push(&mut self, value: &str) {
+        self.all.push_str(value);
+        self.ends.push(u32::try_from(self.all.len()).unwrap_or(u32::MAX));
     }
 
     fn get(&self, row: usize) -> &str {
@@ -393,6 +515,46 @@ impl Slot {
         }
     }
 
+    /// This process appended the rows of `keys` to the table, making its latest version out of
+    /// `before` without moving any other row (no delete, no update, no compaction): when the
+    /// rows of `before` are held, read just the new rows and hold them on top, as the new
+    /// version, instead of reading every row again once the writes are quiet. Past
+    /// [`TAIL_MAX`] appended rows the next quiet read takes them all in again.
+    pub(super) async fn extend(self: &Arc<Self>, table: &Table, before: u64, keys: &[String]) {
+        if !self.on.load(Ordering::Relaxed) || keys.is_empty() {
+            return;
+        }
+        let held = {
+            let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            match state.held.as_ref().filter(|h| h.version == before && h.tail_len() + keys.len() <= TAIL_MAX) {
+                Some(held) => held.clone(),
+                None => return,
+            }
+        };
+        let Ok(version) = table.version().await else { return };
+        let filter = super::rank::key_list(keys, false);
+        let more = match Rows::read(table, Some(&filter)).await {
+            Ok(more) if more.len() == keys.len() => more,
+            Ok(more) => {
+                debug!(read = more.len(), appended = keys.len(), "appended rows not all found; reading them all later");
+                return;
+            }
+            Err(e) => {
+                debug!(error = %e, "could not read the appended rows; reading them all later");
+                return;
+            }
+        };
+        if table.version().await.ok() != Some(version) {
+            return;
+        }
+        // A search that saw the new version before this dropped the old rows; they are still
+        // the base of the new ones.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.held.as_ref().is_none_or(|h| h.version == before) {
+            state.held = Some(Arc::new(held.extended(version, more)));
+        }
+    }
+
     #[cfg(test)]
     /// The version of the vectors held, without asking the table for its latest.
     pub(super) fn held_version(&self) -> Option<u64> {
@@ -459,7 +621,7 @@ impl Slot {
         match read {
             Ok(Some(held)) => {
                 info!(
-                    rows = held.ids.len(),
+                    rows = held.base.len() + held.tail_len(),
                     version = held.version,
                     bytes = held.bytes(),
                     elapsed_ms = started.elapsed().as_millis() as u64,

@@ -114,9 +114,20 @@ impl Index {
         if total > 0 {
             report(stats.deleted);
         }
+        // Only appends (no row deleted or rewritten): the held rows can take the new ones on top.
+        let appended: Option<Vec<String>> = (plan.delete.is_empty()
+            && plan.repair.is_empty()
+            && !plan.write.is_empty()
+            && plan.write.len() <= KEYS_PER_FILTER
+            && plan.write.iter().all(|(d, _)| !existing.contains_key(&d.key)))
+        .then(|| plan.write.iter().map(|(d, _)| d.key.clone()).collect());
+        let before = table.version().await.db("table version")?;
         stats.embedded = self.write_rows(&table, &mut plan, &existing, &|n| report(stats.deleted + n)).await?;
         stats.upserted = plan.write.len();
-        self.after_sync(&table, &mut meta, stats.upserted + stats.deleted > 0).await?;
+        let maintained = self.after_sync(&table, &mut meta, stats.upserted + stats.deleted > 0).await?;
+        if let Some(keys) = appended.filter(|_| !maintained) {
+            self.held.extend(&table, before, &keys).await;
+        }
         if let Some(record) = &record {
             meta::write_sources(&self.dir, record).await?;
         }
@@ -180,7 +191,8 @@ impl Index {
     /// After rows were written (`wrote`): maintain the table, prune old versions, and tell the
     /// held rows; after maintenance, size the cache to the new indices and hand back what
     /// building them freed.
-    async fn after_sync(&self, table: &Table, meta: &mut meta::Meta, wrote: bool) -> Result<(), IndexError> {
+    /// Whether the table was maintained (compacted, its rows folded: row ids may have moved).
+    async fn after_sync(&self, table: &Table, meta: &mut meta::Meta, wrote: bool) -> Result<bool, IndexError> {
         let maintained = self.maintain(table, meta).await?;
         if wrote || maintained {
             self.prune(table).await?;
@@ -195,7 +207,7 @@ impl Index {
             // back otherwise.
             let _ = tokio::task::spawn_blocking(crate::sys::alloc::release_free_memory).await;
         }
-        Ok(())
+        Ok(maintained)
     }
 
     /// Key → stored hash and path(s) of every row a sync of `docs` over `scope` may touch: all

@@ -1208,3 +1208,40 @@ async fn a_write_is_held_again_without_a_search() {
     assert_eq!(keys(&index.search("lighthouse keeper boat", &lighthouse).await.unwrap())[0], "f-lighthouse");
     assert_eq!(index.held.served(), served + 1, "the first search after the write scanned held vectors");
 }
+
+/// Rows this process appends are held on top of the rows read, as the new version, at once:
+/// the first search after the write scans held vectors and finds the new rows by both legs,
+/// and the held rows, old and new, still give the exact nearest rows of every doc.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appended_rows_are_held_at_once_and_searched_like_the_rest() {
+    let (_root, embedder, index, mut docs, _) = holding_varied().await;
+    let served = index.held.served();
+    for (i, text) in ["Painted the lighthouse keeper's boat.", "Fed the lighthouse cat at dawn."].iter().enumerate() {
+        docs.push(fact(&format!("f-new{i}"), text, "2026-11-21"));
+        index.sync(&docs, Scope::All, None).await.unwrap();
+        let latest = index.table().version().await.unwrap();
+        assert_eq!(index.held.held_version(), Some(latest), "the appended rows are held at once");
+    }
+    let lighthouse = SearchOpts { kinds: Some(vec![DocKind::Fact]), ..opts(3) };
+    assert_eq!(keys(&index.search("lighthouse keeper boat", &lighthouse).await.unwrap())[0], "f-new0");
+    assert_eq!(index.held.served(), served + 1, "the first search after the writes scanned held vectors");
+    let held = index.held.current(&index.table()).await.expect("held");
+    for query in ["lighthouse cat", "apple river", "violin near the harbor"] {
+        let vector = embedder.vector(query);
+        for (kinds, as_of) in held_filters() {
+            let got = held.nearest(&vector, kinds, as_of, 6);
+            let (best, all) = brute_force(&docs, &embedder, &vector, kinds, as_of, 6);
+            assert_eq!(got.len(), best.len(), "{query} {kinds:?} {as_of:?}");
+            for (row, want) in got.iter().zip(&best) {
+                let exact = all[&row.key];
+                assert!((exact - want).abs() < 1e-4, "{query} {kinds:?} {as_of:?}: {} at {exact}, want {want}", row.key);
+                assert_eq!(held.hit(row.row).unwrap().key, row.key);
+            }
+        }
+    }
+    let text = query::held_text_rows(&index.table(), &held, "lighthouse cat", None, (&DocKind::ALL, None), 12)
+        .await
+        .unwrap()
+        .expect("every row lance returned is held, the appended ones too");
+    assert_eq!(text.first().map(|(k, _, _)| k.as_str()), Some("f-new1"), "{:?}", text.iter().map(|r| &r.0).collect::<Vec<_>>());
+}
