@@ -21,10 +21,13 @@
 //! **Never stale.** What is held belongs to one table version. Each search asks the table for
 //! its latest version (the connection reads other processes' writes at once) and uses the held
 //! rows only when they are of that version; otherwise it searches with lance, as a process
-//! without held rows does. Once a version has been the latest for [`HOLD_AFTER_QUIET`], seen
-//! by a search or made by a write of this process, its rows are read again in the background
-//! (about 0.7 s at 100k rows), searched or not; a steady stream of writes costs no rereading,
-//! only lance's speed. A settle (which runs as a daemon starts and once writes have been quiet
+//! without held rows does. A write of this process that only appended rows (a new fact, a new
+//! entry: nothing deleted, rewritten or compacted) reads back just those rows by key and holds
+//! them beside the others as the new version ([`Slot::extend`]), so the first search after it
+//! is as fast as any, for up to [`TAIL_MAX`] appended rows. Otherwise, once a version has been
+//! the latest for [`HOLD_AFTER_QUIET`], seen by a search or made by a write of this process,
+//! its rows are read again in the background (about 0.7 s at 100k rows), searched or not; a
+//! steady stream of other writes costs no rereading, only lance's speed. A settle (which runs as a daemon starts and once writes have been quiet
 //! for a while) reads them at once: the writes it waited for are over. A read that saw the
 //! version change under it is thrown away.
 
