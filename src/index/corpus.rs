@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use sha2::{Digest, Sha256};
+
 use chrono::NaiveDate;
 
 use crate::blocking;
@@ -210,16 +212,16 @@ pub async fn catch_up(
             let mut texts = Vec::with_capacity(days.len());
             for day in days {
                 let (text, rel) = read_day_text(&root, day)?;
-                let old_lines = before.files.get(&rel).and_then(|old| lines_before_append(&text, old));
-                texts.push((day, text, rel, old_lines));
+                let grown = before.files.get(&rel).and_then(|old| grown_from(&text, old));
+                texts.push((day, text, rel, grown));
             }
             // Only appended to, every one of them: the rows of their old lines stay as they are.
-            let appended = texts.iter().all(|(_, _, _, old_lines)| old_lines.is_some());
+            let appended = texts.iter().all(|(_, _, _, grown)| grown.is_some());
             let mut facts = Vec::with_capacity(texts.len());
             // Only the days this catch-up reads are kept: usually today's file alone, so a daemon
             // that runs for months does not keep the ids of every day it ever saw.
             parsed.retain(|rel, _| texts.iter().any(|(_, _, r, _)| r == rel));
-            for (day, text, rel, old_lines) in texts {
+            for (day, text, rel, grown) in texts {
                 let old = before.files.get(&rel);
                 let from = parsed
                     .remove(&rel)
@@ -233,14 +235,22 @@ pub async fn catch_up(
                     None => {
                         let mut state = DayParse::default();
                         let (mut day_facts, _) = parse_on(day, &text, &rel, &mut state);
-                        if let Some(old_lines) = old_lines.filter(|_| appended) {
+                        if let Some((size, _)) = grown.as_ref().filter(|_| appended) {
                             // The ids come from the whole file; the rows are those of the new lines.
+                            let old_lines = text.as_bytes()[..*size].iter().filter(|b| **b == b'\n').count();
                             day_facts.retain(|f| f.line > old_lines);
                         }
                         (day_facts, state)
                     }
                 };
-                let hash = crate::store::content_hash(text.as_bytes());
+                // The hash of the grown file goes on from its old bytes' (one pass over them).
+                let hash = match grown {
+                    Some((size, mut hasher)) => {
+                        hasher.update(&text.as_bytes()[size..]);
+                        hex::encode(hasher.finalize())
+                    }
+                    None => crate::store::content_hash(text.as_bytes()),
+                };
                 parsed.insert(rel, ParsedDay { size: text.len() as u64, hash, state });
                 facts.push(day_facts);
             }
@@ -260,16 +270,20 @@ pub async fn catch_up(
     Ok((Read::DayFiles(days.len()), stats, None))
 }
 
-/// When `text` is the file `old` describes with lines appended (its first `old.size` bytes
-/// hash to `old.hash` and end a line), the number of lines those bytes hold. The rows of those
-/// lines are then as they were: a line's fact, id included, depends only on the lines before
-/// it, and the settling files are unchanged (the caller checks).
-fn lines_before_append(text: &str, old: &crate::store::sources::Seen) -> Option<usize> {
+/// For a day file that only grew since it was recorded as `old` (its first `old.size` bytes,
+/// ending on a line, hash as recorded): that size, and the hasher over those bytes, to go on
+/// over the rest. The rows of those bytes' lines are then as they were: a line's fact, id
+/// included, depends only on the lines before it, and the settling files are unchanged (the
+/// caller checks).
+fn grown_from(text: &str, old: &crate::store::sources::Seen) -> Option<(usize, Sha256)> {
     let size = usize::try_from(old.size).ok()?;
     let prefix = text.as_bytes().get(..size)?;
     let whole_lines = prefix.is_empty() || prefix.ends_with(b"\n");
-    (size < text.len() && whole_lines && crate::store::content_hash(prefix) == old.hash)
-        .then(|| prefix.iter().filter(|b| **b == b'\n').count())
+    if size >= text.len() || !whole_lines {
+        return None;
+    }
+    let hasher = Sha256::new_with_prefix(prefix);
+    (hex::encode(hasher.clone().finalize()) == old.hash).then_some((size, hasher))
 }
 
 /// Open the index of a root with the configured embedder.

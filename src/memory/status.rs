@@ -44,9 +44,13 @@ fn derived(root: &Root) -> Result<StatusCounts, LedgerError> {
     Ok(counts)
 }
 
-/// Cache the counts of `ledger`, read after the files were looked at as `seen`. Blocking.
+/// Cache the counts of `ledger`, read after the files were looked at as `seen`, and bring the
+/// record summaries up to date (a pass's plan is read here once, not by the next `status`).
+/// Blocking.
 pub fn cache_counts(root: &Root, ledger: &Ledger, seen: Sources) -> Result<(), crate::store::atomic::WriteError> {
-    counts_of(ledger, seen).save(root)
+    counts_of(ledger, seen).save(root)?;
+    summaries(root);
+    Ok(())
 }
 
 /// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).
