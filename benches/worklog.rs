@@ -129,10 +129,11 @@ async fn bench(vocab: Vocab, n: usize) {
     let p50 = quantile(&mut times, 0.5);
     let p99 = quantile(&mut times, 0.99);
     println!(
-        "  GET /search from the first request a restarted daemon answers, {SEARCHES} one after another: p50 {:.2} ms, p99 {:.2} ms, slowest {:.1} ms",
+        "  GET /search from the first request a restarted daemon answers, {SEARCHES} one after another: p50 {:.2} ms, p99 {:.2} ms, slowest {:.1} ms; daemon RSS then {:.0} MiB",
         ms(p50),
         ms(p99),
-        ms(*times.last().unwrap())
+        ms(*times.last().unwrap()),
+        rss_mib(child.id())
     );
     let more = worklog::facts(vocab, n, WRITES);
     let mut found = Vec::with_capacity(WRITES);

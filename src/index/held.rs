@@ -52,6 +52,9 @@ pub const HOLD_AFTER_QUIET: Duration = Duration::from_secs(1);
 /// Rows appended by this process that the held rows take on top before they are read again.
 pub const TAIL_MAX: usize = 20_000;
 
+/// Free memory is handed back after every this many appends taken in.
+const TRIM_EVERY: u64 = 16;
+
 /// Candidates re-ranked by their fine codes per row a leg returns.
 pub const RERANK: usize = 4;
 
@@ -405,6 +408,8 @@ pub(super) struct Slot {
     state: Mutex<State>,
     /// Searches whose vector leg the held vectors answered.
     served: AtomicU64,
+    /// Times appended rows were taken in ([`Slot::extend`]).
+    extended: AtomicU64,
 }
 
 #[derive(Default)]
@@ -555,6 +560,13 @@ impl Slot {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.held.as_ref().is_none_or(|h| h.version == before) {
             state.held = Some(Arc::new(held.extended(version, more)));
+        }
+        drop(state);
+        // The filtered scans that found the rows freed what they read; a daemon taking posts is
+        // never idle long enough to hand that back otherwise. Not after every one: handing
+        // memory back takes the allocator's locks from the searches running meanwhile.
+        if self.extended.fetch_add(1, Ordering::Relaxed) % TRIM_EVERY == TRIM_EVERY - 1 {
+            tokio::task::spawn_blocking(crate::sys::alloc::release_free_memory);
         }
     }
 
