@@ -113,16 +113,7 @@ impl Daemon {
     /// The daemon's resident memory in MiB: all of it, and its anonymous part (heap and stacks:
     /// what the process allocated, without the pages of its own executable it has run).
     fn rss(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        let field = |name: &str| -> f64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .unwrap_or(0.0)
-                / 1024.0
-        };
-        (field("VmRSS:"), field("RssAnon:"))
+        run::rss(self.child.id())
     }
 
     /// Search p50 over the queries, after one warm-up pass over the first 20, and how many of

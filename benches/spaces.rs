@@ -167,16 +167,7 @@ impl Daemon {
 
     /// RSS and its anonymous part, MiB.
     fn rss(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        let field = |name: &str| -> f64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .unwrap_or(0.0)
-                / 1024.0
-        };
-        (field("VmRSS:"), field("RssAnon:"))
+        run::rss(self.child.id())
     }
 }
 

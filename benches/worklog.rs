@@ -50,17 +50,6 @@ fn spread(mut times: Vec<Duration>) -> String {
     format!("median {:.0} ms, slowest {:.0} ms", ms(p50), ms(*times.last().unwrap()))
 }
 
-/// RSS of a process, MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
 async fn search(client: &reqwest::Client, base: &str, token: &str, q: &str) -> (Duration, Value) {
     let sent = Instant::now();
     let response =
@@ -133,7 +122,7 @@ async fn bench(vocab: Vocab, n: usize) {
         ms(p50),
         ms(p99),
         ms(*times.last().unwrap()),
-        rss_mib(child.id())
+        run::rss(child.id()).0
     );
     let more = worklog::facts(vocab, n, WRITES);
     let mut found = Vec::with_capacity(WRITES);
@@ -157,7 +146,7 @@ async fn bench(vocab: Vocab, n: usize) {
         found.push(sent.elapsed());
     }
     let found_p50 = quantile(&mut found, 0.5);
-    let rss = rss_mib(child.id());
+    let rss = run::rss(child.id()).0;
     println!(
         "  POST /facts, then searches until found: p50 {:.1} ms, slowest {:.1} ms over {WRITES}; daemon RSS then {rss:.0} MiB",
         ms(found_p50),

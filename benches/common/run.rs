@@ -100,3 +100,18 @@ pub fn quantile(times: &mut [Duration], q: f64) -> Duration {
     times.sort();
     times[((times.len() - 1) as f64 * q).round() as usize]
 }
+
+/// The resident memory of process `pid` in MiB: all of it, and its anonymous part (heap and
+/// stacks: what the process allocated, without the pages of its own executable it has run).
+pub fn rss(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    (field("VmRSS:"), field("RssAnon:"))
+}

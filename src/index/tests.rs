@@ -1043,6 +1043,31 @@ fn brute_force(
     (best, all)
 }
 
+/// The 6 held rows nearest to `query` under the filter, checked against brute force: the
+/// exact nearest (up to distances within 1e-4 of each other), each with its exact distance and
+/// its doc's `valid_from`.
+fn exact_nearest(
+    held: &held::Held,
+    docs: &[Doc],
+    embedder: &BagOfWords,
+    query: &str,
+    kinds: &[DocKind],
+    as_of: Option<NaiveDate>,
+) -> Vec<held::Near> {
+    let vector = embedder.vector(query);
+    let got = held.nearest(&vector, kinds, as_of, 6);
+    let (best, all) = brute_force(docs, embedder, &vector, kinds, as_of, 6);
+    assert_eq!(got.len(), best.len(), "{query} {kinds:?} {as_of:?}");
+    for (row, want) in got.iter().zip(&best) {
+        let exact = all.get(&row.key).unwrap_or_else(|| panic!("{} does not pass the filter", row.key));
+        assert!((exact - want).abs() < 1e-4, "{query} {kinds:?} {as_of:?}: {} at {exact}, want {want}", row.key);
+        assert!((row.distance as f32 - exact).abs() < 1e-4, "{}: {} vs {exact}", row.key, row.distance);
+        let doc = docs.iter().find(|d| d.key == row.key).unwrap();
+        assert_eq!(row.valid_from, doc.valid_from);
+    }
+    got
+}
+
 /// Held vectors answer the vector leg with the exact nearest rows (up to distances within
 /// 1e-4 of each other), filters applied, where lance's ANN index only estimates them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1051,16 +1076,7 @@ async fn held_vectors_give_the_exact_nearest_rows() {
     for query in ["apple river", "violin near the harbor", "winter coffee market", "cousin dentist bicycle salmon"] {
         let vector = embedder.vector(query);
         for (kinds, as_of) in held_filters() {
-            let got = held.nearest(&vector, kinds, as_of, 6);
-            let (best, all) = brute_force(&docs, &embedder, &vector, kinds, as_of, 6);
-            assert_eq!(got.len(), best.len(), "{query} {kinds:?} {as_of:?}");
-            for (row, want) in got.iter().zip(&best) {
-                let exact = all.get(&row.key).unwrap_or_else(|| panic!("{} does not pass the filter", row.key));
-                assert!((exact - want).abs() < 1e-4, "{query} {kinds:?} {as_of:?}: {} at {exact}, want {want}", row.key);
-                assert!((row.distance as f32 - exact).abs() < 1e-4, "{}: {} vs {exact}", row.key, row.distance);
-                let doc = docs.iter().find(|d| d.key == row.key).unwrap();
-                assert_eq!(row.valid_from, doc.valid_from);
-            }
+            let got = exact_nearest(&held, &docs, &embedder, query, kinds, as_of);
             if as_of.is_none() {
                 let near = index.nearest(&vector, kinds, 6, &[]).await.unwrap();
                 assert_eq!(near.iter().map(|(k, _)| k).collect::<Vec<_>>(), got.iter().map(|r| &r.key).collect::<Vec<_>>());
@@ -1227,14 +1243,8 @@ async fn appended_rows_are_held_at_once_and_searched_like_the_rest() {
     assert_eq!(index.held.served(), served + 1, "the first search after the writes scanned held vectors");
     let held = index.held.current(&index.table()).await.expect("held");
     for query in ["lighthouse cat", "apple river", "violin near the harbor"] {
-        let vector = embedder.vector(query);
         for (kinds, as_of) in held_filters() {
-            let got = held.nearest(&vector, kinds, as_of, 6);
-            let (best, all) = brute_force(&docs, &embedder, &vector, kinds, as_of, 6);
-            assert_eq!(got.len(), best.len(), "{query} {kinds:?} {as_of:?}");
-            for (row, want) in got.iter().zip(&best) {
-                let exact = all[&row.key];
-                assert!((exact - want).abs() < 1e-4, "{query} {kinds:?} {as_of:?}: {} at {exact}, want {want}", row.key);
+            for row in exact_nearest(&held, &docs, &embedder, query, kinds, as_of) {
                 assert_eq!(held.hit(row.row).unwrap().key, row.key);
             }
         }

@@ -47,9 +47,7 @@ impl Memory {
     pub async fn status(&self) -> Result<Status, Error> {
         let me = self.clone();
         Ok(blocking(move || {
-            let mut status = crate::memory::status::status(&me.inner.root, &me.inner.config, me.inner.clock.now())?;
-            status.curation = Some(crate::memory::status::curation(&me.inner.root));
-            Ok::<_, crate::store::ledger::LedgerError>(status)
+            crate::memory::status::status_with_curation(&me.inner.root, &me.inner.config, me.inner.clock.now())
         })
         .await?)
     }

@@ -55,11 +55,27 @@ pub fn cache_counts(root: &Root, ledger: &Ledger, seen: Sources) -> Result<(), c
 
 /// Read the root and evaluate the gate as an unforced pass would at `now`. Blocking (reads files).
 pub fn status(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status, LedgerError> {
+    status_of(root, config, now, &summaries(root))
+}
+
+/// [`status`] with the curation totals, from one look at the plan and run records.
+pub fn status_with_curation(root: &Root, config: &Config, now: DateTime<Utc>) -> Result<Status, LedgerError> {
+    let summaries = summaries(root);
+    let mut status = status_of(root, config, now, &summaries)?;
+    status.curation = Some(curation(&summaries));
+    Ok(status)
+}
+
+fn status_of(
+    root: &Root,
+    config: &Config,
+    now: DateTime<Utc>,
+    summaries: &RecordSummaries,
+) -> Result<Status, LedgerError> {
     let derived = derived(root)?;
     let state = State::load(&root.state_json())?;
     let pending = derived.pending;
     // The gate counts what an unforced pass would take up, so it agrees with the pass.
-    let summaries = summaries(root);
     let waiting: Vec<&RecordSummary> = summaries.plans.values().filter(|p| p.pending).collect();
     let under_review: std::collections::HashSet<String> =
         waiting.iter().flat_map(|p| p.facts.iter().cloned()).collect();
@@ -182,8 +198,7 @@ fn run_summary(root: &Root, path: &std::path::Path) -> Option<RecordSummary> {
 }
 
 /// What curation did over the life of a root: totals over every run record and plan.
-pub fn curation(root: &Root) -> CurationStats {
-    let summaries = summaries(root);
+fn curation(summaries: &RecordSummaries) -> CurationStats {
     let mut stats = CurationStats::default();
     for run in summaries.runs.values() {
         stats.runs += 1;

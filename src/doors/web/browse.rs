@@ -129,7 +129,7 @@ pub(super) async fn undo(session: axum::Extension<Session>, Id(run): Id, Checked
     let numbers = |name: &str| -> Vec<usize> {
         fields.iter().filter(|(k, _)| k == name).filter_map(|(_, v)| v.parse().ok()).collect()
     };
-    let note = note(&fields);
+    let note = filled(&fields, "note");
     let what = Undo { ops: numbers("op"), groups: numbers("group"), note: note.map(str::to_string) };
     let from_page = field(&fields, "from") == Some("run");
     match session.service.undo(DOOR, &run, &what).await {
@@ -153,11 +153,6 @@ pub(super) async fn undo(session: axum::Extension<Session>, Id(run): Id, Checked
             response
         }
     }
-}
-
-/// A form's `note`, trimmed, if one was written.
-fn note(fields: &[(String, String)]) -> Option<&str> {
-    field(fields, "note").map(str::trim).filter(|n| !n.is_empty())
 }
 
 // ---- entries and facts ------------------------------------------------------------------------
@@ -227,7 +222,7 @@ pub(super) async fn forget(
     Id(id): Id,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let reason = field(&fields, "reason").map(str::trim).filter(|r| !r.is_empty());
+    let reason = filled(&fields, "reason");
     match session.service.forget(DOOR, &id, reason).await {
         Ok(_) => Redirect::to(&format!("{}?done=forgotten", session.base)).into_response(),
         Err(e) => error_page(&e, &session, "Forget"),
@@ -239,8 +234,7 @@ pub(super) async fn merge(session: axum::Extension<Session>, Id(id): Id, Checked
     let with = field(&fields, "with").unwrap_or("");
     let mut ids = vec![id.clone()];
     ids.extend(with.split([' ', ',']).map(str::trim).filter(|w| !w.is_empty()).map(str::to_string));
-    let text = field(&fields, "text").map(str::trim).filter(|t| !t.is_empty());
-    match session.service.merge(DOOR, &ids, text, note(&fields)).await {
+    match session.service.merge(DOOR, &ids, filled(&fields, "text"), filled(&fields, "note")).await {
         Ok(done) => curated(&session, &done, "merged"),
         Err(e) => entry_refused(&session, &id, &e).await,
     }
@@ -252,9 +246,7 @@ pub(super) async fn supersede(
     Id(id): Id,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let with = field(&fields, "with").map(str::trim).filter(|w| !w.is_empty());
-    let text = field(&fields, "text").map(str::trim).filter(|t| !t.is_empty());
-    let by = match (with, text) {
+    let by = match (filled(&fields, "with"), filled(&fields, "text")) {
         (Some(with), None) => crate::planning::curate::Successor::Entry(with.to_string()),
         (None, Some(text)) => crate::planning::curate::Successor::Text(text.to_string()),
         _ => {
@@ -264,7 +256,7 @@ pub(super) async fn supersede(
             return entry_refused(&session, &id, &e).await;
         }
     };
-    match session.service.supersede(DOOR, &id, by, note(&fields)).await {
+    match session.service.supersede(DOOR, &id, by, filled(&fields, "note")).await {
         Ok(done) => curated(&session, &done, "superseded"),
         Err(e) => entry_refused(&session, &id, &e).await,
     }

@@ -354,6 +354,11 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
     fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
+/// A form field as written, trimmed, when something was written in it.
+fn filled<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    field(fields, name).map(str::trim).filter(|v| !v.is_empty())
+}
+
 // ---- inbox ------------------------------------------------------------------------------------
 
 #[derive(Template, WebTemplate)]

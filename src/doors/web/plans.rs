@@ -291,7 +291,7 @@ pub(super) async fn decide(
     Id(id): Id,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let note = field(&fields, "note").map(str::trim).filter(|n| !n.is_empty());
+    let note = filled(&fields, "note");
     let result = match field(&fields, "action") {
         Some("reject") => {
             session.service.reject_plan(DOOR, &id, note).await.map(|_| format!("{}?done=rejected", session.base))
