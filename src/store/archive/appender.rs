@@ -96,8 +96,7 @@ impl Appender {
         let rel = root.relative(&path);
         let io = |source| ArchiveError::Io { path: rel.clone(), source };
         crate::sys::access::create_dir(&root.archive_dir()).map_err(io)?;
-        let mut file = crate::sys::access::open_append(&path).map_err(io)?;
-        file.lock().map_err(io)?;
+        let mut file = open_locked(&path).map_err(io)?;
         let stamp = FileStamp::of(&file.metadata().map_err(io)?);
         let mut day = match self.days.remove(&date).filter(|day| day.stamp == stamp) {
             Some(day) => day,
@@ -147,5 +146,24 @@ impl Appender {
         file.unlock().map_err(io)?;
         self.days.insert(date, day);
         Ok(facts)
+    }
+}
+
+/// Open a day file for appending and take its lock, as the file at `path` is once the lock is
+/// held: a sync may replace a day file (under its lock) while this waits for it, and an
+/// append to the file it replaced would be lost.
+pub(crate) fn open_locked(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    loop {
+        let file = crate::sys::access::open_append(path)?;
+        file.lock()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let (held, now) = (file.metadata()?, std::fs::metadata(path));
+            if now.is_ok_and(|now| now.ino() != held.ino() || now.dev() != held.dev()) {
+                continue; // replaced while we waited: lock the file that is there now
+            }
+        }
+        return Ok(file);
     }
 }

@@ -26,6 +26,7 @@ mod lines;
 mod tests;
 
 pub use appender::Appender;
+pub(crate) use appender::open_locked;
 pub use lines::{DayParse, parse_day, parse_on, render_line};
 use lines::Occurrences;
 
