@@ -54,6 +54,7 @@ pub struct Config {
     pub time: TimeConfig,
     pub spaces: SpacesConfig,
     pub hooks: HooksConfig,
+    pub sync: SyncConfig,
 }
 
 impl Default for Config {
@@ -75,6 +76,7 @@ impl Default for Config {
             time: TimeConfig::default(),
             spaces: SpacesConfig::default(),
             hooks: HooksConfig::default(),
+            sync: SyncConfig::default(),
         }
     }
 }
@@ -328,6 +330,19 @@ impl Default for RecallConfig {
     fn default() -> Self {
         RecallConfig { window_days: 30 }
     }
+}
+
+/// Sync through git (`memfold sync`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncConfig {
+    /// The git remote a root syncs with (any address git takes: a path, ssh, https). The
+    /// daemon sets a root up for sync with it the first time, as `memfold sync --init` does;
+    /// empty: only what `memfold sync --init REMOTE` set up.
+    pub remote: String,
+    /// Minutes between the daemon's syncs; 0 syncs only after a pass that applied something
+    /// (and on `memfold sync`).
+    pub interval_minutes: u64,
 }
 
 /// The agent hooks (`memfold hook EVENT`).

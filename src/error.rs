@@ -95,6 +95,9 @@ pub enum Error {
     IndexUnreadable { path: String, message: String },
     #[error("{0}")]
     Other(String),
+    /// git failed during a sync (no network, authentication, a remote that refuses).
+    #[error("sync: {0}")]
+    Git(#[from] crate::store::git::GitError),
     /// A request that names a space its credentials do not reach, or a space name where none
     /// may be named.
     #[error("{0}")]
@@ -152,7 +155,7 @@ impl Error {
             Error::Llm(_) | Error::TurnNotStored(_) | Error::LlmReply(_) => Kind::BadGateway,
             Error::Forbidden(_) => Kind::Forbidden,
             Error::NoSpace(_) => Kind::NotFound,
-            Error::SpaceUnavailable { .. } | Error::IndexUnreadable { .. } => Kind::Unavailable,
+            Error::SpaceUnavailable { .. } | Error::IndexUnreadable { .. } | Error::Git(_) => Kind::Unavailable,
             Error::InSpace { source, .. } => source.kind(),
             _ => Kind::Internal,
         }

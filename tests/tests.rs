@@ -23,5 +23,6 @@ mod scheduler;
 mod secrets;
 mod security;
 mod spaces;
+mod sync;
 mod ui;
 mod ui_browser;

@@ -140,6 +140,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Sync with a git remote: commit what changed here, fetch, merge memfold's files, push.
+    Sync {
+        /// Make the root a repository (if it is not one) that syncs with REMOTE (a path, an
+        /// ssh or https address); a root that already holds memory joins the remote's.
+        #[arg(long, value_name = "REMOTE")]
+        init: Option<String>,
+        /// Show ahead/behind, the last sync and its error; change nothing.
+        #[arg(long)]
+        status: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the gate, pending facts, entries and the last run.
     Status {
         #[arg(long)]
@@ -416,6 +428,17 @@ pub fn run(cli: Cli) -> Result<i32> {
             Command::Import { from, path, json } => import(&memory, &from, path, json).await,
             Command::Add(args) => add(&memory, args),
             Command::Status { json } => status(&memory, json).await,
+            Command::Sync { init, status: true, json } => {
+                if init.is_some() {
+                    bail!("--status changes nothing: give it without --init");
+                }
+                let status = memory.sync_status().await?;
+                print(json, &status, || render::sync_status(&status))
+            }
+            Command::Sync { init, json, .. } => {
+                let report = memory.sync(init).await?;
+                print(json, &report, || render::synced(&report))
+            }
             Command::Sweep { full, dry_run, json } => {
                 let report = memory.sweep(SweepOptions { full, dry_run }).await?;
                 print(json, &report, || render::sweep(&report))

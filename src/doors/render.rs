@@ -135,6 +135,74 @@ pub fn forgotten(done: &Forgotten) -> String {
     format!("forgot {} {}; it will not come back (tombstoned: {})", done.kind, done.id, ids(&done.tombstoned))
 }
 
+/// What `memfold sync` did.
+pub fn synced(report: &crate::memory::SyncReport) -> String {
+    let m = &report.merged;
+    let mut out = format!("synced with {}", report.remote);
+    if report.merges == 0 {
+        out.push_str(if report.committed {
+            ": sent what changed here; nothing new there"
+        } else {
+            ": nothing new on either side"
+        });
+    } else {
+        out.push_str(&format!(
+            ": {} fact{} and {} entr{} came in, {} tombstone{}",
+            m.facts,
+            plural(m.facts),
+            m.entries,
+            if m.entries == 1 { "y" } else { "ies" },
+            m.tombstones,
+            plural(m.tombstones)
+        ));
+    }
+    for c in &m.conflicts {
+        let kept = if c.theirs_kept { "the other machine's version" } else { "this machine's version" };
+        let what = match c.kind {
+            crate::planning::sync::ConflictKind::ChangedOnBoth => "changed on two machines",
+            crate::planning::sync::ConflictKind::RemovedHere => "removed here, changed on the other machine",
+            crate::planning::sync::ConflictKind::RemovedThere => "removed on the other machine, changed here",
+        };
+        out.push_str(&format!("\n  {}: {what}; {kept} is current", c.entry));
+    }
+    if let Some(plan) = &m.plan {
+        out.push_str(&format!(
+            "\n  plan {plan} brings back the other versions: `memfold plan {plan}`, then `apply` or `reject` it"
+        ));
+    }
+    for id in &m.buried {
+        out.push_str(&format!("\n  {id}: left memory.md, a fact of it was forgotten on a machine"));
+    }
+    for path in &m.kept {
+        out.push_str(&format!("\n  {path}: changed on both machines; this machine's version is kept"));
+    }
+    out.push_str(&format!("\n  {} ms merging, {} ms in git", report.ms, report.git_ms));
+    out
+}
+
+/// `memfold sync --status`.
+pub fn sync_status(status: &crate::memory::SyncStatus) -> String {
+    if !status.enabled {
+        return "sync is not set up: `memfold sync --init REMOTE`".to_string();
+    }
+    let s = &status.state;
+    let when = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("never".to_string(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+    };
+    let mut out = format!(
+        "remote: {}\nlast sync: {}\nahead {}, behind {} (as of the last fetch){}",
+        s.remote.as_deref().unwrap_or("?"),
+        when(s.last_sync),
+        status.ahead,
+        status.behind,
+        if status.changed { "; files changed here since" } else { "" }
+    );
+    if let Some(error) = &s.last_error {
+        out.push_str(&format!("\nlast attempt {} failed: {error}", when(s.last_attempt)));
+    }
+    out
+}
+
 pub fn pinned(id: &str, pinned: bool) -> String {
     if pinned {
         format!("pinned {id}: consolidation will never replace or remove it")
@@ -230,6 +298,13 @@ pub fn status(status: &Status, reader: Reader) -> String {
             let _ = write!(out, "\nlast run: {} at {} ({} ops)", run.id, run.finished.to_rfc3339(), run.ops);
         }
         None => out.push_str("\nlast run: none"),
+    }
+    if let Some(sync) = &status.sync {
+        let when = sync.last_sync.map_or("never".to_string(), |t| t.to_rfc3339());
+        let _ = write!(out, "\nsync: last at {when}");
+        if let Some(error) = &sync.last_error {
+            let _ = write!(out, "; the last attempt failed: {error}");
+        }
     }
     if status.problems > 0 {
         let _ = write!(out, "\nproblems: {} (see {})", status.problems, reader.step(Step::Verify));

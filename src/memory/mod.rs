@@ -33,6 +33,7 @@ mod reads;
 mod search;
 pub(crate) mod status;
 mod sweeps;
+pub(crate) mod sync;
 
 #[cfg(test)]
 pub(crate) use passes::promote_root;
@@ -41,6 +42,7 @@ pub mod views;
 pub use curation::Undo;
 pub use ingest::CheckedFacts;
 pub use sweeps::{SweepOptions, SweepReport};
+pub use sync::{SyncReport, SyncState, SyncStatus, due as sync_due};
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;

@@ -93,6 +93,10 @@ pub struct Status {
     /// When the last sweep finished, and whether one is due (`consolidation.sweep_interval_hours`).
     pub last_sweep: Option<DateTime<Utc>>,
     pub sweep_due: bool,
+    /// How the last sync through git went, when the root syncs (`memfold sync --status` adds
+    /// ahead/behind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<crate::memory::SyncState>,
     /// Totals over every run and plan (`memfold status`, `GET /status`, `/metrics`; not read
     /// when the daemon only looks at the gate).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -15,3 +15,4 @@ pub mod promote;
 pub mod remember;
 pub mod review;
 pub mod sweep;
+pub mod sync;

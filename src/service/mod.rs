@@ -691,6 +691,30 @@ impl Service {
     }
 
     /// The scheduled sweep, when `consolidation.sweep_interval_hours` says one is due.
+    /// Sync with the git remote when it is due (see [`Memory::sync_due`]), as the space's one
+    /// change at that moment. A failure is logged and kept for `status`; the next one tries again.
+    pub(crate) async fn sync_if_due(&self, after_pass: bool) {
+        if !self.memory.sync_due(after_pass) {
+            return;
+        }
+        match self.one_at_a_time(self.memory.sync(None)).await {
+            Ok(report) => tracing::info!(
+                space = %self.name,
+                merges = report.merges,
+                facts = report.merged.facts,
+                entries = report.merged.entries,
+                conflicts = report.merged.conflicts.len(),
+                "synced"
+            ),
+            Err(e) if e.kind() == crate::error::Kind::Busy => {
+                tracing::debug!(space = %self.name, "sync skipped: another change holds the lock")
+            }
+            Err(e) => {
+                tracing::warn!(space = %self.name, error = %e, "sync failed; `memfold sync --status` says why, the next one tries again")
+            }
+        }
+    }
+
     pub(crate) async fn sweep_if_due(&self) {
         match self.memory.sweep_due().await {
             Ok(true) => match self.one_at_a_time(self.memory.sweep(SweepOptions::default())).await {

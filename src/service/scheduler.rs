@@ -254,6 +254,18 @@ impl SchedulerWorker {
                     waiting.extend(ready.into_iter().map(|(_, request)| request));
                 }
                 _ = tick.tick(), if self.ticks => {
+                    for name in self.spaces.sync_due().await {
+                        if busy.contains(&name) {
+                            continue; // its pass syncs when it has applied something
+                        }
+                        let spaces = self.spaces.clone();
+                        tokio::spawn(async move {
+                            match spaces.service(&name, false).await {
+                                Ok(service) => service.sync_if_due(false).await,
+                                Err(e) => tracing::warn!(space = %name, error = %e, "sync due, but the space cannot be opened"),
+                            }
+                        });
+                    }
                     for name in self.spaces.due().await {
                         if !due.contains(&name) && !busy.contains(&name) {
                             due.push_back(name);
@@ -398,6 +410,9 @@ async fn run_one(request: PassRequest) -> Finished {
     let result = service.run_pass(request.opts).await;
     if request.trigger == Trigger::Schedule {
         service.sweep_if_due().await;
+    }
+    if result.as_ref().is_ok_and(|report| report.applied) {
+        service.sync_if_due(true).await;
     }
     drop(guard.disarm());
     let elapsed = started.elapsed();

@@ -568,6 +568,23 @@ impl Spaces {
         lock(&self.gates).order(open, Instant::now())
     }
 
+    /// The spaces whose sync with their git remote is due by `[sync] interval_minutes` (read
+    /// from each space's files without opening it).
+    pub async fn sync_due(&self) -> Vec<String> {
+        let Some(me) = self.me.upgrade() else { return Vec::new() };
+        let now = Utc::now();
+        crate::blocking(move || {
+            me.names()
+                .into_iter()
+                .filter(|name| {
+                    me.config_of(name)
+                        .is_ok_and(|config| crate::memory::sync_due(&Root::new(&config.root), &config.sync, false, now))
+                })
+                .collect()
+        })
+        .await
+    }
+
     /// A pass of space `name` ended: a gate open after it counts its age from now, so a space
     /// that keeps receiving facts goes behind the spaces that waited.
     pub fn passed(&self, name: &str) {

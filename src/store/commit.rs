@@ -130,6 +130,19 @@ pub struct Change {
     /// `MEMORY.md` without the lines of removed entries, written only if the file still
     /// hashes to the first string (a person's edit wins; the next promotion catches up).
     pub memory_md: Option<(String, String)>,
+    /// Other files of the root a sync brings from another machine (archive day files, the
+    /// tombstones, files a person keeps in the root), written after everything above.
+    pub files: Vec<FileWrite>,
+}
+
+/// A file a sync writes, by path relative to the root.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileWrite {
+    /// Bytes appended at the end (under the file's lock, as the archive's appenders take it).
+    Append { path: String, text: String },
+    /// The whole file replaced, unless it no longer hashes to `before` (a person's or an
+    /// appender's write since wins; the next sync brings the rest).
+    Replace { path: String, before: String, text: String },
 }
 
 impl Change {
@@ -147,6 +160,7 @@ impl Change {
             && self.records.is_empty()
             && self.state.is_none()
             && self.memory_md.is_none()
+            && self.files.is_empty()
     }
 }
 
@@ -344,6 +358,18 @@ fn steps(root: &Root, change: &Change) -> Result<Vec<Step>, CommitError> {
     if let Some((before, text)) = &change.memory_md {
         steps.push(Step::Guarded { path: MEMORY_MD.into(), before: before.clone(), text: text.clone() });
     }
+    for file in &change.files {
+        steps.push(match file {
+            FileWrite::Append { path, text } => {
+                let (at, tail) = tail(&root.dir().join(path), 1).map_err(io(path))?;
+                let text = if tail.is_empty() || tail.ends_with('\n') { text.clone() } else { format!("\n{text}") };
+                Step::Append { path: path.clone(), at, text }
+            }
+            FileWrite::Replace { path, before, text } => {
+                Step::Guarded { path: path.clone(), before: before.clone(), text: text.clone() }
+            }
+        });
+    }
     Ok(steps)
 }
 
@@ -378,6 +404,7 @@ fn run(root: &Root, step: &Step) -> Result<(), CommitError> {
             Err(e) => Err(e.into()),
         },
         Step::Guarded { path, before, text } => {
+            let _day = day_lock(root, path)?;
             match write_atomic(&root.dir().join(path), text.as_bytes(), Some(before)) {
                 Ok(()) => Ok(()),
                 Err(WriteError::Stale { .. }) => {
@@ -435,6 +462,7 @@ fn redo(root: &Root, step: &Step) -> Result<Redo, CommitError> {
             Ok(Redo::Done)
         }
         Step::Guarded { path, before, text } => {
+            let _day = day_lock(root, path)?;
             let target = root.dir().join(path);
             let hash = current_hash(&target).map_err(io(path))?;
             if hash == *before {
@@ -459,11 +487,25 @@ fn redo(root: &Root, step: &Step) -> Result<Redo, CommitError> {
     }
 }
 
+/// An archive day file's lock, held while a sync replaces the file, so no appender writes to
+/// the file being replaced (an appender that waited checks that it locked the file that is
+/// there now). None for every other file.
+fn day_lock(root: &Root, path: &str) -> Result<Option<std::fs::File>, CommitError> {
+    if !path.starts_with("archive/") || !root.dir().join(path).exists() {
+        return Ok(None);
+    }
+    crate::store::archive::open_locked(&root.dir().join(path)).map(Some).map_err(io(path))
+}
+
 /// Make `bytes` stand at offset `at` of the file: nothing to do if they already do, the rest
 /// of them if a write was cut short, all of them at the end otherwise (the file was shortened
 /// or grew by other hands since).
 fn append_at(path: &Path, at: u64, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = crate::sys::access::open_append(path)?;
+    if let Some(dir) = path.parent() {
+        crate::sys::access::create_dir(dir)?;
+    }
+    // The lock an archive appender takes: a day file a sync appends to is one it may append to.
+    let mut file = crate::store::archive::open_locked(path)?;
     let len = file.metadata()?.len();
     if len >= at {
         file.seek(SeekFrom::Start(at))?;
@@ -490,7 +532,7 @@ fn append_at(path: &Path, at: u64, bytes: &[u8]) -> std::io::Result<()> {
 /// `recorded`, `stepN` (after the Nth step) or `done`. With `MEMFOLD_TEST_PAUSE_AT` naming it
 /// (builds with the `testkit` feature only), the process says so on stderr and waits to be
 /// killed.
-fn failpoint(kind: &str, point: &str) {
+pub(crate) fn failpoint(kind: &str, point: &str) {
     #[cfg(feature = "testkit")]
     if let Ok(at) = std::env::var("MEMFOLD_TEST_PAUSE_AT")
         && at.split_once(':') == Some((kind, point))

@@ -11,6 +11,7 @@ pub mod caches;
 pub mod commit;
 pub mod egress;
 pub mod entries;
+pub mod git;
 pub mod home;
 pub mod ledger;
 pub mod listening;

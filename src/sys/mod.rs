@@ -4,6 +4,7 @@
 pub mod access;
 pub mod alloc;
 pub mod clock;
+pub mod host;
 pub mod limits;
 pub mod lock;
 mod random;

@@ -67,6 +67,9 @@ pub enum PlanReason {
     /// What a sweep of the current entries found (duplicates, contradictions, superseded
     /// values): never applied on its own.
     Sweep,
+    /// An entry changed on two machines between syncs: the later version stays current, the
+    /// plan brings back the other.
+    Sync,
     /// A reason this build does not know (a newer memfold's); kept as is.
     Other(String),
 }
@@ -79,6 +82,7 @@ impl PlanReason {
             PlanReason::Proposal => "proposal",
             PlanReason::Rebuild => "rebuild",
             PlanReason::Sweep => "sweep",
+            PlanReason::Sync => "sync",
             PlanReason::Other(s) => s,
         }
     }
@@ -92,6 +96,7 @@ impl From<String> for PlanReason {
             "proposal" => PlanReason::Proposal,
             "rebuild" => PlanReason::Rebuild,
             "sweep" => PlanReason::Sweep,
+            "sync" => PlanReason::Sync,
             _ => PlanReason::Other(s),
         }
     }

@@ -1,0 +1,594 @@
+//! Merging a root with another machine's copy of it (`memfold sync`): pure, from three versions
+//! of each file (the last synced one, this machine's, the other's) to one [`Change`].
+//!
+//! A file changed on one side only takes that side's bytes. Changed on both, memfold merges it
+//! by what it holds:
+//!
+//! - archive day files: every fact the other side has and this one lacks (by fact id) is
+//!   appended, as its line was written there. A day file changed only there takes its bytes
+//!   when they hold every fact this one has (so both machines end with the same file), under
+//!   the day file's lock; otherwise what it lacks is appended. No fact ever leaves a day file;
+//! - `.memfold/tombstones.jsonl`: the union of the lines;
+//! - `consolidated/memory.md`: three-way by entry id. An entry changed on one side takes that
+//!   side's version; changed on both, the later `updated` stays current, the other version goes
+//!   to `history.md` and a plan for review brings it back if a person says so; removed on one
+//!   side and changed on the other, the changed version stays current and is named in the
+//!   report (nothing is lost meanwhile);
+//! - `history.md`: this side's blocks, less those the other side took back since the last sync
+//!   (an undo re-marks blocks), plus the blocks the other side added;
+//! - `MEMORY.md`: the lines a person wrote on either side; memfold's own lines are this side's
+//!   until the next promotion rewrites them;
+//! - any other file: this side's version, named in the report.
+//!
+//! Then, whatever the files said: an entry a tombstone names, or that names a tombstoned fact,
+//! leaves `memory.md` for `history.md` (a fact deleted on one machine is deleted on both; the
+//! entry's other facts are pending again for the next pass).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::planning::consolidate::divert;
+use crate::planning::consolidate::ops::{Op, ProposedOp};
+use crate::planning::consolidate::plan::Planner;
+use crate::planning::consolidate::records::PlanReason;
+use crate::store::archive::{self, Fact};
+use crate::store::commit::{Change, EntryDelta, FileWrite, HistoryWrite, MemoryWrite};
+use crate::store::content_hash;
+use crate::store::entries::{Entry, EntryFile, HistoryStatus, Item};
+use crate::store::ledger::{Ledger, fact_text_hash};
+use crate::store::promoted;
+use crate::store::state::Tombstone;
+
+pub const MEMORY: &str = "consolidated/memory.md";
+pub const HISTORY: &str = "consolidated/history.md";
+pub const TOMBSTONES: &str = ".memfold/tombstones.jsonl";
+pub const PROMOTED: &str = "MEMORY.md";
+
+/// One file as it was at the last sync, is here, and is on the other machine (None: absent).
+#[derive(Debug, Clone, Default)]
+pub struct Side {
+    pub base: Option<String>,
+    pub ours: Option<String>,
+    pub theirs: Option<String>,
+}
+
+impl Side {
+    fn ours(&self) -> &str {
+        self.ours.as_deref().unwrap_or("")
+    }
+    fn base(&self) -> &str {
+        self.base.as_deref().unwrap_or("")
+    }
+}
+
+/// What a merge is made from.
+pub struct Request<'a> {
+    /// This root as read under the lock.
+    pub ledger: &'a Ledger,
+    /// Every file whose version differs between the sides, by path relative to the root, and
+    /// always `memory.md`, `history.md`, `MEMORY.md` and the tombstones.
+    pub files: &'a BTreeMap<String, Side>,
+    /// The other machine's version, as people read it in reasons ("origin/main 1a2b3c4").
+    pub other: &'a str,
+    /// The id of the review plan, if the merge makes one.
+    pub run: &'a str,
+    pub now: DateTime<Utc>,
+    pub today: NaiveDate,
+}
+
+/// How an entry's two versions disagreed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConflictKind {
+    /// Changed on both machines: the later `updated` stays current.
+    ChangedOnBoth,
+    /// Removed here, changed on the other machine: the change stays current.
+    RemovedHere,
+    /// Removed on the other machine, changed here: the change stays current.
+    RemovedThere,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub entry: String,
+    pub kind: ConflictKind,
+    /// Whether the version that stays current is the other machine's.
+    pub theirs_kept: bool,
+}
+
+/// What a merge brought in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Merged {
+    /// Facts appended to this machine's archive.
+    pub facts: usize,
+    /// Entries of `memory.md` taken from the other machine (new or changed there).
+    pub entries: usize,
+    /// Tombstones that came from the other machine.
+    pub tombstones: usize,
+    pub conflicts: Vec<Conflict>,
+    /// Entries that left `memory.md` because a tombstone covers them or one of their facts.
+    pub buried: Vec<String>,
+    /// Files changed on both machines that memfold does not merge: this machine's version stays.
+    pub kept: Vec<String>,
+    /// The review plan for the entries changed on both machines.
+    pub plan: Option<String>,
+}
+
+/// Plan the merge: the change that writes it, and what it brings.
+pub fn plan(req: &Request) -> (Change, Merged) {
+    let mut change = Change::new(format!("sync {}", req.run));
+    let mut merged = Merged::default();
+    let empty = Side::default();
+    let side = |path: &str| req.files.get(path).unwrap_or(&empty);
+
+    // Tombstones first: they decide what may stay current.
+    let tomb_side = side(TOMBSTONES);
+    let new_tomb_lines = added_lines(tomb_side);
+    let mut tombstones: Vec<Tombstone> = req.ledger.tombstones.clone();
+    for line in &new_tomb_lines {
+        if let Ok(t) = serde_json::from_str::<Tombstone>(line) {
+            tombstones.push(t);
+            merged.tombstones += 1;
+        }
+    }
+    if let Some(write) = lines_write(TOMBSTONES, tomb_side, &new_tomb_lines) {
+        change.files.push(write);
+    }
+
+    // Archive day files: the facts the other side has and this one lacks.
+    let mut facts: Vec<Fact> = Vec::new();
+    for (path, files) in req.files {
+        let Some(date) = day_of(path) else { continue };
+        let (write, added) = merge_day(path, date, files);
+        facts.extend(added);
+        change.files.extend(write);
+    }
+    merged.facts = facts.len();
+
+    // memory.md, then the tombstone rule over the result.
+    let mem = side(MEMORY);
+    let ours_text = mem.ours().to_string();
+    let (mut memory, taken, conflicts, losers) = merge_memory(mem);
+    merged.entries = taken;
+    let all_facts: HashMap<&str, &Fact> = req.ledger.facts.iter().chain(facts.iter()).map(|f| (f.id.as_str(), f)).collect();
+    let buried = bury_tombstoned(&mut memory, &tombstones, &all_facts, req.other, req.today);
+    merged.buried = buried.iter().map(|e| e.id().to_string()).collect();
+    let text = memory.render();
+    let mut history_blocks: Vec<Entry> = losers.iter().map(|(loser, _)| loser.clone()).collect();
+    history_blocks.extend(buried);
+    if text != ours_text {
+        let before = EntryFile::parse(&ours_text, MEMORY);
+        let after = EntryFile::parse(&text, MEMORY);
+        change.memory = Some(MemoryWrite {
+            before: content_hash(&ours_text),
+            entries: deltas(&before, &after),
+            text: text.clone(),
+        });
+    }
+
+    // history.md.
+    let history = merge_history(side(HISTORY), &history_blocks);
+    if let Some(history) = &history {
+        change.history = Some(HistoryWrite::Rewrite { before: content_hash(side(HISTORY).ours()), text: history.clone() });
+    }
+
+    // MEMORY.md: a person's lines from both sides, without the lines of entries that left.
+    let promoted_side = side(PROMOTED);
+    let promoted_now = promoted_side.ours().to_string();
+    let mut promoted_text = merge_promoted(promoted_side).unwrap_or_else(|| promoted_now.clone());
+    let gone: Vec<String> = EntryFile::parse(&ours_text, MEMORY)
+        .entries()
+        .map(|e| e.id().to_string())
+        .filter(|id| memory.get(id).is_none())
+        .collect();
+    if let Some(without) = promoted::without_lines(&promoted_text, &gone) {
+        promoted_text = without;
+    }
+    if promoted_text != promoted_now {
+        change.memory_md = Some((content_hash(&promoted_now), promoted_text));
+    }
+
+    // Any other file.
+    for (path, files) in req.files {
+        if [MEMORY, HISTORY, TOMBSTONES, PROMOTED].contains(&path.as_str()) || day_of(path).is_some() {
+            continue;
+        }
+        match take_one_side(files) {
+            Taken::Theirs(Some(text)) => change.files.push(write_to(path, files.ours(), &text)),
+            Taken::Theirs(None) | Taken::Ours => {}
+            Taken::Both => merged.kept.push(path.clone()),
+        }
+    }
+
+    // The watermark of what the merge leaves: facts from the other machine, and facts whose
+    // entry the other machine took back (an undo), are pending until a pass takes them.
+    if change.memory.is_some() || !facts.is_empty() || merged.tombstones > 0 {
+        let after = Ledger {
+            facts: req.ledger.facts.iter().chain(facts.iter()).cloned().collect(),
+            memory: EntryFile::parse(&text, MEMORY),
+            history: match &history {
+                Some(text) => EntryFile::parse(text, HISTORY),
+                None => req.ledger.history.clone(),
+            },
+            tombstones: tombstones.clone(),
+            state: req.ledger.state.clone(),
+            problems: Vec::new(),
+        };
+        let pending: HashSet<&str> = after.pending().into_iter().map(|f| f.id.as_str()).collect();
+        let watermark = after.watermark(&pending, req.today);
+        if watermark != req.ledger.state.watermark {
+            let mut state = req.ledger.state.clone();
+            state.watermark = watermark;
+            change.state = Some(state);
+        }
+    }
+
+    // The versions that lost a conflict, offered back for review.
+    let both: Vec<&(Entry, Conflict)> = losers.iter().filter(|(_, c)| c.kind == ConflictKind::ChangedOnBoth).collect();
+    if !both.is_empty() {
+        let current = EntryFile::parse(&text, MEMORY);
+        let no_facts = HashMap::new();
+        let mut planner = Planner::new(current.clone(), &no_facts, req.run.to_string(), req.now, req.today);
+        let ops: Vec<ProposedOp> = both
+            .iter()
+            .filter(|(loser, _)| current.get(loser.id()).is_some())
+            .map(|(loser, c)| {
+                let whose = if c.theirs_kept { "this machine" } else { req.other };
+                ProposedOp::with_signals(
+                    Op::Replace {
+                        target: loser.id().to_string(),
+                        facts: Vec::new(),
+                        content: loser.content.clone(),
+                        why: Some(format!("changed on two machines: the version from {whose}")),
+                    },
+                    vec!["sync".into()],
+                )
+            })
+            .collect();
+        planner.apply(&ops);
+        let plan = planner.finish(current.hash.clone());
+        if !plan.journal.is_empty() {
+            let stored = divert::stored(&plan, Vec::new(), PlanReason::Sync, req.run, req.now, req.today);
+            change.records.push(stored.file());
+            merged.plan = Some(req.run.to_string());
+        }
+    }
+    merged.conflicts = conflicts;
+    (change, merged)
+}
+
+/// The day a path names, if it is an archive day file.
+fn day_of(path: &str) -> Option<NaiveDate> {
+    let name = path.strip_prefix("archive/")?;
+    if name.contains('/') {
+        return None;
+    }
+    archive::day_of(std::path::Path::new(name))
+}
+
+enum Taken {
+    /// The result is the other side's (None: it deleted the file).
+    Theirs(Option<String>),
+    Ours,
+    /// Both changed it, differently.
+    Both,
+}
+
+/// The whole-file three-way rule.
+fn take_one_side(files: &Side) -> Taken {
+    if files.ours == files.theirs || files.theirs == files.base {
+        Taken::Ours
+    } else if files.ours == files.base {
+        Taken::Theirs(files.theirs.clone())
+    } else {
+        Taken::Both
+    }
+}
+
+/// Write `text` over `ours`: an append when it only adds to it, a guarded replace otherwise.
+fn write_to(path: &str, ours: &str, text: &str) -> FileWrite {
+    match text.strip_prefix(ours) {
+        Some(rest) if ours.is_empty() || ours.ends_with('\n') => {
+            FileWrite::Append { path: path.to_string(), text: rest.to_string() }
+        }
+        _ => FileWrite::Replace { path: path.to_string(), before: content_hash(ours), text: text.to_string() },
+    }
+}
+
+/// Lines of a log the other side has and this one lacks, in the other side's order.
+fn added_lines(files: &Side) -> Vec<String> {
+    let ours: HashSet<&str> = files.ours().lines().collect();
+    let mut seen = HashSet::new();
+    files
+        .theirs
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !ours.contains(l) && seen.insert(*l))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The write that makes a log hold the union of both sides.
+fn lines_write(path: &str, files: &Side, added: &[String]) -> Option<FileWrite> {
+    match take_one_side(files) {
+        Taken::Theirs(Some(text)) => Some(write_to(path, files.ours(), &text)),
+        Taken::Both if !added.is_empty() => {
+            Some(FileWrite::Append { path: path.to_string(), text: added.iter().map(|l| format!("{l}\n")).collect() })
+        }
+        _ => None,
+    }
+}
+
+/// One day file: the write that brings the other side's facts, and those facts.
+fn merge_day(path: &str, date: NaiveDate, files: &Side) -> (Option<FileWrite>, Vec<Fact>) {
+    let Some(theirs) = files.theirs.as_deref() else { return (None, Vec::new()) };
+    let (ours_facts, _) = archive::parse_day(date, files.ours(), path);
+    let have: HashSet<&str> = ours_facts.iter().map(|f| f.id.as_str()).collect();
+    let (theirs_facts, _) = archive::parse_day(date, theirs, path);
+    let theirs_ids: HashSet<&str> = theirs_facts.iter().map(|f| f.id.as_str()).collect();
+    // The other side's bytes only when they hold every fact this side has: an archive line a
+    // person deleted there is not deleted here (the archive never loses a fact), and this
+    // side's file then carries it back.
+    let superset = have.iter().all(|id| theirs_ids.contains(id));
+    let added: Vec<Fact> = theirs_facts.into_iter().filter(|f| !have.contains(f.id.as_str())).collect();
+    match take_one_side(files) {
+        Taken::Theirs(Some(text)) if superset => (Some(write_to(path, files.ours(), &text)), added),
+        Taken::Theirs(_) | Taken::Both if !added.is_empty() => {
+            let lines: Vec<&str> = theirs.lines().collect();
+            let mut text = String::new();
+            if files.ours().is_empty() {
+                text.push_str(&format!("# {date}\n\n"));
+            }
+            for fact in &added {
+                // The line as written there when it names its id; a line typed by hand, whose
+                // id comes from its place in the file, gets its id written down.
+                let raw = lines.get(fact.line.wrapping_sub(1)).copied().unwrap_or("");
+                if raw.contains(&format!("\"id\":\"{}\"", fact.id)) {
+                    text.push_str(raw);
+                    text.push('\n');
+                } else {
+                    text.push_str(&archive::render_line(fact));
+                }
+            }
+            (Some(FileWrite::Append { path: path.to_string(), text }), added)
+        }
+        _ => (None, Vec::new()),
+    }
+}
+
+/// The canonical text of each entry of a file, by id.
+fn versions(file: &EntryFile) -> HashMap<&str, String> {
+    file.entries().map(|e| (e.id(), e.render())).collect()
+}
+
+/// Later `updated` first; the same day, the greater hash (any rule both machines share).
+fn later(a: &Entry, b: &Entry) -> bool {
+    (a.meta.updated, content_hash(a.render())) > (b.meta.updated, content_hash(b.render()))
+}
+
+/// The merged `memory.md`, how many entries came from the other side, the conflicts, and the
+/// versions that lost one (as history blocks) with their conflict.
+fn merge_memory(files: &Side) -> (EntryFile, usize, Vec<Conflict>, Vec<(Entry, Conflict)>) {
+    let ours_file = EntryFile::parse(files.ours(), MEMORY);
+    match take_one_side(files) {
+        Taken::Ours => return (ours_file, 0, Vec::new(), Vec::new()),
+        Taken::Theirs(theirs) => {
+            let theirs = EntryFile::parse(theirs.as_deref().unwrap_or(""), MEMORY);
+            let (o, t) = (versions(&ours_file), versions(&theirs));
+            let taken = t.iter().filter(|(id, v)| o.get(*id) != Some(*v)).count();
+            return (theirs, taken, Vec::new(), Vec::new());
+        }
+        Taken::Both => {}
+    }
+    let base = EntryFile::parse(files.base(), MEMORY);
+    let theirs = EntryFile::parse(files.theirs.as_deref().unwrap_or(""), MEMORY);
+    let (b, o, t) = (versions(&base), versions(&ours_file), versions(&theirs));
+    let mut merged = ours_file.clone();
+    let (mut taken, mut conflicts, mut losers) = (0, Vec::new(), Vec::new());
+    for entry in theirs.entries() {
+        let id = entry.id();
+        let (bv, ov, tv) = (b.get(id), o.get(id), t.get(id));
+        if ov == tv || tv == bv {
+            continue;
+        }
+        if ov == bv {
+            // Changed (or added) there only.
+            put(&mut merged, entry);
+            taken += 1;
+            continue;
+        }
+        match ours_file.get(id) {
+            None => {
+                // Removed here, changed there: the change stays, a person decides.
+                put(&mut merged, entry);
+                taken += 1;
+                conflicts.push(Conflict { entry: id.to_string(), kind: ConflictKind::RemovedHere, theirs_kept: true });
+            }
+            Some(mine) => {
+                let theirs_kept = later(entry, mine);
+                let conflict = Conflict { entry: id.to_string(), kind: ConflictKind::ChangedOnBoth, theirs_kept };
+                let loser = if theirs_kept {
+                    put(&mut merged, entry);
+                    taken += 1;
+                    mine
+                } else {
+                    entry
+                };
+                losers.push((retired(loser), conflict.clone()));
+                conflicts.push(conflict);
+            }
+        }
+    }
+    for entry in ours_file.entries() {
+        let id = entry.id();
+        if t.contains_key(id) || !b.contains_key(id) {
+            continue;
+        }
+        if o.get(id) == b.get(id) {
+            merged.remove(id); // removed there, unchanged here
+        } else {
+            conflicts.push(Conflict { entry: id.to_string(), kind: ConflictKind::RemovedThere, theirs_kept: false });
+        }
+    }
+    (merged, taken, conflicts, losers)
+}
+
+/// Put `entry` where the entry with its id is, or at the end.
+fn put(file: &mut EntryFile, entry: &Entry) {
+    let at = file.items.iter().position(|i| matches!(i, Item::Entry(e) if e.id() == entry.id()));
+    match at {
+        Some(at) => file.items[at] = Item::Entry(entry.clone()),
+        None => file.push(entry.clone()),
+    }
+}
+
+/// A version that lost to another of its id, as a history block that leads to the current one.
+fn retired(entry: &Entry) -> Entry {
+    let mut meta = entry.meta.clone();
+    meta.status = Some(HistoryStatus::Replaced);
+    meta.superseded_by = Some(entry.id().to_string());
+    meta.first_seen = meta.first_seen.or(meta.updated);
+    meta.extra.insert("reason".into(), "changed on two machines".into());
+    Entry::new(meta, &entry.content)
+}
+
+/// Take out of `memory` every entry a tombstone names or that names a tombstoned fact; their
+/// history blocks.
+fn bury_tombstoned(
+    memory: &mut EntryFile,
+    tombstones: &[Tombstone],
+    facts: &HashMap<&str, &Fact>,
+    other: &str,
+    today: NaiveDate,
+) -> Vec<Entry> {
+    if tombstones.is_empty() {
+        return Vec::new();
+    }
+    let ids: HashSet<&str> = tombstones.iter().flat_map(|t| t.ids.iter().map(String::as_str)).collect();
+    let hashes: HashSet<&str> = tombstones.iter().map(|t| t.text_hash.as_str()).collect();
+    let dead = |fact: &str| {
+        ids.contains(fact) || facts.get(fact).is_some_and(|f| hashes.contains(fact_text_hash(&f.text).as_str()))
+    };
+    let doomed: Vec<String> = memory
+        .entries()
+        .filter(|e| ids.contains(e.id()) || e.meta.sources.iter().any(|s| dead(s)))
+        .map(|e| e.id().to_string())
+        .collect();
+    let mut blocks = Vec::new();
+    for id in doomed {
+        let Some(entry) = memory.remove(&id) else { continue };
+        let mut meta = entry.meta.clone();
+        meta.status = Some(HistoryStatus::Deleted);
+        meta.valid_until = Some(today);
+        let reason = format!("a fact of it was forgotten (merged from {other})");
+        meta.extra.insert("reason".into(), serde_json::Value::String(reason));
+        blocks.push(Entry::new(meta, &entry.content));
+    }
+    blocks
+}
+
+/// Entry deltas between two versions of `memory.md`, for the commit record.
+fn deltas(before: &EntryFile, after: &EntryFile) -> Vec<EntryDelta> {
+    let (b, a) = (versions(before), versions(after));
+    let mut ids: Vec<&str> = b.keys().chain(a.keys()).copied().collect::<HashSet<_>>().into_iter().collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .filter(|id| b.get(id) != a.get(id))
+        .map(|id| EntryDelta::of(id, b.get(id).map(String::as_str), a.get(id).map(String::as_str)))
+        .collect()
+}
+
+/// The merged `history.md` (None: this side's stays as it is).
+fn merge_history(files: &Side, extra: &[Entry]) -> Option<String> {
+    let mut merged = match take_one_side(files) {
+        Taken::Theirs(theirs) => EntryFile::parse(theirs.as_deref().unwrap_or(""), HISTORY),
+        Taken::Ours => EntryFile::parse(files.ours(), HISTORY),
+        Taken::Both => {
+            let base = EntryFile::parse(files.base(), HISTORY);
+            let theirs = EntryFile::parse(files.theirs.as_deref().unwrap_or(""), HISTORY);
+            let mut merged = EntryFile::parse(files.ours(), HISTORY);
+            let in_base: HashSet<String> = base.entries().map(Entry::render).collect();
+            let in_theirs: HashSet<String> = theirs.entries().map(Entry::render).collect();
+            // Blocks the other side took back since the last sync (an undo re-marks them).
+            let gone: Vec<usize> = merged
+                .items
+                .iter()
+                .enumerate()
+                .filter(|(_, item)| {
+                    matches!(item, Item::Entry(e) if { let r = e.render(); in_base.contains(&r) && !in_theirs.contains(&r) })
+                })
+                .map(|(at, _)| at)
+                .collect();
+            for at in gone.into_iter().rev() {
+                merged.remove_item(at);
+            }
+            let mut have: HashSet<String> = merged.entries().map(Entry::render).collect();
+            for block in theirs.entries() {
+                let r = block.render();
+                if !in_base.contains(&r) && have.insert(r) {
+                    merged.push(block.clone());
+                }
+            }
+            merged
+        }
+    };
+    let have: HashSet<String> = merged.entries().map(Entry::render).collect();
+    for block in extra {
+        if !have.contains(&block.render()) {
+            merged.push(block.clone());
+        }
+    }
+    let text = merged.render();
+    (text != files.ours()).then_some(text)
+}
+
+/// The merged `MEMORY.md` (None: this side's stays as it is).
+fn merge_promoted(files: &Side) -> Option<String> {
+    match take_one_side(files) {
+        Taken::Ours => None,
+        Taken::Theirs(theirs) => theirs.or(Some(String::new())),
+        Taken::Both => {
+            let base = promoted::parse(files.base());
+            let ours = promoted::parse(files.ours());
+            let theirs = promoted::parse(files.theirs.as_deref().unwrap_or(""));
+            let mut merged = promoted::parse(files.ours());
+            merged.before = merge_text(&base.before, &ours.before, &theirs.before);
+            merged.after = merge_text(&base.after, &ours.after, &theirs.after);
+            for line in &theirs.hand_inside {
+                if !merged.hand_inside.contains(line) && !base.hand_inside.contains(line) {
+                    merged.hand_inside.push(line.clone());
+                }
+            }
+            Some(promoted::render(&merged))
+        }
+    }
+}
+
+/// A person's text changed on one side takes that side's; changed on both, this side's lines
+/// and then the other side's new ones.
+fn merge_text(base: &str, ours: &str, theirs: &str) -> String {
+    if ours == base || ours == theirs {
+        return theirs.to_string();
+    }
+    if theirs == base {
+        return ours.to_string();
+    }
+    let mine: HashSet<&str> = ours.lines().collect();
+    let old: HashSet<&str> = base.lines().collect();
+    let mut out = ours.to_string();
+    for line in theirs.lines().filter(|l| !mine.contains(l) && !old.contains(l)) {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+use super::*;
+use crate::store::entries::EntryMeta;
+use crate::store::state::State;
+
+fn entry(id: &str, text: &str, updated: &str, sources: &[&str]) -> Entry {
+    let mut meta = EntryMeta::new(id);
+    meta.updated = Some(updated.parse().unwrap());
+    meta.sources = sources.iter().map(|s| s.to_string()).collect();
+    Entry::new(meta, text)
+}
+
+fn file(entries: &[Entry]) -> String {
+    let mut file = EntryFile::default();
+    for e in entries {
+        file.push(e.clone());
+    }
+    file.render()
+}
+
+fn side(base: &str, ours: &str, theirs: &str) -> Side {
+    Side { base: Some(base.into()), ours: Some(ours.into()), theirs: Some(theirs.into()) }
+}
+
+fn ledger(memory: &str) -> Ledger {
+    Ledger {
+        facts: Vec::new(),
+        memory: EntryFile::parse(memory, MEMORY),
+        history: EntryFile::default(),
+        tombstones: Vec::new(),
+        state: State::default(),
+        problems: Vec::new(),
+    }
+}
+
+fn plan_of(ledger: &Ledger, files: &BTreeMap<String, Side>) -> (Change, Merged) {
+    let request = Request {
+        ledger,
+        files,
+        other: "origin/main abc",
+        run: "r-20261128T000000Z-sync-abcd",
+        now: "2026-11-28T00:00:00Z".parse().unwrap(),
+        today: "2026-11-28".parse().unwrap(),
+    };
+    plan(&request)
+}
+
+const DAY: &str = "archive/2026-11-20.md";
+
+fn day(lines: &[&str]) -> String {
+    let mut text = "# 2026-11-20\n\n".to_string();
+    for l in lines {
+        let fact = Fact::sample(&archive::fact_id("2026-11-20".parse().unwrap(), l, 0), "2026-11-20", l);
+        text.push_str(&archive::render_line(&fact));
+    }
+    text
+}
+
+#[test]
+fn a_day_file_changed_there_only_takes_its_bytes_and_changed_on_both_gets_what_it_lacks() {
+    let base = day(&["tea"]);
+    let theirs = day(&["lyon", "tea"]);
+    let files = BTreeMap::from([(DAY.to_string(), side(&base, &base, &theirs))]);
+    let (change, merged) = plan_of(&ledger(""), &files);
+    assert_eq!(merged.facts, 1);
+    assert!(matches!(&change.files[..], [FileWrite::Replace { text, .. }] if *text == theirs), "{:?}", change.files);
+
+    let ours = day(&["tea", "rex"]);
+    let files = BTreeMap::from([(DAY.to_string(), side(&base, &ours, &theirs))]);
+    let (change, merged) = plan_of(&ledger(""), &files);
+    assert_eq!(merged.facts, 1);
+    match &change.files[..] {
+        [FileWrite::Append { text, .. }] => assert!(text.contains("lyon") && !text.contains("tea")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_fact_deleted_by_hand_on_the_other_machine_stays_here() {
+    let base = day(&["tea", "rex"]);
+    let theirs = day(&["tea", "lyon"]); // rex deleted there, lyon added
+    let files = BTreeMap::from([(DAY.to_string(), side(&base, &base, &theirs))]);
+    let (change, _) = plan_of(&ledger(""), &files);
+    match &change.files[..] {
+        [FileWrite::Append { text, .. }] => assert!(text.contains("lyon")),
+        other => panic!("the archive keeps rex: {other:?}"),
+    }
+}
+
+#[test]
+fn entries_merge_by_id_and_a_conflict_keeps_the_later_and_offers_the_other() {
+    let a = entry("m-a", "Ana lives in Lyon", "2026-11-01", &[]);
+    let b = entry("m-b", "Ben likes tea", "2026-11-01", &[]);
+    let base = file(&[a.clone(), b.clone()]);
+    let ours = file(&[entry("m-a", "Ana lives in Lyon, near the river", "2026-11-02", &[]), b.clone()]);
+    let theirs = file(&[
+        entry("m-a", "Ana lives in Lyon, in the old town", "2026-11-03", &[]),
+        entry("m-b", "Ben likes green tea", "2026-11-02", &[]),
+        entry("m-c", "Chloe plays chess", "2026-11-02", &[]),
+    ]);
+    let files = BTreeMap::from([(MEMORY.to_string(), side(&base, &ours, &theirs))]);
+    let (change, merged) = plan_of(&ledger(&ours), &files);
+    let text = &change.memory.as_ref().unwrap().text;
+    assert!(text.contains("in the old town") && text.contains("green tea") && text.contains("chess"), "{text}");
+    assert_eq!(merged.entries, 3);
+    assert_eq!(merged.conflicts, vec![Conflict { entry: "m-a".into(), kind: ConflictKind::ChangedOnBoth, theirs_kept: true }]);
+    match &change.history {
+        Some(HistoryWrite::Rewrite { text, .. }) => {
+            assert!(text.contains("near the river") && text.contains("\"status\":\"replaced\""), "{text}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(merged.plan.as_deref(), Some("r-20261128T000000Z-sync-abcd"));
+    let plan = change.records.iter().find(|(p, _)| p.contains("plans/")).and_then(|(_, t)| t.clone()).unwrap();
+    assert!(plan.contains("near the river") && plan.contains("\"reason\": \"sync\""), "{plan}");
+}
+
+#[test]
+fn removed_on_one_side_and_changed_on_the_other_keeps_the_change() {
+    let a = entry("m-a", "Ana lives in Lyon", "2026-11-01", &[]);
+    let b = entry("m-b", "Ben likes tea", "2026-11-01", &[]);
+    let base = file(&[a.clone(), b.clone()]);
+    let ours = file(std::slice::from_ref(&b)); // m-a removed here
+    let theirs = file(&[entry("m-a", "Ana lives in Oslo", "2026-11-02", &[]), b.clone()]);
+    let files = BTreeMap::from([(MEMORY.to_string(), side(&base, &ours, &theirs))]);
+    let (change, merged) = plan_of(&ledger(&ours), &files);
+    assert!(change.memory.as_ref().unwrap().text.contains("Oslo"));
+    assert_eq!(merged.conflicts[0].kind, ConflictKind::RemovedHere);
+
+    // Removed there, unchanged here: removed.
+    let theirs = file(std::slice::from_ref(&b));
+    let files = BTreeMap::from([(MEMORY.to_string(), side(&base, &base, &theirs))]);
+    let (change, _) = plan_of(&ledger(&base), &files);
+    assert!(!change.memory.as_ref().unwrap().text.contains("Lyon"));
+}
+
+#[test]
+fn an_entry_naming_a_tombstoned_fact_leaves_memory_wherever_it_came_from() {
+    let e = entry("m-a", "Ana's door code is 4512", "2026-11-01", &["f-1"]);
+    let memory = file(&[e, entry("m-b", "Ben likes tea", "2026-11-01", &["f-2"])]);
+    let tomb = serde_json::to_string(&Tombstone {
+        ids: vec!["f-1".into()],
+        text_hash: "x".into(),
+        time: "2026-11-27T00:00:00Z".parse().unwrap(),
+        reason: None,
+    })
+    .unwrap();
+    let files = BTreeMap::from([
+        (MEMORY.to_string(), side(&memory, &memory, &memory)),
+        (TOMBSTONES.to_string(), side("", "", &format!("{tomb}\n"))),
+    ]);
+    let (change, merged) = plan_of(&ledger(&memory), &files);
+    assert_eq!(merged.buried, vec!["m-a".to_string()]);
+    assert_eq!(merged.tombstones, 1);
+    let text = &change.memory.as_ref().unwrap().text;
+    assert!(!text.contains("4512") && text.contains("Ben likes tea"));
+    assert!(matches!(&change.history, Some(HistoryWrite::Rewrite { text, .. }) if text.contains("\"status\":\"deleted\"")));
+    assert!(matches!(&change.files[..], [FileWrite::Append { path, .. }] if path == TOMBSTONES));
+}
+
+#[test]
+fn history_takes_the_other_sides_new_and_re_marked_blocks() {
+    let mut old = entry("m-a", "Ana lives in Lyon", "2026-11-01", &[]);
+    old.meta.status = Some(HistoryStatus::Replaced);
+    old.meta.superseded_by = Some("m-a".into());
+    let mut reverted = old.clone();
+    reverted.meta.status = Some(HistoryStatus::Reverted);
+    let mut theirs_new = entry("m-b", "Ben likes tea", "2026-11-01", &[]);
+    theirs_new.meta.status = Some(HistoryStatus::Deleted);
+    let mut ours_new = entry("m-c", "Chloe plays chess", "2026-11-01", &[]);
+    ours_new.meta.status = Some(HistoryStatus::Deleted);
+    let base = file(std::slice::from_ref(&old));
+    let ours = file(&[old.clone(), ours_new.clone()]);
+    let theirs = file(&[reverted.clone(), theirs_new.clone()]);
+    let merged = merge_history(&side(&base, &ours, &theirs), &[]).unwrap();
+    let parsed = EntryFile::parse(&merged, HISTORY);
+    let statuses: Vec<(&str, &str)> =
+        parsed.entries().map(|e| (e.id(), e.meta.status.as_ref().map_or("", |s| s.as_str()))).collect();
+    assert_eq!(statuses, vec![("m-c", "deleted"), ("m-a", "reverted"), ("m-b", "deleted")]);
+}
+
+#[test]
+fn memory_md_keeps_what_a_person_wrote_on_either_side() {
+    let base = "# About me\n";
+    let ours = "# About me\nAnswer in French.\n";
+    let theirs = "# About me\nUse metric units.\n";
+    let merged = merge_promoted(&side(base, ours, theirs)).unwrap();
+    assert!(merged.contains("Answer in French.") && merged.contains("Use metric units."), "{merged}");
+}
+
+#[test]
+fn a_file_changed_on_one_side_only_is_taken_whole_and_on_both_is_kept_and_named() {
+    let files = BTreeMap::from([
+        ("notes.txt".to_string(), side("a\n", "a\n", "a\nb\n")),
+        ("todo.txt".to_string(), side("a\n", "mine\n", "theirs\n")),
+    ]);
+    let (change, merged) = plan_of(&ledger(""), &files);
+    assert!(matches!(&change.files[..], [FileWrite::Append { path, text }] if path == "notes.txt" && text == "b\n"));
+    assert_eq!(merged.kept, vec!["todo.txt".to_string()]);
+}
