@@ -156,15 +156,17 @@ pub fn plan(req: &Request) -> (Change, Merged) {
     let all_facts: HashMap<&str, &Fact> = req.ledger.facts.iter().chain(facts.iter()).map(|f| (f.id.as_str(), f)).collect();
     let buried = bury_tombstoned(&mut memory, &tombstones, &all_facts, req.other, req.today);
     merged.buried = buried.iter().map(|e| e.id().to_string()).collect();
+    let memory = memory.finish();
+    let current_ids: HashSet<&str> = memory.entries().map(Entry::id).collect();
     let text = memory.render();
     let mut history_blocks: Vec<Entry> = losers.iter().map(|(loser, _)| loser.clone()).collect();
     history_blocks.extend(buried);
+    // The merged file as the next reader parses it (blocks, lines), once.
+    let after = EntryFile::parse(&text, MEMORY);
     if text != ours_text {
-        let before = EntryFile::parse(&ours_text, MEMORY);
-        let after = EntryFile::parse(&text, MEMORY);
         change.memory = Some(MemoryWrite {
             before: content_hash(&ours_text),
-            entries: deltas(&before, &after),
+            entries: deltas(&req.ledger.memory, &after),
             text: text.clone(),
         });
     }
@@ -179,11 +181,7 @@ pub fn plan(req: &Request) -> (Change, Merged) {
     let promoted_side = side(PROMOTED);
     let promoted_now = promoted_side.ours().to_string();
     let mut promoted_text = merge_promoted(promoted_side).unwrap_or_else(|| promoted_now.clone());
-    let gone: Vec<String> = EntryFile::parse(&ours_text, MEMORY)
-        .entries()
-        .map(|e| e.id().to_string())
-        .filter(|id| memory.get(id).is_none())
-        .collect();
+    let gone: Vec<String> = ledger_ids(req.ledger).filter(|id| !current_ids.contains(id)).map(str::to_string).collect();
     if let Some(without) = promoted::without_lines(&promoted_text, &gone) {
         promoted_text = without;
     }
@@ -208,7 +206,7 @@ pub fn plan(req: &Request) -> (Change, Merged) {
     if change.memory.is_some() || !facts.is_empty() || merged.tombstones > 0 {
         let after = Ledger {
             facts: req.ledger.facts.iter().chain(facts.iter()).cloned().collect(),
-            memory: EntryFile::parse(&text, MEMORY),
+            memory: after.clone(),
             history: match &history {
                 Some(text) => EntryFile::parse(text, HISTORY),
                 None => req.ledger.history.clone(),
@@ -229,12 +227,12 @@ pub fn plan(req: &Request) -> (Change, Merged) {
     // The versions that lost a conflict, offered back for review.
     let both: Vec<&(Entry, Conflict)> = losers.iter().filter(|(_, c)| c.kind == ConflictKind::ChangedOnBoth).collect();
     if !both.is_empty() {
-        let current = EntryFile::parse(&text, MEMORY);
+        let current = after;
         let no_facts = HashMap::new();
         let mut planner = Planner::new(current.clone(), &no_facts, req.run.to_string(), req.now, req.today);
         let ops: Vec<ProposedOp> = both
             .iter()
-            .filter(|(loser, _)| current.get(loser.id()).is_some())
+            .filter(|(loser, _)| current_ids.contains(loser.id()))
             .map(|(loser, c)| {
                 let whose = if c.theirs_kept { "this machine" } else { req.other };
                 ProposedOp::with_signals(
@@ -258,6 +256,11 @@ pub fn plan(req: &Request) -> (Change, Merged) {
     }
     merged.conflicts = conflicts;
     (change, merged)
+}
+
+/// The ids of this side's `memory.md` as read under the lock.
+fn ledger_ids(ledger: &Ledger) -> impl Iterator<Item = &str> {
+    ledger.memory.entries().map(Entry::id)
 }
 
 /// The day a path names, if it is an archive day file.
@@ -372,22 +375,23 @@ fn later(a: &Entry, b: &Entry) -> bool {
 
 /// The merged `memory.md`, how many entries came from the other side, the conflicts, and the
 /// versions that lost one (as history blocks) with their conflict.
-fn merge_memory(files: &Side) -> (EntryFile, usize, Vec<Conflict>, Vec<(Entry, Conflict)>) {
+fn merge_memory(files: &Side) -> (ById, usize, Vec<Conflict>, Vec<(Entry, Conflict)>) {
     let ours_file = EntryFile::parse(files.ours(), MEMORY);
     match take_one_side(files) {
-        Taken::Ours => return (ours_file, 0, Vec::new(), Vec::new()),
+        Taken::Ours => return (ById::new(ours_file), 0, Vec::new(), Vec::new()),
         Taken::Theirs(theirs) => {
             let theirs = EntryFile::parse(theirs.as_deref().unwrap_or(""), MEMORY);
             let (o, t) = (versions(&ours_file), versions(&theirs));
             let taken = t.iter().filter(|(id, v)| o.get(*id) != Some(*v)).count();
-            return (theirs, taken, Vec::new(), Vec::new());
+            return (ById::new(theirs), taken, Vec::new(), Vec::new());
         }
         Taken::Both => {}
     }
     let base = EntryFile::parse(files.base(), MEMORY);
     let theirs = EntryFile::parse(files.theirs.as_deref().unwrap_or(""), MEMORY);
     let (b, o, t) = (versions(&base), versions(&ours_file), versions(&theirs));
-    let mut merged = ours_file.clone();
+    let mine: HashMap<&str, &Entry> = ours_file.entries().map(|e| (e.id(), e)).collect();
+    let mut merged = ById::new(ours_file.clone());
     let (mut taken, mut conflicts, mut losers) = (0, Vec::new(), Vec::new());
     for entry in theirs.entries() {
         let id = entry.id();
@@ -397,22 +401,22 @@ fn merge_memory(files: &Side) -> (EntryFile, usize, Vec<Conflict>, Vec<(Entry, C
         }
         if ov == bv {
             // Changed (or added) there only.
-            put(&mut merged, entry);
+            merged.put(entry);
             taken += 1;
             continue;
         }
-        match ours_file.get(id) {
+        match mine.get(id) {
             None => {
                 // Removed here, changed there: the change stays, a person decides.
-                put(&mut merged, entry);
+                merged.put(entry);
                 taken += 1;
                 conflicts.push(Conflict { entry: id.to_string(), kind: ConflictKind::RemovedHere, theirs_kept: true });
             }
-            Some(mine) => {
+            Some(&mine) => {
                 let theirs_kept = later(entry, mine);
                 let conflict = Conflict { entry: id.to_string(), kind: ConflictKind::ChangedOnBoth, theirs_kept };
                 let loser = if theirs_kept {
-                    put(&mut merged, entry);
+                    merged.put(entry);
                     taken += 1;
                     mine
                 } else {
@@ -437,12 +441,65 @@ fn merge_memory(files: &Side) -> (EntryFile, usize, Vec<Conflict>, Vec<(Entry, C
     (merged, taken, conflicts, losers)
 }
 
-/// Put `entry` where the entry with its id is, or at the end.
-fn put(file: &mut EntryFile, entry: &Entry) {
-    let at = file.items.iter().position(|i| matches!(i, Item::Entry(e) if e.id() == entry.id()));
-    match at {
-        Some(at) => file.items[at] = Item::Entry(entry.clone()),
-        None => file.push(entry.clone()),
+/// An entry file changed entry by entry through a map from id to place, so that a merge of
+/// two large files makes no scan per entry it changes.
+struct ById {
+    file: EntryFile,
+    at: HashMap<String, usize>,
+    removed: Vec<usize>,
+}
+
+impl ById {
+    fn new(file: EntryFile) -> ById {
+        // Reversed, so the first block of an id a person copied is the one the map names.
+        let at = file
+            .items
+            .iter()
+            .enumerate()
+            .rev()
+            .filter_map(|(i, item)| match item {
+                Item::Entry(e) => Some((e.id().to_string(), i)),
+                Item::Trivia(_) => None,
+            })
+            .collect();
+        ById { file, at, removed: Vec::new() }
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.at.values().filter_map(|&i| match &self.file.items[i] {
+            Item::Entry(e) => Some(e),
+            Item::Trivia(_) => None,
+        })
+    }
+
+    /// Put `entry` where the entry with its id is, or at the end.
+    fn put(&mut self, entry: &Entry) {
+        match self.at.get(entry.id()) {
+            Some(&i) => self.file.items[i] = Item::Entry(entry.clone()),
+            None => {
+                self.file.push(entry.clone());
+                self.at.insert(entry.id().to_string(), self.file.items.len() - 1);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Entry> {
+        let i = self.at.remove(id)?;
+        self.removed.push(i);
+        match &self.file.items[i] {
+            Item::Entry(e) => Some(e.clone()),
+            Item::Trivia(_) => None,
+        }
+    }
+
+    fn finish(mut self) -> EntryFile {
+        self.removed.sort_unstable();
+        self.removed.dedup();
+        // From the back, so the places still to remove stay where they were.
+        for &i in self.removed.iter().rev() {
+            self.file.remove_item(i);
+        }
+        self.file
     }
 }
 
@@ -459,7 +516,7 @@ fn retired(entry: &Entry) -> Entry {
 /// Take out of `memory` every entry a tombstone names or that names a tombstoned fact; their
 /// history blocks.
 fn bury_tombstoned(
-    memory: &mut EntryFile,
+    memory: &mut ById,
     tombstones: &[Tombstone],
     facts: &HashMap<&str, &Fact>,
     other: &str,
