@@ -8,7 +8,9 @@
 //! sync is a whole `memfold sync --json` process; memfold's own time (reading, merging,
 //! writing) and git's (objects, refs, transfer) are printed apart, as the report gives them.
 //!
-//! Run: `cargo bench --bench sync` (release). Knob: `MEMFOLD_BENCH_ENTRIES` (default 100000).
+//! Run: `cargo bench --bench sync` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (default 100000),
+//! `MEMFOLD_BENCH_VOCAB` (`varied`, the default; `work` or `ops`: the repetitive memories of
+//! `tests/common/worklog.rs`; a list runs each).
 //! Target (issue "Memory that follows you to every machine"): ≤ 5 s of memfold's own time.
 
 #[path = "../tests/common/life.rs"]
@@ -17,6 +19,8 @@ mod life;
 #[path = "common/run.rs"]
 #[allow(dead_code)]
 mod run;
+#[path = "../tests/common/worklog.rs"]
+mod worklog;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -47,9 +51,16 @@ fn sync(root: &Path, init: Option<&str>) -> (f64, u64, u64, Value) {
     (wall, report["ms"].as_u64().unwrap_or(0), report["git_ms"].as_u64().unwrap_or(0), report)
 }
 
-/// `n` facts over 100 days and one entry per fact naming it.
-fn seed(root: &Root, n: usize) {
-    let texts = life::distractors(n);
+/// The sentences of a vocabulary (None: varied ones).
+fn texts(vocab: Option<worklog::Vocab>, n: usize) -> Vec<String> {
+    match vocab {
+        Some(v) => worklog::facts(v, 0, n),
+        None => life::distractors(n),
+    }
+}
+
+/// `texts` as facts over 100 days and one entry per fact naming it.
+fn seed(root: &Root, texts: &[String]) {
     let first = NaiveDate::from_ymd_opt(2026, 6, 1).unwrap();
     let facts: Vec<NewFact> = texts
         .iter()
@@ -91,6 +102,14 @@ fn add(root: &Path, texts: &[String]) {
 
 fn main() {
     let n: usize = std::env::var("MEMFOLD_BENCH_ENTRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let vocabs = std::env::var("MEMFOLD_BENCH_VOCAB").unwrap_or_else(|_| "varied".into());
+    for vocab in vocabs.split(',').map(str::trim) {
+        bench(n, worklog::Vocab::parse(vocab));
+    }
+}
+
+fn bench(n: usize, vocab: Option<worklog::Vocab>) {
+    let all = texts(vocab, n + 1_010);
     let dir = tempfile::tempdir().unwrap();
     let remote = dir.path().join("remote.git");
     assert!(Command::new("git").args(["init", "--quiet", "--bare"]).arg(&remote).status().unwrap().success());
@@ -98,10 +117,11 @@ fn main() {
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     ok(&a, &["init"]);
     ok(&b, &["init"]);
-    seed(&Root::new(&a), n);
+    seed(&Root::new(&a), &all[..n]);
     let (wall, ms, git_ms, _) = sync(&a, Some(&remote));
     println!(
-        "sync {n} entries, commit {}: first push from A {wall:.1} s (memfold {ms} ms, git {git_ms} ms)",
+        "sync {n} entries ({}), commit {}: first push from A {wall:.1} s (memfold {ms} ms, git {git_ms} ms)",
+        vocab.map_or("varied", worklog::Vocab::name),
         run::commit()
     );
     let (wall, ms, git_ms, report) = sync(&b, Some(&remote));
@@ -110,7 +130,7 @@ fn main() {
         report["merged"]["facts"], report["merged"]["entries"]
     );
 
-    let news = life::distractors(n + 1_010);
+    let news = all;
     add(&b, &news[n..n + 1_000]);
     let pass = Instant::now();
     ok(&b, &["consolidate", "--force", "--json"]);
