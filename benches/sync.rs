@@ -20,6 +20,7 @@ mod life;
 #[allow(dead_code)]
 mod run;
 #[path = "../tests/common/worklog.rs"]
+#[allow(dead_code)]
 mod worklog;
 
 use std::path::Path;
