@@ -178,9 +178,10 @@ pub async fn catch_up(
         *known = Some(fresh);
         return Ok((Read::All, stats, Some(ledger)));
     };
-    let seen = {
+    // Day files whose stat changed are read below anyway: hashed there, in the same pass.
+    let mut seen = {
         let (owned, before) = (root.clone(), before.clone());
-        blocking(move || Sources::look(&owned, Some(&before)))
+        blocking(move || Sources::look_deferring(&owned, Some(&before), |rel| rel.starts_with("archive/")))
             .await
             .map_err(|source| RefreshError::Look { path: root.dir().display().to_string(), source })?
     };
@@ -204,7 +205,7 @@ pub async fn catch_up(
         *known = Some(fresh);
         return Ok((Read::All, stats, Some(ledger)));
     };
-    let (facts, appended, parsed) = {
+    let (facts, appended, parsed, hashes) = {
         let (root, days, before) = (root.clone(), days.clone(), before.clone());
         let mut parsed = std::mem::take(&mut usable.days);
         blocking(move || {
@@ -218,6 +219,7 @@ pub async fn catch_up(
             // Only appended to, every one of them: the rows of their old lines stay as they are.
             let appended = texts.iter().all(|(_, _, _, grown)| grown.is_some());
             let mut facts = Vec::with_capacity(texts.len());
+            let mut hashes = Vec::with_capacity(texts.len());
             // Only the days this catch-up reads are kept: usually today's file alone, so a daemon
             // that runs for months does not keep the ids of every day it ever saw.
             parsed.retain(|rel, _| texts.iter().any(|(_, _, r, _)| r == rel));
@@ -251,14 +253,19 @@ pub async fn catch_up(
                     }
                     None => crate::store::content_hash(text.as_bytes()),
                 };
+                hashes.push((rel.clone(), text.len() as u64, hash.clone()));
                 parsed.insert(rel, ParsedDay { size: text.len() as u64, hash, state });
                 facts.push(day_facts);
             }
-            Ok::<_, ArchiveError>((facts, appended, parsed))
+            Ok::<_, ArchiveError>((facts, appended, parsed, hashes))
         })
         .await?
     };
     usable.days = parsed;
+    for (rel, size, hash) in hashes {
+        seen.set_read(&rel, size, hash);
+    }
+    debug_assert!(seen.complete(), "every day file left unread was read and hashed");
     let docs: Vec<Doc> = facts
         .iter()
         .flatten()

@@ -72,6 +72,14 @@ impl Sources {
     /// whose stat equals its entry in `before` and was not racy then keeps that entry's hash
     /// without being read; any other file is read and hashed.
     pub fn look(root: &Root, before: Option<&Sources>) -> std::io::Result<Sources> {
+        Sources::look_deferring(root, before, |_| false)
+    }
+
+    /// As [`Sources::look`], except that a file `defer` names whose stat changed is not read:
+    /// its hash is left empty (so it counts as changed) for the caller, which reads it anyway,
+    /// to fill in with [`Sources::set_read`] before the record is written. A day file that
+    /// grew is then read and hashed once, not twice.
+    pub fn look_deferring(root: &Root, before: Option<&Sources>, defer: impl Fn(&str) -> bool) -> std::io::Result<Sources> {
         let mut paths: Vec<(String, PathBuf)> =
             SETTLING.iter().map(|rel| (rel.to_string(), root.dir().join(rel))).collect();
         match std::fs::read_dir(root.archive_dir()) {
@@ -89,11 +97,26 @@ impl Sources {
         }
         let mut files = BTreeMap::new();
         for (rel, path) in paths {
-            if let Some(seen) = see(&path, before.and_then(|b| b.files.get(&rel)))? {
+            if let Some(seen) = see(&path, before.and_then(|b| b.files.get(&rel)), defer(&rel))? {
                 files.insert(rel, seen);
             }
         }
         Ok(Sources { files })
+    }
+
+    /// What the caller read of a file [`Sources::look_deferring`] left unread: its length and
+    /// hash (a file that grew between the look and the read is recorded as read; its newer
+    /// stat then makes the next look read it again).
+    pub fn set_read(&mut self, path: &str, size: u64, hash: String) {
+        if let Some(seen) = self.files.get_mut(path) {
+            seen.size = size;
+            seen.hash = hash;
+        }
+    }
+
+    /// Whether every file has its hash (none left for the caller to fill in).
+    pub fn complete(&self) -> bool {
+        self.files.values().all(|seen| !seen.hash.is_empty())
     }
 
     /// Paths whose content differs between the two (by hash), or that exist in only one.
@@ -149,8 +172,9 @@ fn now_ns() -> i128 {
 }
 
 /// Stat `path` and take its hash from `before` when the stat matches and was not racy, else
-/// read it. `None` when the file does not exist.
-fn see(path: &Path, before: Option<&Seen>) -> std::io::Result<Option<Seen>> {
+/// read it (or, with `defer`, leave the hash empty for the caller). `None` when the file does
+/// not exist.
+fn see(path: &Path, before: Option<&Seen>, defer: bool) -> std::io::Result<Option<Seen>> {
     let seen_ns = now_ns();
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
@@ -164,6 +188,10 @@ fn see(path: &Path, before: Option<&Seen>) -> std::io::Result<Option<Seen>> {
             seen.hash = b.hash.clone();
             seen.seen_ns = b.seen_ns;
         }
+        // Racy with its stat unchanged: most likely unchanged, and cheaper to confirm here
+        // than for the caller to parse and sync it again.
+        Some(b) if defer && !b.same_stat(&seen) => {}
+        None if defer => {}
         _ => match std::fs::read(path) {
             Ok(bytes) => seen.hash = content_hash(&bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -273,5 +301,29 @@ mod tests {
         assert!(!merged.files.contains_key("archive/2026-11-24.md"));
         assert!(merged.files.contains_key("archive/2026-11-25.md"));
         assert!(merged.same_settling(&before), "memory.md was not among the paths");
+    }
+
+    #[test]
+    fn a_deferred_file_is_left_unread_for_the_caller_and_counts_as_changed() {
+        let (_dir, root) = root();
+        let day = root.archive_dir().join("2026-11-25.md");
+        std::fs::write(&day, "- one\n").unwrap();
+        std::fs::write(root.memory(), "m\n").unwrap();
+        let before = Sources::look(&root, None).unwrap();
+        std::fs::write(&day, "- one\n- two\n").unwrap();
+        std::fs::write(root.memory(), "m2\n").unwrap();
+        let mut seen = Sources::look_deferring(&root, Some(&before), |rel| rel.starts_with("archive/")).unwrap();
+        assert_eq!(seen.files["archive/2026-11-25.md"].hash, "", "the day file is left for the caller");
+        assert_eq!(seen.files["consolidated/memory.md"].hash, content_hash("m2\n"), "the rest is read");
+        assert!(!seen.complete());
+        assert_eq!(seen.changed(&before), vec!["archive/2026-11-25.md", "consolidated/memory.md"]);
+        seen.set_read("archive/2026-11-25.md", 12, content_hash("- one\n- two\n"));
+        assert!(seen.complete());
+        let read = Sources::look(&root, Some(&before)).unwrap();
+        let (a, b) = (&seen.files["archive/2026-11-25.md"], &read.files["archive/2026-11-25.md"]);
+        assert_eq!((a.size, &a.hash, a.mtime_ns, a.inode), (b.size, &b.hash, b.mtime_ns, b.inode));
+        // A file whose stat is unchanged is never deferred, racy or not.
+        let again = Sources::look_deferring(&root, Some(&seen), |_| true).unwrap();
+        assert!(again.complete());
     }
 }
