@@ -410,6 +410,8 @@ pub(super) struct Slot {
     served: AtomicU64,
     /// Times appended rows were taken in ([`Slot::extend`]).
     extended: AtomicU64,
+    /// Told when a read of the rows ends, for [`Slot::hold_now`] to wait for one under way.
+    read_done: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -442,14 +444,22 @@ impl Slot {
     /// from them rather than by lance.
     pub(super) async fn hold_now(self: &Arc<Self>, table: &Table) {
         self.on.store(true, Ordering::SeqCst);
+        let done = self.read_done.notified();
+        tokio::pin!(done);
+        // Registered before the look, so a read that ends right after it is not missed.
+        done.as_mut().enable();
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            if state.reading {
-                return;
+            if !state.reading {
+                state.reading = true;
+                drop(state);
+                return self.clone().read(table.clone()).await;
             }
-            state.reading = true;
         }
-        self.clone().read(table.clone()).await;
+        // A read is under way (the settle before it started one): its rows are the ones to
+        // answer with, so wait for it rather than answer from lance meanwhile (not for ever: a
+        // read that never ends leaves the searches to lance, as before it).
+        let _ = tokio::time::timeout(Duration::from_secs(60), done).await;
     }
 
     /// Read `table`'s vectors in the background, unless a read is already under way.
@@ -650,6 +660,8 @@ impl Slot {
             }
             Err(e) => warn!(error = %e, "could not read the index's vectors; searching with lance"),
         }
+        drop(state);
+        self.read_done.notify_waiters();
     }
 }
 

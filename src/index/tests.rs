@@ -1196,6 +1196,24 @@ async fn a_settle_holds_the_settled_rows_at_once() {
     }
 }
 
+/// A daemon holds its rows before it answers (`Memory::warm_up`): when the settle before it
+/// already started the read, `hold_vectors_now` waits for that read instead of returning with
+/// nothing held (the first searches would then go to lance until it ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holding_now_waits_for_the_read_a_settle_started() {
+    let root = tempfile::tempdir().unwrap();
+    let (index, mut docs) = small_ann_index(root.path()).await;
+    holding(&index).await;
+    for i in 0..30 {
+        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", WORDS[i % 10]), "2026-03-01"));
+        index.sync(&docs, Scope::All, None).await.unwrap();
+    }
+    index.settle().await.unwrap(); // starts reading the settled version's rows
+    index.hold_vectors_now().await;
+    let latest = index.table().version().await.unwrap();
+    assert_eq!(index.held.held_version(), Some(latest), "the rows are held when it returns");
+}
+
 /// After this process writes, the new version's vectors are read once it has been quiet for
 /// [`held::HOLD_AFTER_QUIET`], with no search asking for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
