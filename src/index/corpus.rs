@@ -163,6 +163,39 @@ pub async fn refresh(root: &Root, index: &Index) -> Result<(Ledger, SyncStats), 
     Ok((ledger, stats))
 }
 
+/// What a full read of the files tells the catch-ups that follow, learnt without syncing
+/// anything, when the index is up to date with the files: a process that starts on such an
+/// index (a restarted daemon) reads every file once before it answers, instead of in the
+/// catch-up of its first write. The latest day file (the one the next write most likely
+/// appends to) is parsed too, so that catch-up parses only the new lines. `None` when the
+/// files changed since the rows were recorded: the next catch-up reads them all anyway.
+pub async fn learn(root: &Root, index: &Index) -> Result<Option<(Known, Ledger)>, RefreshError> {
+    let Some(before) = index.sources().await else { return Ok(None) };
+    let root = root.clone();
+    blocking(move || {
+        let seen = Sources::look(&root, Some(&before))
+            .map_err(|source| RefreshError::Look { path: root.dir().display().to_string(), source })?;
+        if !seen.changed(&before).is_empty() {
+            return Ok(None);
+        }
+        let ledger = Ledger::load(&root)?;
+        let mut days = HashMap::new();
+        let latest = seen.files.keys().filter_map(|rel| crate::store::archive::day_of(std::path::Path::new(rel))).max();
+        if let Some(day) = latest {
+            let (text, rel) = crate::store::archive::read_day_text(&root, day)?;
+            let hash = crate::store::content_hash(text.as_bytes());
+            // Parsed as recorded, or not at all (a write since is read by the next catch-up).
+            if seen.files.get(&rel).is_some_and(|s| s.hash == hash && s.size == text.len() as u64) {
+                let mut state = crate::store::archive::DayParse::default();
+                let _ = crate::store::archive::parse_on(day, &text, &rel, &mut state);
+                days.insert(rel, ParsedDay { size: text.len() as u64, hash, state });
+            }
+        }
+        Ok(Some((Known { settled: ledger.settled(), seen, days }, ledger)))
+    })
+    .await
+}
+
 /// Bring the index up to date reading as little as possible: nothing when no file's stat
 /// changed since the rows were recorded as built ([`Sources`]); only the changed day files when
 /// nothing else changed and `known` (from an earlier call in this process) still describes
@@ -392,6 +425,33 @@ mod tests {
         let (_, stats, _) = catch_up(&root, &index, &mut known).await.unwrap();
         assert_eq!(stats.deleted, 1, "{stats:?}");
         assert_eq!(index.digest().await.unwrap(), want(&root));
+    }
+
+    /// A process that starts on an up-to-date index learns the files once (`learn`): its first
+    /// write is then read alone, only its new lines parsed, as if it had read everything before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_a_start_learns_spares_the_first_write_a_full_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        root.init().unwrap();
+        add(&root, "2026-11-20", "Walked the dog along the harbour.");
+        add(&root, "2026-11-21", "Bought a blue bicycle.");
+        let index = Index::open(&root.index_dir(), Arc::new(LocalEmbedder::new(64))).await.unwrap();
+        catch_up(&root, &index, &mut None).await.unwrap();
+
+        // Another process, as a restarted daemon: nothing known, then what it learns.
+        let (learnt, _) = learn(&root, &index).await.unwrap().expect("the index is up to date");
+        assert!(learnt.days.contains_key("archive/2026-11-21.md"), "the latest day file is parsed");
+        let mut known = Some(learnt);
+        let tea = add(&root, "2026-11-21", "Prefers green tea in the morning.");
+        let (read, stats, _) = catch_up(&root, &index, &mut known).await.unwrap();
+        assert_eq!((read, stats.upserted), (Read::DayFiles(1), 1));
+        assert_eq!(index.digest().await.unwrap(), want(&root));
+        assert!(index.digest().await.unwrap().contains_key(&tea));
+
+        // Files changed since the rows were recorded: nothing is learnt.
+        add(&root, "2026-11-22", "Painted the fence.");
+        assert!(learn(&root, &index).await.unwrap().is_none());
     }
 
     /// A refresh reads nothing when nothing changed, only the day file that changed when that

@@ -89,7 +89,16 @@ impl Memory {
     /// caught up with the files, settled, and its rows held in memory.
     pub async fn warm_up(&self) -> Result<Option<Settled>, Error> {
         let settled = self.settle_if_unsettled().await?;
-        self.index().await?.hold_vectors_now().await;
+        let index = self.index().await?;
+        index.hold_vectors_now().await;
+        // What the first write's catch-up would otherwise read in full (at 100k, 2 s).
+        let mut known = self.inner.fresh.refreshing.lock().await;
+        if known.is_none()
+            && let Some((learnt, ledger)) = corpus::learn(&self.inner.root, index).await?
+        {
+            self.cache_status_counts(ledger, learnt.seen().clone()).await;
+            *known = Some(learnt);
+        }
         Ok(settled)
     }
 
