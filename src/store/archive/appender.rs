@@ -53,7 +53,45 @@ impl FileStamp {
     }
 }
 
+impl DayState {
+    /// The state of a day file as it is, read through `file` (locked, stamped `stamp`).
+    fn read(file: &mut std::fs::File, date: NaiveDate, rel: &str, stamp: FileStamp) -> std::io::Result<DayState> {
+        let mut existing = String::new();
+        file.seek(SeekFrom::Start(0))?;
+        file.read_to_string(&mut existing)?;
+        let mut parsed = DayParse::default();
+        let (_, _) = parse_on(date, &existing, rel, &mut parsed);
+        Ok(DayState {
+            occ: parsed.occ,
+            lines: existing.matches('\n').count(),
+            open_line: !existing.is_empty() && !existing.ends_with('\n'),
+            stamp,
+        })
+    }
+}
+
 impl Appender {
+    /// Read `date`'s day file now, as the first append to it would (a daemon does this for
+    /// today's file before it answers, so its first posted fact does not wait for a read of
+    /// the whole day). Nothing to do when the file does not exist yet.
+    pub fn prime(&mut self, root: &Root, date: NaiveDate) -> Result<(), ArchiveError> {
+        let path = root.archive_file(date);
+        if !path.exists() {
+            return Ok(());
+        }
+        let rel = root.relative(&path);
+        let io = |source| ArchiveError::Io { path: rel.clone(), source };
+        let mut file = open_locked(&path).map_err(io)?;
+        let stamp = FileStamp::of(&file.metadata().map_err(io)?);
+        let day = DayState::read(&mut file, date, &rel, stamp).map_err(io)?;
+        file.unlock().map_err(io)?;
+        if self.days.len() >= APPENDER_DAYS {
+            self.days.clear();
+        }
+        self.days.insert(date, day);
+        Ok(())
+    }
+
     /// As [`append`].
     pub fn append(
         &mut self,
@@ -100,19 +138,7 @@ impl Appender {
         let stamp = FileStamp::of(&file.metadata().map_err(io)?);
         let mut day = match self.days.remove(&date).filter(|day| day.stamp == stamp) {
             Some(day) => day,
-            None => {
-                let mut existing = String::new();
-                file.seek(SeekFrom::Start(0)).map_err(io)?;
-                file.read_to_string(&mut existing).map_err(io)?;
-                let mut parsed = DayParse::default();
-                let (_, _) = parse_on(date, &existing, &rel, &mut parsed);
-                DayState {
-                    occ: parsed.occ,
-                    lines: existing.matches('\n').count(),
-                    open_line: !existing.is_empty() && !existing.ends_with('\n'),
-                    stamp,
-                }
-            }
+            None => DayState::read(&mut file, date, &rel, stamp).map_err(io)?,
         };
         let mut out = String::new();
         if stamp.len == 0 {

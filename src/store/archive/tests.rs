@@ -37,6 +37,32 @@ fn appended_lines_parse_back_identically() {
 }
 
 #[test]
+fn a_primed_appender_writes_what_a_fresh_one_would_and_a_change_since_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Root::new(dir.path());
+    let mut primed = Appender::default();
+    primed.prime(&root, d("2026-11-22")).unwrap(); // no file yet: nothing to read
+    append(&root, &[new("Likes tea"), new("Has a cat")], now()).unwrap();
+    primed.prime(&root, d("2026-11-22")).unwrap();
+    let path = root.archive_file(d("2026-11-22"));
+    let before = std::fs::read_to_string(&path).unwrap();
+    let one = primed.append(&root, &[new("Likes tea")], now()).unwrap();
+    std::fs::write(&path, &before).unwrap();
+    let fresh = Appender::default().append(&root, &[new("Likes tea")], now()).unwrap();
+    assert_eq!(one, fresh, "the same id and line as an appender that reads the file");
+    // Changed after priming (by hand): read again, not trusted.
+    let mut primed = Appender::default();
+    primed.prime(&root, d("2026-11-22")).unwrap();
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(b"- Likes tea\n").unwrap();
+    drop(file);
+    let after = primed.append(&root, &[new("Likes tea")], now()).unwrap();
+    let ids: HashSet<String> = read_day(&root, d("2026-11-22")).unwrap().0.into_iter().map(|f| f.id).collect();
+    assert_eq!(ids.len(), 5, "every id distinct: {ids:?}");
+    assert!(ids.contains(&after[0].id));
+}
+
+#[test]
 fn a_remembering_appender_writes_what_a_fresh_read_would() {
     let dir = tempfile::tempdir().unwrap();
     let root = Root::new(dir.path());
