@@ -110,6 +110,9 @@ impl Memory {
             if let Err(e) = primed {
                 tracing::debug!(error = %e, "today's archive file not read ahead");
             }
+            // The full read of the files is done with: what it took goes back to the system
+            // before the daemon answers (at 100k, about 130 MiB).
+            crate::sys::alloc::release_free_memory();
         })
         .await;
         Ok(settled)

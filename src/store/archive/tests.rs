@@ -414,3 +414,16 @@ proptest! {
         prop_assert_eq!(back.map(|f| f.text.as_str()), Some(text.as_str()), "{:?}", std::fs::read_to_string(&path));
     }
 }
+
+#[test]
+fn ids_are_told_apart_exactly_whatever_their_form() {
+    let text = "- one <!--f {\"id\":\"f-abcdef012345\"}-->\n- two <!--f {\"id\":\"f-ABCDEF012345\"}-->\n\
+                - three <!--f {\"id\":\"f-custom\"}-->\n- four <!--f {\"id\":\"f-custom\"}-->\n- one\n- one\n";
+    let (facts, problems) = parse_day(d("2026-11-22"), text, "archive/2026-11-22.md");
+    let ids: Vec<&str> = facts.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(&ids[..3], ["f-abcdef012345", "f-ABCDEF012345", "f-custom"]);
+    assert_eq!(problems.len(), 1, "only the second f-custom: {problems:?}");
+    assert!(problems[0].message.contains("appears twice"));
+    let unique: HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), 6, "the copies of `one` get ids of their own: {ids:?}");
+}
