@@ -448,13 +448,12 @@ impl Slot {
         tokio::pin!(done);
         // Registered before the look, so a read that ends right after it is not missed.
         done.as_mut().enable();
-        {
+        let start = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            if !state.reading {
-                state.reading = true;
-                drop(state);
-                return self.clone().read(table.clone()).await;
-            }
+            !std::mem::replace(&mut state.reading, true)
+        };
+        if start {
+            return self.clone().read(table.clone()).await;
         }
         // A read is under way (the settle before it started one): its rows are the ones to
         // answer with, so wait for it rather than answer from lance meanwhile (not for ever: a
