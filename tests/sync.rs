@@ -605,3 +605,20 @@ fn each_space_of_a_home_syncs_with_its_own_remote() {
     assert_eq!(status["enabled"], true, "{status}");
     assert_eq!((status["ahead"].as_u64(), status["behind"].as_u64()), (Some(0), Some(0)), "{status}");
 }
+
+/// `[sync] remote` sets a root up the first time; a remote set since by `sync --init` stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_remote_sets_a_root_up_once() {
+    let lab = Lab::new();
+    let other = lab.dir.path().join("other.git");
+    assert!(Command::new("git").args(["init", "--quiet", "--bare"]).arg(&other).status().unwrap().success());
+    let mut config = lab.config("a");
+    config.sync.remote = lab.url();
+    let a = Memory::open(config).await.unwrap();
+    add(&a, "today", "Ana lives in Lyon");
+    assert_eq!(a.sync(None).await.unwrap().remote, lab.url(), "set up from the configuration");
+    let other = other.display().to_string();
+    a.sync(Some(other.clone())).await.unwrap();
+    assert_eq!(a.sync(None).await.unwrap().remote, other, "--init's remote is kept");
+    assert!(on_remote(Path::new(&other), ".gitignore").is_some());
+}

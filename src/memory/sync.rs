@@ -192,8 +192,11 @@ impl Memory {
         let lock = self.lock()?;
         self.reconcile_locked(&lock)?;
         let git = Git::new(root.dir());
-        let remote = match init.or_else(|| Some(self.inner.config.sync.remote.clone()).filter(|r| !r.trim().is_empty()))
-        {
+        // `[sync] remote` sets a root up the first time only: a remote set since (by `--init`)
+        // is not changed back.
+        let set_up = git.is_repo() && git.remote_url()?.is_some();
+        let configured = Some(self.inner.config.sync.remote.clone()).filter(|r| !r.trim().is_empty() && !set_up);
+        let remote = match init.or(configured) {
             Some(url) => {
                 if url.trim().starts_with('-') || url.trim().is_empty() {
                     return Err(Error::BadInput(format!(
