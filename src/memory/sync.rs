@@ -110,13 +110,13 @@ fn save_state(root: &Root, state: &SyncState) {
     }
 }
 
-/// Times the git calls of one sync.
+/// Times the git calls of one sync (the rest of its time is memfold's own).
 #[derive(Default)]
-struct Clock {
+struct GitTime {
     git: Duration,
 }
 
-impl Clock {
+impl GitTime {
     fn git<T>(&mut self, f: impl FnOnce() -> T) -> T {
         let start = Instant::now();
         let out = f();
@@ -187,7 +187,7 @@ impl Memory {
 
     fn sync_blocking(&self, init: Option<String>) -> Result<(SyncReport, bool), Error> {
         let started = Instant::now();
-        let mut clock = Clock::default();
+        let mut clock = GitTime::default();
         let root = &self.inner.root;
         let lock = self.lock()?;
         self.reconcile_locked(&lock)?;
@@ -273,7 +273,7 @@ impl Memory {
         lock: &LockGuard,
         head: Option<&str>,
         theirs: &str,
-        clock: &mut Clock,
+        clock: &mut GitTime,
     ) -> Result<(Merged, bool), Error> {
         let root = &self.inner.root;
         let (base_files, ours_files, theirs_files) = clock.git(|| -> Result<_, Error> {

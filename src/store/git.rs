@@ -80,6 +80,13 @@ impl Git {
         Ok(out.success())
     }
 
+    /// Run a question git answers on stdout, or by failing when there is no answer (a key not
+    /// set, a name that names nothing): the answer, trimmed, or None.
+    fn answer(&self, args: &[&str]) -> Result<Option<String>, GitError> {
+        let out = self.command(args).stderr(Stdio::null()).output().map_err(GitError::Missing)?;
+        Ok(out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()))
+    }
+
     /// Whether the root is a repository of its own (its own `.git`, not a parent's).
     pub fn is_repo(&self) -> bool {
         self.dir.join(".git").exists()
@@ -92,11 +99,7 @@ impl Git {
 
     /// The remote's address, if one is set.
     pub fn remote_url(&self) -> Result<Option<String>, GitError> {
-        let key = format!("remote.{REMOTE}.url");
-        if !self.succeeds(&["config", "--get", &key])? {
-            return Ok(None);
-        }
-        Ok(Some(self.run(&["config", "--get", &key])?.trim().to_string()))
+        self.answer(&["config", "--get", &format!("remote.{REMOTE}.url")])
     }
 
     pub fn set_remote(&self, url: &str) -> Result<(), GitError> {
@@ -113,11 +116,7 @@ impl Git {
     }
 
     fn rev(&self, name: &str) -> Result<Option<String>, GitError> {
-        let spec = format!("{name}^{{commit}}");
-        if !self.succeeds(&["rev-parse", "--verify", "--quiet", &spec])? {
-            return Ok(None);
-        }
-        Ok(Some(self.run(&["rev-parse", "--verify", &spec])?.trim().to_string()))
+        self.answer(&["rev-parse", "--verify", "--quiet", &format!("{name}^{{commit}}")])
     }
 
     /// The remote branch as last fetched, None if it was never fetched or does not exist.
@@ -160,8 +159,7 @@ impl Git {
     }
 
     pub fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>, GitError> {
-        let out = self.command(&["merge-base", a, b]).output().map_err(GitError::Missing)?;
-        Ok(out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()))
+        self.answer(&["merge-base", a, b])
     }
 
     /// Whether `a` is `b` or one of its ancestors.

@@ -103,10 +103,6 @@ impl Ledger {
         self.tombstones.iter().flat_map(|t| t.ids.iter().map(String::as_str)).collect()
     }
 
-    /// Text hashes covered by a tombstone (a deleted fact re-added word for word stays deleted).
-    pub fn tombstoned_hashes(&self) -> HashSet<&str> {
-        self.tombstones.iter().map(|t| t.text_hash.as_str()).collect()
-    }
 
     /// Where each entry id's versions ended up (see [`End`]), for every id in `history.md`
     /// and `memory.md`.
@@ -180,11 +176,9 @@ impl Ledger {
 
     /// What decides every fact's fate apart from the fact itself (see [`Ledger::fates`]).
     pub fn settled(&self) -> Settled {
-        let owned = |ids: HashSet<&str>| ids.into_iter().map(str::to_string).collect();
         Settled {
-            tombstoned_ids: owned(self.tombstoned_ids()),
-            tombstoned_hashes: owned(self.tombstoned_hashes()),
-            sourced: owned(self.sourced_ids()),
+            tombstoned: Tombstoned::of(&self.tombstones),
+            sourced: self.sourced_ids().into_iter().map(str::to_string).collect(),
         }
     }
 
@@ -209,16 +203,42 @@ impl Ledger {
 /// that changed alone be indexed without reading the rest of the root.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settled {
-    tombstoned_ids: HashSet<String>,
-    tombstoned_hashes: HashSet<String>,
+    tombstoned: Tombstoned,
     sourced: HashSet<String>,
+}
+
+/// What the tombstones cover: the ids they name (entries and facts) and the texts they hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tombstoned {
+    ids: HashSet<String>,
+    hashes: HashSet<String>,
+}
+
+impl Tombstoned {
+    pub fn of(tombstones: &[Tombstone]) -> Tombstoned {
+        Tombstoned {
+            ids: tombstones.iter().flat_map(|t| t.ids.iter().cloned()).collect(),
+            hashes: tombstones.iter().map(|t| t.text_hash.clone()).collect(),
+        }
+    }
+
+    /// Whether a tombstone names this id (an entry's or a fact's).
+    pub fn names(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+
+    /// Whether a tombstone names the fact or its text (a deleted fact re-added word for word
+    /// stays deleted).
+    pub fn covers(&self, f: &Fact) -> bool {
+        self.ids.contains(f.id.as_str()) || self.hashes.contains(&fact_text_hash(&f.text))
+    }
 }
 
 impl Settled {
     /// Tombstoned if a tombstone names the fact or its text; consolidated if it lives on in
     /// current memory; pending otherwise.
     pub fn fate(&self, f: &Fact) -> FactFate {
-        if self.tombstoned_ids.contains(f.id.as_str()) || self.tombstoned_hashes.contains(&fact_text_hash(&f.text)) {
+        if self.tombstoned.covers(f) {
             FactFate::Tombstoned
         } else if self.sourced.contains(f.id.as_str()) {
             FactFate::Consolidated

@@ -37,7 +37,7 @@ use crate::store::archive::{self, Fact};
 use crate::store::commit::{Change, EntryDelta, FileWrite, HistoryWrite, MemoryWrite};
 use crate::store::content_hash;
 use crate::store::entries::{Entry, EntryFile, HistoryStatus, Item};
-use crate::store::ledger::{Ledger, fact_text_hash};
+use crate::store::ledger::{Ledger, Tombstoned};
 use crate::store::promoted;
 use crate::store::state::Tombstone;
 
@@ -151,7 +151,7 @@ pub fn plan(req: &Request) -> (Change, Merged) {
     // memory.md, then the tombstone rule over the result.
     let mem = side(MEMORY);
     let ours_text = mem.ours().to_string();
-    let (mut memory, taken, conflicts, losers) = merge_memory(mem);
+    let (mut memory, taken, conflicts, losers) = merge_memory(mem, &req.ledger.memory);
     merged.entries = taken;
     let all_facts: HashMap<&str, &Fact> = req.ledger.facts.iter().chain(facts.iter()).map(|f| (f.id.as_str(), f)).collect();
     let buried = bury_tombstoned(&mut memory, &tombstones, &all_facts, req.other, req.today);
@@ -375,13 +375,13 @@ fn later(a: &Entry, b: &Entry) -> bool {
 
 /// The merged `memory.md`, how many entries came from the other side, the conflicts, and the
 /// versions that lost one (as history blocks) with their conflict.
-fn merge_memory(files: &Side) -> (ById, usize, Vec<Conflict>, Vec<(Entry, Conflict)>) {
-    let ours_file = EntryFile::parse(files.ours(), MEMORY);
+/// `ours_file` is this side's `memory.md` as the ledger parsed it (`files.ours`' text).
+fn merge_memory(files: &Side, ours_file: &EntryFile) -> (ById, usize, Vec<Conflict>, Vec<(Entry, Conflict)>) {
     match take_one_side(files) {
-        Taken::Ours => return (ById::new(ours_file), 0, Vec::new(), Vec::new()),
+        Taken::Ours => return (ById::new(ours_file.clone()), 0, Vec::new(), Vec::new()),
         Taken::Theirs(theirs) => {
             let theirs = EntryFile::parse(theirs.as_deref().unwrap_or(""), MEMORY);
-            let (o, t) = (versions(&ours_file), versions(&theirs));
+            let (o, t) = (versions(ours_file), versions(&theirs));
             let taken = t.iter().filter(|(id, v)| o.get(*id) != Some(*v)).count();
             return (ById::new(theirs), taken, Vec::new(), Vec::new());
         }
@@ -389,7 +389,7 @@ fn merge_memory(files: &Side) -> (ById, usize, Vec<Conflict>, Vec<(Entry, Confli
     }
     let base = EntryFile::parse(files.base(), MEMORY);
     let theirs = EntryFile::parse(files.theirs.as_deref().unwrap_or(""), MEMORY);
-    let (b, o, t) = (versions(&base), versions(&ours_file), versions(&theirs));
+    let (b, o, t) = (versions(&base), versions(ours_file), versions(&theirs));
     let mine: HashMap<&str, &Entry> = ours_file.entries().map(|e| (e.id(), e)).collect();
     let mut merged = ById::new(ours_file.clone());
     let (mut taken, mut conflicts, mut losers) = (0, Vec::new(), Vec::new());
@@ -525,14 +525,11 @@ fn bury_tombstoned(
     if tombstones.is_empty() {
         return Vec::new();
     }
-    let ids: HashSet<&str> = tombstones.iter().flat_map(|t| t.ids.iter().map(String::as_str)).collect();
-    let hashes: HashSet<&str> = tombstones.iter().map(|t| t.text_hash.as_str()).collect();
-    let dead = |fact: &str| {
-        ids.contains(fact) || facts.get(fact).is_some_and(|f| hashes.contains(fact_text_hash(&f.text).as_str()))
-    };
+    let tombstoned = Tombstoned::of(tombstones);
+    let dead = |fact: &str| tombstoned.names(fact) || facts.get(fact).is_some_and(|f| tombstoned.covers(f));
     let doomed: Vec<String> = memory
         .entries()
-        .filter(|e| ids.contains(e.id()) || e.meta.sources.iter().any(|s| dead(s)))
+        .filter(|e| tombstoned.names(e.id()) || e.meta.sources.iter().any(|s| dead(s)))
         .map(|e| e.id().to_string())
         .collect();
     let mut blocks = Vec::new();
