@@ -103,17 +103,7 @@ fn bench(entries: usize, vocab: Option<worklog::Vocab>) {
     let fresh = root_dir.with_file_name(format!("first-pass-{entries}"));
     assert!(memfold(&fresh).arg("init").stdout(Stdio::null()).status().unwrap().success());
     let started = Instant::now();
-    let mut add = memfold(&fresh)
-        .args(["add", "--stdin"])
-        .env("MEMFOLD_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = add.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, texts.join("\n").as_bytes()).unwrap();
-    drop(stdin);
-    assert!(add.wait().unwrap().success());
+    run::add_stdin(&fresh, &texts);
     let added = started.elapsed();
     let pass = timed(&fresh, &["consolidate", "--force"]);
     println!(

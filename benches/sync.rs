@@ -24,7 +24,7 @@ mod run;
 mod worklog;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use chrono::NaiveDate;
@@ -87,20 +87,6 @@ fn seed(root: &Root, texts: &[String]) {
     std::fs::write(root.memory(), file.render()).unwrap();
 }
 
-fn add(root: &Path, texts: &[String]) {
-    let mut child = memfold(root)
-        .args(["add", "--stdin"])
-        .env("MEMFOLD_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, texts.join("\n").as_bytes()).unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
-}
-
 fn main() {
     let n: usize = std::env::var("MEMFOLD_BENCH_ENTRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let vocabs = std::env::var("MEMFOLD_BENCH_VOCAB").unwrap_or_else(|_| "varied".into());
@@ -132,11 +118,11 @@ fn bench(n: usize, vocab: Option<worklog::Vocab>) {
     );
 
     let news = all;
-    add(&b, &news[n..n + 1_000]);
+    run::add_stdin(&b, &news[n..n + 1_000]);
     let pass = Instant::now();
     ok(&b, &["consolidate", "--force", "--json"]);
     let pass = pass.elapsed().as_secs_f64();
-    add(&a, &news[n + 1_000..]);
+    run::add_stdin(&a, &news[n + 1_000..]);
     let (wall, ms, git_ms, _) = sync(&b, None);
     println!(
         "  B archives 1,000 facts, consolidates them ({pass:.1} s, not timed) and syncs: {wall:.1} s (memfold {ms} ms, git {git_ms} ms)"

@@ -72,11 +72,7 @@ async fn bench(vocab: Vocab, n: usize) {
     // 1. The first pass.
     assert!(memfold(&root).arg("init").stdout(Stdio::null()).status().unwrap().success());
     let started = Instant::now();
-    let mut add = memfold(&root).args(["add", "--stdin"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    let mut stdin = add.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, facts.join("\n").as_bytes()).unwrap();
-    drop(stdin);
-    assert!(add.wait().unwrap().success());
+    run::add_stdin(&root, &facts);
     let added = started.elapsed();
     let (pass, report) = timed(&root, &["consolidate", "--force", "--json"]);
     let report: Value = serde_json::from_slice(&report).unwrap_or(Value::Null);

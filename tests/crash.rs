@@ -270,13 +270,7 @@ fn a_recovery_killed_halfway_is_finished_by_the_next_one() {
 fn forget_killed_at_any_point_loses_nothing() {
     let lab = Lab::new();
     let template = lab.consolidated("forget");
-    let id = EntryFile::read(&Root::new(&template).memory(), "memory.md")
-        .unwrap()
-        .entries()
-        .next()
-        .unwrap()
-        .id()
-        .to_string();
+    let id = crate::common::first_entry_id(&template).unwrap();
     lab.every_point("forget", &template, &["forget", &id], "forget", &[]);
 }
 

@@ -47,6 +47,19 @@ impl Lab {
     fn url(&self) -> String {
         self.remote.display().to_string()
     }
+
+    /// Roots `a` and `b`, each holding memory (a fact, consolidated) before they first sync:
+    /// `a` sets up sync, and `b`'s `--init` joins the two. The facts archived.
+    async fn joined(&self) -> (Memory, Memory, BTreeSet<String>) {
+        let (a, b) = (self.root("a").await, self.root("b").await);
+        let facts =
+            BTreeSet::from([add(&a, "2026-11-19", "Ana lives in Lyon"), add(&b, "2026-11-19", "Ben likes green tea")]);
+        pass(&a).await;
+        pass(&b).await;
+        a.sync(Some(self.url())).await.unwrap();
+        b.sync(Some(self.url())).await.unwrap();
+        (a, b, facts)
+    }
 }
 
 fn dir(memory: &Memory) -> PathBuf {
@@ -146,30 +159,30 @@ fn sentence(n: usize) -> String {
     format!("{} {}", people[n % people.len()], things[(n / people.len()) % things.len()])
 }
 
+/// Edit the first entry of `memory.md` by hand: `content` (from its old content) and `updated`.
+/// Whether there was one.
+fn edit_first_entry(root: &Path, content: impl FnOnce(&str) -> String, updated: &str) -> bool {
+    let path = root.join("consolidated/memory.md");
+    let mut file = EntryFile::read(&path, "memory.md").unwrap();
+    let Some(entry) = file.entries_mut().next() else { return false };
+    entry.content = content(&entry.content);
+    entry.meta.updated = Some(updated.parse().unwrap());
+    entry.touch();
+    std::fs::write(&path, file.render()).unwrap();
+    true
+}
+
 async fn run_step(memory: &Memory, step: &Step, n: usize, facts: &mut BTreeSet<String>) {
     let root = dir(memory);
     let memory_md = root.join("consolidated/memory.md");
-    let first = || EntryFile::read(&memory_md, "memory.md").unwrap().entries().next().map(|e| e.id().to_string());
+    let first = || crate::common::first_entry_id(&root);
     match step {
         Step::Add(k) => {
             facts.insert(add(memory, "today", &sentence(*k)));
         }
         Step::Pass => pass(memory).await,
         Step::HandEdit => {
-            let text = std::fs::read_to_string(&memory_md).unwrap();
-            let mut file = EntryFile::parse(&text, "memory.md");
-            let edited = match file.entries_mut().next() {
-                Some(entry) => {
-                    entry.content = format!("{} (checked {n})", entry.content);
-                    entry.meta.updated = Some("2026-11-21".parse().unwrap());
-                    entry.touch();
-                    true
-                }
-                None => false,
-            };
-            if edited {
-                std::fs::write(&memory_md, file.render()).unwrap();
-            }
+            edit_first_entry(&root, |old| format!("{old} (checked {n})"), "2026-11-21");
         }
         Step::HandDelete => {
             let text = std::fs::read_to_string(&memory_md).unwrap();
@@ -245,15 +258,7 @@ proptest! {
     fn two_roots_converge_whatever_each_does(steps in prop::collection::vec(step(), 1..10)) {
         runtime().block_on(async {
             let lab = Lab::new();
-            let (a, b) = (lab.root("a").await, lab.root("b").await);
-            let mut facts = BTreeSet::new();
-            // Both hold memory before they first sync: the second --init joins the first's.
-            facts.insert(add(&a, "2026-11-19", "Ana lives in Lyon"));
-            facts.insert(add(&b, "2026-11-19", "Ben likes green tea"));
-            pass(&a).await;
-            pass(&b).await;
-            a.sync(Some(lab.url())).await.unwrap();
-            b.sync(Some(lab.url())).await.unwrap();
+            let (a, b, mut facts) = lab.joined().await;
             for (n, (on_a, step)) in steps.iter().enumerate() {
                 run_step(if *on_a { &a } else { &b }, step, n, &mut facts).await;
             }
@@ -345,17 +350,8 @@ async fn an_entry_changed_on_two_machines_goes_to_review() {
     pass(&a).await;
     a.sync(Some(lab.url())).await.unwrap();
     b.sync(Some(lab.url())).await.unwrap();
-    let edit = |memory: &Memory, text: &str, day: &str| {
-        let path = dir(memory).join("consolidated/memory.md");
-        let mut file = EntryFile::read(&path, "memory.md").unwrap();
-        let entry = file.entries_mut().next().unwrap();
-        entry.content = text.to_string();
-        entry.meta.updated = Some(day.parse().unwrap());
-        entry.touch();
-        std::fs::write(&path, file.render()).unwrap();
-    };
-    edit(&a, "Ana lives in Lyon, near the river", "2026-11-21");
-    edit(&b, "Ana lives in Lyon, in the old town", "2026-11-22");
+    assert!(edit_first_entry(&dir(&a), |_| "Ana lives in Lyon, near the river".into(), "2026-11-21"));
+    assert!(edit_first_entry(&dir(&b), |_| "Ana lives in Lyon, in the old town".into(), "2026-11-22"));
     sync(&a).await;
     let report = sync(&b).await;
     assert_eq!(report.merged.conflicts.len(), 1, "{report:?}");
@@ -432,24 +428,11 @@ fn a_sync_killed_anywhere_loses_nothing() {
     let rt = runtime();
     let lab = Lab::new();
     let (template_a, facts) = rt.block_on(async {
-        let (a, b) = (lab.root("a").await, lab.root("b").await);
-        let mut facts = BTreeSet::new();
-        facts.insert(add(&a, "2026-11-20", "Ana lives in Lyon"));
-        facts.insert(add(&b, "2026-11-20", "Ben likes green tea"));
-        pass(&a).await;
-        pass(&b).await;
-        a.sync(Some(lab.url())).await.unwrap();
-        b.sync(Some(lab.url())).await.unwrap();
+        let (a, b, mut facts) = lab.joined().await;
         // b's changes since: an edit, a forget, new facts; a's too. a's next sync merges them.
         facts.insert(add(&b, "today", "Ben works at the bakery"));
         pass(&b).await;
-        let first = EntryFile::read(&dir(&b).join("consolidated/memory.md"), "m")
-            .unwrap()
-            .entries()
-            .next()
-            .unwrap()
-            .id()
-            .to_string();
+        let first = crate::common::first_entry_id(&dir(&b)).unwrap();
         b.forget(&first, None).await.unwrap();
         sync(&b).await;
         facts.insert(add(&a, "today", "Ana has a dog called Rex"));

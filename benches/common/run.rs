@@ -17,6 +17,21 @@ pub fn memfold(root: &Path) -> Command {
     command
 }
 
+/// `memfold add --stdin` of `texts` into `root`, one per line, as a whole process.
+pub fn add_stdin(root: &Path, texts: &[String]) {
+    let mut add = memfold(root)
+        .args(["add", "--stdin"])
+        .env("MEMFOLD_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = add.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, texts.join("\n").as_bytes()).unwrap();
+    drop(stdin);
+    assert!(add.wait().unwrap().success(), "memfold add --stdin failed");
+}
+
 /// The commit the bench ran on: the short hash of HEAD, and whether tracked files had uncommitted changes.
 pub fn commit() -> String {
     let dir = env!("CARGO_MANIFEST_DIR");

@@ -1173,17 +1173,24 @@ async fn held_text_leg_finds_what_the_filtered_text_leg_finds() {
     assert!(after.unwrap().is_none());
 }
 
-/// A settle comes when writes have gone quiet (or as a daemon starts): the settled version's
-/// rows are read at once, not after another [`held::HOLD_AFTER_QUIET`] of lance searches.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_settle_holds_the_settled_rows_at_once() {
-    let root = tempfile::tempdir().unwrap();
-    let (index, mut docs) = small_ann_index(root.path()).await;
+/// An index past the ANN threshold whose rows are held, after 30 small writes that leave a
+/// settle something to fold.
+async fn held_after_small_writes(root: &std::path::Path) -> Index {
+    let (index, mut docs) = small_ann_index(root).await;
     holding(&index).await;
     for i in 0..30 {
         docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", WORDS[i % 10]), "2026-03-01"));
         index.sync(&docs, Scope::All, None).await.unwrap();
     }
+    index
+}
+
+/// A settle comes when writes have gone quiet (or as a daemon starts): the settled version's
+/// rows are read at once, not after another [`held::HOLD_AFTER_QUIET`] of lance searches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_holds_the_settled_rows_at_once() {
+    let root = tempfile::tempdir().unwrap();
+    let index = held_after_small_writes(root.path()).await;
     let done = index.settle().await.unwrap();
     let settled = Instant::now();
     assert!(done.folded_rows > 0 || done.compacted, "the writes left work to settle: {done:?}");
@@ -1202,12 +1209,7 @@ async fn a_settle_holds_the_settled_rows_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holding_now_waits_for_the_read_a_settle_started() {
     let root = tempfile::tempdir().unwrap();
-    let (index, mut docs) = small_ann_index(root.path()).await;
-    holding(&index).await;
-    for i in 0..30 {
-        docs.push(fact(&format!("f-{i}"), &format!("walked past the {} at {i}", WORDS[i % 10]), "2026-03-01"));
-        index.sync(&docs, Scope::All, None).await.unwrap();
-    }
+    let index = held_after_small_writes(root.path()).await;
     index.settle().await.unwrap(); // starts reading the settled version's rows
     index.hold_vectors_now().await;
     let latest = index.table().version().await.unwrap();

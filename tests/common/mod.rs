@@ -121,6 +121,12 @@ pub async fn force(env: &Env) -> PassReport {
     pass(env, PassOptions { force: true, dry_run: false }).await.unwrap()
 }
 
+/// The id of the first entry of `root`'s `memory.md`, if it has one.
+pub fn first_entry_id(root: &Path) -> Option<String> {
+    let file = EntryFile::read(&Root::new(root).memory(), "memory.md").unwrap();
+    file.entries().next().map(|e| e.id().to_string())
+}
+
 pub fn memory(env: &Env) -> EntryFile {
     EntryFile::read(&env.root.memory(), "memory.md").unwrap()
 }
