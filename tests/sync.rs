@@ -372,6 +372,90 @@ async fn an_entry_changed_on_two_machines_goes_to_review() {
     sound(&dir(&b), &BTreeSet::new(), "after apply");
 }
 
+/// The id of the current entry whose text holds `words`.
+fn entry_with(root: &Path, words: &str) -> Option<String> {
+    let file = EntryFile::read(&root.join("consolidated/memory.md"), "memory.md").unwrap();
+    file.entries().find(|e| e.content.contains(words)).map(|e| e.id().to_string())
+}
+
+/// Edit the entry `id` of `memory.md` by hand.
+fn edit_entry(root: &Path, id: &str, content: &str, updated: &str) {
+    let path = root.join("consolidated/memory.md");
+    let mut file = EntryFile::read(&path, "memory.md").unwrap();
+    let entry = file.entries_mut().find(|e| e.id() == id).unwrap();
+    entry.content = content.to_string();
+    entry.meta.updated = Some(updated.parse().unwrap());
+    entry.touch();
+    std::fs::write(&path, file.render()).unwrap();
+}
+
+/// Removed on one machine (folded into another entry by a merge there; taken back by an undo
+/// of its ADD there) and changed on the other: the change stays current on both, and a plan
+/// for review removes it as the first machine did. Applied, both machines end without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_removed_on_one_machine_and_changed_on_the_other_goes_to_review() {
+    let lab = Lab::new();
+    let (a, b) = (lab.root("a").await, lab.root("b").await);
+    let facts: BTreeSet<String> = ["Ana lives in Lyon", "Ben likes green tea", "Cleo plays chess on Sundays"]
+        .into_iter()
+        .map(|t| add(&a, "2026-11-20", t))
+        .collect();
+    pass(&a).await;
+    a.sync(Some(lab.url())).await.unwrap();
+    b.sync(Some(lab.url())).await.unwrap();
+    let (da, db) = (dir(&a), dir(&b));
+    let [ana, ben, cleo] = ["Ana", "Ben", "Cleo"].map(|w| entry_with(&da, w).expect(w));
+
+    // On a: the ADD of Ana's entry undone, and Ben's entry folded into Cleo's.
+    let run = a.runs().await.unwrap().into_iter().find(|r| r.verb.is_none()).unwrap().run;
+    let journal = std::fs::read_to_string(da.join(".memfold/journal.jsonl")).unwrap();
+    let seq = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|r| r["run"] == run.as_str() && r["op"] == "ADD" && r["changes"][0]["entry"] == ana.as_str())
+        .map(|r| r["seq"].as_u64().unwrap() as usize + 1) // ops count from 1
+        .expect("the ADD of Ana's entry");
+    a.undo_part(&run, &memfold::memory::Undo { ops: vec![seq], ..Default::default() }).await.unwrap();
+    a.merge(&[cleo.clone(), ben.clone()], Some("Cleo plays chess on Sundays; Ben likes green tea"), None)
+        .await
+        .unwrap();
+    assert_eq!(entry_with(&da, "Ana"), None);
+    assert_eq!(entry_with(&da, "Ben likes green tea; "), None, "ben's entry left a");
+    // On b: both changed by hand.
+    edit_entry(&db, &ana, "Ana lives in Lyon, near the river", "2026-11-21");
+    edit_entry(&db, &ben, "Ben likes green tea, no sugar", "2026-11-21");
+
+    sync(&a).await;
+    let report = sync(&b).await;
+    sync(&a).await;
+    let plan = report.merged.plan.clone().expect("a plan for review");
+    assert_eq!(report.merged.conflicts.len(), 2, "{report:?}");
+    for root in [&da, &db] {
+        let text = std::fs::read_to_string(root.join("consolidated/memory.md")).unwrap();
+        assert!(text.contains("near the river") && text.contains("no sugar"), "nothing is lost meanwhile: {text}");
+        sound(root, &facts, "before review");
+    }
+    let detail = b.plan_detail(&plan).await.unwrap();
+    let ops: Vec<String> =
+        detail.groups.iter().flat_map(|g| &g.ops).map(|o| memfold::doors::render::op_label(&o.op)).collect();
+    assert!(ops.contains(&format!("RETIRE {ana}")), "{ops:?}");
+    assert!(ops.contains(&format!("REMOVE {ben} into {cleo}")), "{ops:?}");
+
+    b.apply_plan(&plan).await.unwrap();
+    sync(&b).await;
+    sync(&a).await;
+    for root in [&da, &db] {
+        assert_eq!(entry_with(root, "near the river"), None, "{}", root.display());
+        assert_eq!(entry_with(root, "no sugar"), None, "{}", root.display());
+        let cleo_now = EntryFile::read(&root.join("consolidated/memory.md"), "memory.md").unwrap();
+        let cleo_now = cleo_now.get(&cleo).expect("cleo's entry stays");
+        let ben_facts = facts.iter().filter(|f| !cleo_now.meta.sources.contains(f)).count();
+        assert_eq!(ben_facts, 1, "cleo's entry holds ben's fact and its own, ana's is pending: {cleo_now:?}");
+        sound(root, &facts, "after apply");
+    }
+    assert_eq!(markdown(&da), markdown(&db));
+}
+
 /// A fact forgotten on one machine while the other consolidated it: after the sync it is
 /// current nowhere, and the entry's other facts are pending again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

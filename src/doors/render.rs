@@ -167,7 +167,8 @@ pub fn synced(report: &crate::memory::SyncReport) -> String {
     }
     if let Some(plan) = &m.plan {
         out.push_str(&format!(
-            "\n  plan {plan} brings back the other versions: `memfold plan {plan}`, then `apply` or `reject` it"
+            "\n  plan {plan} offers the other choice of each (the other version back, or the removal): \
+             `memfold plan {plan}`, then `apply` or `reject` it"
         ));
     }
     for id in &m.buried {
@@ -226,6 +227,7 @@ pub fn op(op: &OpReport) -> String {
     let what = match (&op.content, &op.into) {
         (Some(content), _) => folded(content),
         (None, Some(into)) => format!("into {into}"),
+        (None, None) if op.facts.is_empty() => "leaves memory; its facts are pending again".to_string(),
         (None, None) => format!("facts {}", op.facts.join(", ")),
     };
     format!("{} {target} {what}", op.op)

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 
+use super::ops::OpKind;
 use super::plan::{Plan, net_changes};
 use super::records::{RUNS_WITH_COPIES, RunRecord, StoredPlan, copies_to_drop, plan_removal};
 use crate::store::commit::{Change, EntryDelta, HistoryWrite, MemoryWrite};
@@ -84,10 +85,22 @@ pub fn change(
     if let Some(stored) = outcome.store {
         change.records.push(stored.file());
     }
-    let done: HashSet<&str> = plan.facts_done.iter().map(String::as_str).collect();
-    let pending: HashSet<&str> =
-        ledger.pending().into_iter().map(|f| f.id.as_str()).filter(|f| !done.contains(f)).collect();
-    state.watermark = ledger.watermark(&pending, today);
+    state.watermark = if plan.journal.iter().any(|r| r.op.op.kind() == OpKind::Retire) {
+        // A RETIRE leaves its entry's facts (and those of versions that led to it) in no
+        // current entry: they are pending again, so the watermark is what the plan leaves.
+        let mut history = ledger.history.clone();
+        for version in &plan.history {
+            history.push(version.clone());
+        }
+        let after = Ledger { memory: EntryFile::parse(&plan.memory_after, "consolidated/memory.md"), history, ..ledger.clone() };
+        let pending: HashSet<&str> = after.pending().into_iter().map(|f| f.id.as_str()).collect();
+        after.watermark(&pending, today)
+    } else {
+        let done: HashSet<&str> = plan.facts_done.iter().map(String::as_str).collect();
+        let pending: HashSet<&str> =
+            ledger.pending().into_iter().map(|f| f.id.as_str()).filter(|f| !done.contains(f)).collect();
+        ledger.watermark(&pending, today)
+    };
     if state != ledger.state {
         change.state = Some(state);
     }

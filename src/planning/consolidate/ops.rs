@@ -65,6 +65,14 @@ pub enum Op {
         facts: Vec<String>,
         target: String,
     },
+    /// `target` leaves the current file with no entry to fold into, as an undo on another
+    /// machine took it back; its facts are pending again. Only memfold proposes it (a sync's
+    /// plan for review); validation refuses it from a decider.
+    Retire {
+        target: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
 }
 
 /// The kind of an op, as the decider's reply and every record name it.
@@ -75,6 +83,7 @@ pub enum OpKind {
     Replace,
     Remove,
     Duplicate,
+    Retire,
 }
 
 impl OpKind {
@@ -84,6 +93,7 @@ impl OpKind {
             OpKind::Replace => "REPLACE",
             OpKind::Remove => "REMOVE",
             OpKind::Duplicate => "DUPLICATE",
+            OpKind::Retire => "RETIRE",
         }
     }
 }
@@ -101,6 +111,7 @@ impl Op {
             Op::Replace { .. } => OpKind::Replace,
             Op::Remove { .. } => OpKind::Remove,
             Op::Duplicate { .. } => OpKind::Duplicate,
+            Op::Retire { .. } => OpKind::Retire,
         }
     }
 
@@ -108,7 +119,7 @@ impl Op {
     pub fn facts(&self) -> &[String] {
         match self {
             Op::Add { facts, .. } | Op::Replace { facts, .. } | Op::Duplicate { facts, .. } => facts,
-            Op::Remove { .. } => &[],
+            Op::Remove { .. } | Op::Retire { .. } => &[],
         }
     }
 
@@ -116,7 +127,10 @@ impl Op {
     pub fn target(&self) -> Option<&str> {
         match self {
             Op::Add { .. } => None,
-            Op::Replace { target, .. } | Op::Remove { target, .. } | Op::Duplicate { target, .. } => Some(target),
+            Op::Replace { target, .. }
+            | Op::Remove { target, .. }
+            | Op::Duplicate { target, .. }
+            | Op::Retire { target, .. } => Some(target),
         }
     }
 }

@@ -254,10 +254,11 @@ impl<'a> Planner<'a> {
         self.journal.push(JournalRecord { run: self.run.clone(), seq, time: self.now, op: op.clone(), changes });
     }
 
-    fn retire(&mut self, old: &Entry, status: HistoryStatus, superseded_by: &str, valid_until: NaiveDate) {
+    /// `old`'s version goes to history with `status`, leading to `superseded_by` if anything.
+    fn retire(&mut self, old: &Entry, status: HistoryStatus, superseded_by: Option<&str>, valid_until: NaiveDate) {
         let mut meta = old.meta.clone();
         meta.valid_until = Some(valid_until);
-        meta.superseded_by = Some(superseded_by.to_string());
+        meta.superseded_by = superseded_by.map(str::to_string);
         meta.status = Some(status);
         meta.run = Some(self.run.clone());
         meta.first_seen = meta.first_seen.or(meta.updated);
@@ -294,7 +295,7 @@ impl<'a> Planner<'a> {
                         (a, b) => b.or(a).unwrap_or(today),
                     });
                     let valid_until = meta.updated.unwrap_or(today);
-                    self.retire(&old, HistoryStatus::Replaced, target, valid_until);
+                    self.retire(&old, HistoryStatus::Replaced, Some(target), valid_until);
                     let new = Entry::new(meta, content);
                     let after = Some(new.render());
                     if let Some(slot) = self.get_mut(target) {
@@ -303,6 +304,12 @@ impl<'a> Planner<'a> {
                     self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
                 }
                 Op::Remove { target, into, .. } => self.fold(op, target, into, HistoryStatus::Merged),
+                Op::Retire { target, .. } => {
+                    let Some(old) = self.get(target).cloned() else { continue };
+                    self.retire(&old, HistoryStatus::Reverted, None, self.today);
+                    self.remove(target);
+                    self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
+                }
                 Op::Duplicate { facts, target } => {
                     let Some(old) = self.get(target).cloned() else { continue };
                     let (first, _) = self.dates(facts);
@@ -330,7 +337,7 @@ impl<'a> Planner<'a> {
         let (Some(old), Some(survivor)) = (self.get(target).cloned(), self.get(into).cloned()) else {
             return;
         };
-        self.retire(&old, status, into, self.today);
+        self.retire(&old, status, Some(into), self.today);
         self.remove(target);
         if self.get(target).is_none() {
             self.merged.insert(target.to_string(), into.to_string());

@@ -226,6 +226,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
                         return Err("DUPLICATE names no facts".into());
                     }
                 }
+                Op::Retire { .. } => return Err("RETIRE is not an op a decider may propose".into()),
             }
             Ok(())
         })();
@@ -327,6 +328,13 @@ mod tests {
         );
         assert_eq!(v.ops.len(), 1, "{:?}", v.dropped);
         assert_eq!(v.ops[0].op.facts(), ["f-1", "f-2"]);
+    }
+
+    #[test]
+    fn a_decider_may_not_retire_an_entry() {
+        let v = validate(&doc(), ops(r#"{"ops":[{"op":"RETIRE","target":"m-1"}]}"#), 2000);
+        assert!(v.ops.iter().all(|o| o.op.kind() != OpKind::Retire), "{:?}", v.ops);
+        assert!(v.dropped[0].1.contains("RETIRE is not an op a decider may propose"), "{:?}", v.dropped);
     }
 
     #[test]

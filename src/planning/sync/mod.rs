@@ -12,8 +12,9 @@
 //! - `consolidated/memory.md`: three-way by entry id. An entry changed on one side takes that
 //!   side's version; changed on both, the later `updated` stays current, the other version goes
 //!   to `history.md` and a plan for review brings it back if a person says so; removed on one
-//!   side and changed on the other, the changed version stays current and is named in the
-//!   report (nothing is lost meanwhile);
+//!   side and changed on the other, the changed version stays current (nothing is lost
+//!   meanwhile) and the plan removes it as that side did: a REMOVE into the entry it was
+//!   folded into there, or a RETIRE when an undo took it back (its facts pending again);
 //! - `history.md`: this side's blocks, less those the other side took back since the last sync
 //!   (an undo re-marks blocks), plus the blocks the other side added;
 //! - `MEMORY.md`: the lines a person wrote on either side; memfold's own lines are this side's
@@ -84,9 +85,11 @@ pub struct Request<'a> {
 pub enum ConflictKind {
     /// Changed on both machines: the later `updated` stays current.
     ChangedOnBoth,
-    /// Removed here, changed on the other machine: the change stays current.
+    /// Removed here, changed on the other machine: the change stays current, the review plan
+    /// removes it.
     RemovedHere,
-    /// Removed on the other machine, changed here: the change stays current.
+    /// Removed on the other machine, changed here: the change stays current, the review plan
+    /// removes it.
     RemovedThere,
 }
 
@@ -113,7 +116,8 @@ pub struct Merged {
     pub buried: Vec<String>,
     /// Files changed on both machines that memfold does not merge: this machine's version stays.
     pub kept: Vec<String>,
-    /// The review plan for the entries changed on both machines.
+    /// The review plan for the conflicts: it brings back the versions that lost, and removes
+    /// the entries removed on one machine and changed on the other.
     pub plan: Option<String>,
 }
 
@@ -224,15 +228,14 @@ pub fn plan(req: &Request) -> (Change, Merged) {
         }
     }
 
-    // The versions that lost a conflict, offered back for review.
-    let both: Vec<&(Entry, Conflict)> = losers.iter().filter(|(_, c)| c.kind == ConflictKind::ChangedOnBoth).collect();
-    if !both.is_empty() {
-        let current = after;
-        let no_facts = HashMap::new();
-        let mut planner = Planner::new(current.clone(), &no_facts, req.run.to_string(), req.now, req.today);
-        let ops: Vec<ProposedOp> = both
+    // Offered for review: the versions that lost a conflict (apply brings them back), and the
+    // entries removed on one machine and changed on the other (apply removes them as that
+    // machine did).
+    let removals: Vec<&Conflict> = conflicts.iter().filter(|c| c.kind != ConflictKind::ChangedOnBoth).collect();
+    if !losers.is_empty() || !removals.is_empty() {
+        let mut ops: Vec<ProposedOp> = losers
             .iter()
-            .filter(|(loser, _)| current_ids.contains(loser.id()))
+            .filter(|(loser, c)| c.kind == ConflictKind::ChangedOnBoth && current_ids.contains(loser.id()))
             .map(|(loser, c)| {
                 let whose = if c.theirs_kept { "this machine" } else { req.other };
                 ProposedOp::with_signals(
@@ -246,8 +249,27 @@ pub fn plan(req: &Request) -> (Change, Merged) {
                 )
             })
             .collect();
+        let theirs_history = removals
+            .iter()
+            .any(|c| c.kind == ConflictKind::RemovedThere)
+            .then(|| EntryFile::parse(side(HISTORY).theirs.as_deref().unwrap_or(""), HISTORY));
+        for c in removals.into_iter().filter(|c| current_ids.contains(c.entry.as_str())) {
+            let (remover, changer, history) = match (c.kind, &theirs_history) {
+                (ConflictKind::RemovedThere, Some(theirs)) => (req.other, "this machine", theirs),
+                _ => ("this machine", req.other, &req.ledger.history),
+            };
+            let why = Some(format!("removed on {remover}, changed on {changer}: remove it as {remover} did"));
+            let target = c.entry.clone();
+            let op = match folded_into(&target, history, &current_ids) {
+                Some(into) => Op::Remove { target, into, why },
+                None => Op::Retire { target, why },
+            };
+            ops.push(ProposedOp::with_signals(op, vec!["sync".into()]));
+        }
+        let no_facts = HashMap::new();
+        let mut planner = Planner::new(after.clone(), &no_facts, req.run.to_string(), req.now, req.today);
         planner.apply(&ops);
-        let plan = planner.finish(current.hash.clone());
+        let plan = planner.finish(after.hash.clone());
         if !plan.journal.is_empty() {
             let stored = divert::stored(&plan, Vec::new(), PlanReason::Sync, req.run, req.now, req.today);
             change.records.push(stored.file());
@@ -256,6 +278,30 @@ pub fn plan(req: &Request) -> (Change, Merged) {
     }
     merged.conflicts = conflicts;
     (change, merged)
+}
+
+/// The current entry that the machine which removed `id` folded it into (a REMOVE, a merge or
+/// a supersession), followed on while that one was folded too; None when the last version of
+/// `id` in that machine's `history` leads nowhere (an undo took it back) or to nothing current.
+fn folded_into(id: &str, history: &EntryFile, current: &HashSet<&str>) -> Option<String> {
+    // Each id's last version: where it leads, if it was folded into another entry.
+    let mut leads: HashMap<&str, Option<&str>> = HashMap::new();
+    for e in history.entries() {
+        let folded = matches!(e.meta.status, Some(HistoryStatus::Merged | HistoryStatus::Superseded));
+        leads.insert(e.id(), e.meta.superseded_by.as_deref().filter(|_| folded));
+    }
+    let mut at = id;
+    for _ in 0..leads.len() {
+        let next = leads.get(at).copied().flatten()?;
+        if next == id {
+            return None;
+        }
+        if current.contains(next) {
+            return Some(next.to_string());
+        }
+        at = next;
+    }
+    None
 }
 
 /// The ids of this side's `memory.md` as read under the lock.

@@ -114,23 +114,60 @@ fn entries_merge_by_id_and_a_conflict_keeps_the_later_and_offers_the_other() {
     assert!(plan.contains("near the river") && plan.contains("\"reason\": \"sync\""), "{plan}");
 }
 
+/// The stored review plan of a merge, as its JSON text.
+fn stored_plan(change: &Change) -> serde_json::Value {
+    let text = change.records.iter().find(|(p, _)| p.contains("plans/")).and_then(|(_, t)| t.clone()).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 #[test]
-fn removed_on_one_side_and_changed_on_the_other_keeps_the_change() {
+fn removed_on_one_side_and_changed_on_the_other_keeps_the_change_and_offers_the_removal() {
     let a = entry("m-a", "Ana lives in Lyon", "2026-11-01", &[]);
     let b = entry("m-b", "Ben likes tea", "2026-11-01", &[]);
+    let oslo = entry("m-a", "Ana lives in Oslo", "2026-11-02", &[]);
     let base = file(&[a.clone(), b.clone()]);
-    let ours = file(std::slice::from_ref(&b)); // m-a removed here
-    let theirs = file(&[entry("m-a", "Ana lives in Oslo", "2026-11-02", &[]), b.clone()]);
+    let ours = file(std::slice::from_ref(&b)); // m-a removed here (an undo: no history leads on)
+    let theirs = file(&[oslo.clone(), b.clone()]);
     let files = BTreeMap::from([(MEMORY.to_string(), side(&base, &ours, &theirs))]);
     let (change, merged) = plan_of(&ledger(&ours), &files);
-    assert!(change.memory.as_ref().unwrap().text.contains("Oslo"));
+    assert!(change.memory.as_ref().unwrap().text.contains("Oslo"), "nothing is lost meanwhile");
     assert_eq!(merged.conflicts[0].kind, ConflictKind::RemovedHere);
+    assert_eq!(merged.plan.as_deref(), Some("r-20261128T000000Z-sync-abcd"));
+    let plan = stored_plan(&change);
+    assert_eq!(plan["reason"], "sync");
+    let op = &plan["journal"][0];
+    assert_eq!((op["op"].as_str(), op["target"].as_str()), (Some("RETIRE"), Some("m-a")), "{plan}");
+    assert!(op["why"].as_str().unwrap().starts_with("removed on this machine, changed on origin/main abc"));
 
-    // Removed there, unchanged here: removed.
+    // Folded into m-b here: the plan folds it the same way.
+    let mut here = ledger(&ours);
+    let mut folded = a.clone();
+    folded.meta.status = Some(HistoryStatus::Merged);
+    folded.meta.superseded_by = Some("m-b".into());
+    here.history.push(folded.clone());
+    let (change, _) = plan_of(&here, &files);
+    let plan = stored_plan(&change);
+    let op = &plan["journal"][0];
+    assert_eq!((op["op"].as_str(), op["into"].as_str()), (Some("REMOVE"), Some("m-b")), "{plan}");
+
+    // The other way round: removed there (folded into m-b, as its history says), changed here.
+    let ours = theirs.clone();
     let theirs = file(std::slice::from_ref(&b));
+    let mut files = BTreeMap::from([(MEMORY.to_string(), side(&base, &ours, &theirs))]);
+    files.insert(HISTORY.to_string(), side("", "", &file(std::slice::from_ref(&folded))));
+    let (change, merged) = plan_of(&ledger(&ours), &files);
+    assert!(change.memory.is_none(), "this machine's change stays as it is");
+    assert_eq!(merged.conflicts[0].kind, ConflictKind::RemovedThere);
+    let plan = stored_plan(&change);
+    let op = &plan["journal"][0];
+    assert_eq!((op["op"].as_str(), op["target"].as_str(), op["into"].as_str()), (Some("REMOVE"), Some("m-a"), Some("m-b")));
+    assert!(op["why"].as_str().unwrap().starts_with("removed on origin/main abc, changed on this machine"));
+
+    // Removed there, unchanged here: removed, nothing to review.
     let files = BTreeMap::from([(MEMORY.to_string(), side(&base, &base, &theirs))]);
-    let (change, _) = plan_of(&ledger(&base), &files);
+    let (change, merged) = plan_of(&ledger(&base), &files);
     assert!(!change.memory.as_ref().unwrap().text.contains("Lyon"));
+    assert_eq!(merged.plan, None);
 }
 
 #[test]
