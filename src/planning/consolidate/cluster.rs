@@ -95,12 +95,8 @@ pub fn neighbours(
     };
     let (mut by_words, mut near_facts_by_words) = (vec![Vec::new(); facts.len()], vec![Vec::new(); facts.len()]);
     if params.lexical_k > 0 {
-        let entry_words = WordIndex::new(entries);
-        let fact_words = WordIndex::new(facts);
-        for (i, fact) in facts.iter().enumerate() {
-            by_words[i] = entry_words.top(fact.text, params.lexical_k, None);
-            near_facts_by_words[i] = fact_words.top(fact.text, params.lexical_k, Some(i));
-        }
+        by_words = WordIndex::new(entries).top_of_each(facts, params.lexical_k, false);
+        near_facts_by_words = WordIndex::new(facts).top_of_each(facts, params.lexical_k, true);
     }
     let mut from_aspects = 0;
     let ranked = by_cosine
@@ -359,8 +355,10 @@ impl WordIndex {
         WordIndex { postings, n: nodes.len() }
     }
 
-    fn top(&self, text: &str, k: usize, exclude: Option<usize>) -> Vec<usize> {
-        let mut scores: HashMap<usize, f64> = HashMap::new();
+    /// The `k` nodes sharing the most (idf-weighted) words with `text`, best first (ties: the
+    /// lower index), leaving out `exclude`. `scores` is scratch of one slot per node, all zero
+    /// before and after.
+    fn top(&self, text: &str, k: usize, exclude: Option<usize>, scores: &mut Scores) -> Vec<usize> {
         for w in words(text) {
             let Some(list) = self.postings.get(&w) else { continue };
             // Words in more than 1% of a large corpus say little about identity, and scoring
@@ -370,13 +368,64 @@ impl WordIndex {
             }
             let idf = ((self.n as f64 + 1.0) / list.len() as f64).ln();
             for &i in list {
-                *scores.entry(i).or_default() += idf;
+                scores.add(i, idf);
             }
         }
         let mut ranked: Vec<(f64, usize)> =
-            scores.into_iter().filter(|(i, _)| Some(*i) != exclude).map(|(i, s)| (s, i)).collect();
+            scores.drain().filter(|(i, _)| Some(*i) != exclude).map(|(i, s)| (s, i)).collect();
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         ranked.into_iter().take(k).map(|(_, i)| i).collect()
+    }
+
+    /// [`WordIndex::top`] of every query text (`exclude_self`: a query is never its own hit, the
+    /// queries being this index's nodes), split over the cores.
+    fn top_of_each(&self, queries: &[Node], k: usize, exclude_self: bool) -> Vec<Vec<usize>> {
+        if self.n == 0 {
+            return vec![Vec::new(); queries.len()];
+        }
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_worker = queries.len().div_ceil(workers).max(1);
+        std::thread::scope(|s| {
+            let parts: Vec<_> = queries
+                .chunks(per_worker)
+                .enumerate()
+                .map(|(c, part)| {
+                    s.spawn(move || {
+                        let mut scores = Scores::new(self.n);
+                        part.iter()
+                            .enumerate()
+                            .map(|(r, q)| self.top(q.text, k, exclude_self.then_some(c * per_worker + r), &mut scores))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            parts.into_iter().flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        })
+    }
+}
+
+/// Score sums by node, dense: adding is an index, not a hash, and only the nodes touched are
+/// visited and reset afterwards.
+struct Scores {
+    sum: Vec<f64>,
+    touched: Vec<usize>,
+}
+
+impl Scores {
+    fn new(n: usize) -> Scores {
+        Scores { sum: vec![0.0; n], touched: Vec::new() }
+    }
+
+    fn add(&mut self, i: usize, score: f64) {
+        if self.sum[i] == 0.0 {
+            self.touched.push(i);
+        }
+        self.sum[i] += score;
+    }
+
+    /// Every touched node with its sum, leaving all sums at zero.
+    fn drain(&mut self) -> impl Iterator<Item = (usize, f64)> + '_ {
+        self.touched.drain(..).map(|i| (i, std::mem::take(&mut self.sum[i])))
     }
 }
 

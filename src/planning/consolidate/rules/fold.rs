@@ -30,7 +30,9 @@
 //! key, similarity or word count merges anything on its own: a certain duplicate needs the entry
 //! to say all the fact says.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use chrono::{Datelike, NaiveDate};
 
@@ -43,9 +45,9 @@ use super::words::{is_date, is_name, is_number, word_stem};
 #[derive(Debug, Clone, Default)]
 pub struct Hints {
     /// By candidate or entry id: its vector (unit length).
-    pub vectors: HashMap<String, Vec<f32>>,
+    pub vectors: FxHashMap<String, Vec<f32>>,
     /// By candidate or entry id: its aspect keys.
-    pub keys: HashMap<String, Vec<Key>>,
+    pub keys: FxHashMap<String, Vec<Key>>,
     /// Attributes that hold one value at a time.
     pub single: HashSet<String>,
     /// (fact, entry) pairs a person rejected a proposal for.
@@ -133,11 +135,11 @@ struct Words {
     /// Content words, stemmed.
     content: Vec<String>,
     /// Every word's stem, for looking up.
-    all: HashSet<String>,
+    all: FxHashSet<String>,
     /// The stems of its words of three letters or more.
-    long: HashSet<String>,
-    names: HashSet<String>,
-    numbers: HashSet<String>,
+    long: FxHashSet<String>,
+    names: FxHashSet<String>,
+    numbers: FxHashSet<String>,
     negated: bool,
     /// Negated, or says a state ended ([`ENDINGS`]).
     ends: bool,
@@ -229,10 +231,10 @@ struct Found {
 /// Fold what the text rules left as single-fact ADDs: `ops` are the rules' ops (in candidate
 /// order); an ADD of one candidate becomes a DUPLICATE or a proposal when a rule above fires.
 pub fn fold(ops: Vec<ProposedOp>, candidates: &[Candidate], neighbours: &[Neighbor], today: NaiveDate, hints: &Hints) -> Vec<ProposedOp> {
-    let by_id: HashMap<&str, &Candidate> = candidates.iter().map(|c| (c.id.as_str(), c)).collect();
+    let by_id: FxHashMap<&str, &Candidate> = candidates.iter().map(|c| (c.id.as_str(), c)).collect();
     let neighbour_words: Vec<Words> = neighbours.iter().map(|n| Words::new(&n.content)).collect();
     // Entries an op of the rules already changes, and those a fold below takes: one op each.
-    let mut taken: HashSet<String> = ops.iter().filter_map(|op| op.op.target().map(str::to_string)).collect();
+    let mut taken: FxHashSet<String> = ops.iter().filter_map(|op| op.op.target().map(str::to_string)).collect();
     ops.into_iter()
         .map(|op| {
             let Op::Add { facts, .. } = &op.op else { return op };
@@ -259,7 +261,7 @@ fn best(
     candidate: &Candidate,
     neighbours: &[Neighbor],
     neighbour_words: &[Words],
-    taken: &HashSet<String>,
+    taken: &FxHashSet<String>,
     today: NaiveDate,
     hints: &Hints,
 ) -> Option<Found> {
@@ -267,8 +269,9 @@ fn best(
     if words.content.is_empty() || words.adds {
         return None;
     }
+    let my_vector = hints.vectors.get(&candidate.id);
     let cosine = |n: &Neighbor| -> f32 {
-        match (hints.vectors.get(&candidate.id), hints.vectors.get(&n.id)) {
+        match (my_vector, hints.vectors.get(&n.id)) {
             (Some(a), Some(b)) => a.iter().zip(b).map(|(x, y)| x * y).sum(),
             _ => 0.0,
         }
@@ -295,7 +298,7 @@ fn best(
         |n: &Neighbor| keys_of(&n.id).first().is_some_and(|t| mine.iter().any(|k| same(k, t)));
     let mut found: Vec<(u8, bool, f32, Found)> = Vec::new();
     for (i, n) in neighbours.iter().enumerate() {
-        if hints.rejected.contains(&(candidate.id.clone(), n.id.clone())) {
+        if !hints.rejected.is_empty() && hints.rejected.contains(&(candidate.id.clone(), n.id.clone())) {
             continue;
         }
         let theirs = &neighbour_words[i];

@@ -54,7 +54,7 @@ pub(super) const SAME_SUBJECT_JACCARD: f64 = 0.75;
 /// site (splitting the list on every lookup was an eighth of a large pass).
 macro_rules! word_set {
     ($list:expr) => {{
-        static SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
+        static SET: std::sync::LazyLock<rustc_hash::FxHashSet<&'static str>> =
             std::sync::LazyLock::new(|| $list.split(' ').filter(|w| !w.is_empty()).collect());
         &*SET
     }};
@@ -65,7 +65,7 @@ pub(super) use word_set;
 /// for lists compared with stemmed words.
 macro_rules! stem_set {
     ($list:expr) => {{
-        static SET: std::sync::LazyLock<std::collections::HashSet<String>> = std::sync::LazyLock::new(|| {
+        static SET: std::sync::LazyLock<rustc_hash::FxHashSet<String>> = std::sync::LazyLock::new(|| {
             $list.split(' ').filter(|w| !w.is_empty()).map($crate::planning::consolidate::rules::words::word_stem).collect()
         });
         &*SET
@@ -100,7 +100,11 @@ pub(super) fn is_number(word: &str) -> bool {
 /// ISO and numeric dates, ordinals ("3rd"), month names (capitalised), weekdays, "today".
 pub(super) fn is_date(t: &Tok) -> bool {
     let w = t.word.as_str();
-    let capitalised = t.raw.chars().next().is_some_and(char::is_uppercase);
+    if !w.bytes().any(|b| b.is_ascii_digit()) {
+        // No ordinal or numeric date, then (most words: checked without splitting them).
+        let capitalised = t.raw.chars().next().is_some_and(char::is_uppercase);
+        return (capitalised && listed!(MONTHS, w)) || listed!(DAY_WORDS, w);
+    }
     let ordinal = ["st", "nd", "rd", "th"]
         .iter()
         .any(|s| w.strip_suffix(s).is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())));
@@ -108,17 +112,21 @@ pub(super) fn is_date(t: &Tok) -> bool {
     let numeric = (2..=3).contains(&parts.len())
         && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
         && (parts[0].len() == 4 || parts.iter().rev().skip(1).all(|p| p.len() <= 2));
-    (capitalised && listed!(MONTHS, w)) || listed!(DAY_WORDS, w) || ordinal || numeric
+    ordinal || numeric
 }
 
 /// A proper name: capitalised and not the first word of a sentence, or all capitals ("NASA").
 pub(super) fn is_name(t: &Tok) -> bool {
-    if t.word == "i" || is_date(t) {
+    if t.word == "i" {
         return false;
     }
-    let letters: Vec<char> = t.raw.chars().filter(|c| c.is_alphabetic()).collect();
-    let all_caps = letters.len() >= 2 && letters.iter().all(|c| c.is_uppercase());
-    all_caps || (!t.start && t.raw.chars().next().is_some_and(char::is_uppercase))
+    let (mut letters, mut all_upper) = (0, true);
+    for c in t.raw.chars().filter(|c| c.is_alphabetic()) {
+        letters += 1;
+        all_upper &= c.is_uppercase();
+    }
+    let all_caps = letters >= 2 && all_upper;
+    (all_caps || (!t.start && t.raw.chars().next().is_some_and(char::is_uppercase))) && !is_date(t)
 }
 
 /// A capitalised first word that may be a name ("Alice is my sister"); used only to veto.
