@@ -456,6 +456,45 @@ async fn an_entry_removed_on_one_machine_and_changed_on_the_other_goes_to_review
     assert_eq!(markdown(&da), markdown(&db));
 }
 
+/// A person on one machine leaves a block of `memory.md` open (a code fence without its end),
+/// which hides the entries after it there. The other machine's sync refuses to merge that file,
+/// says where and what to do, and writes nothing; once it is mended there, both converge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_left_open_on_one_machine_is_not_merged_until_it_is_mended() {
+    let lab = Lab::new();
+    let (a, b) = (lab.root("a").await, lab.root("b").await);
+    let facts: BTreeSet<String> =
+        ["Ana lives in Lyon", "Ben likes green tea"].into_iter().map(|t| add(&a, "2026-11-20", t)).collect();
+    pass(&a).await;
+    a.sync(Some(lab.url())).await.unwrap();
+    b.sync(Some(lab.url())).await.unwrap();
+    let (da, db) = (dir(&a), dir(&b));
+    let memory_b = db.join("consolidated/memory.md");
+    let text = std::fs::read_to_string(&memory_b).unwrap();
+    let first = EntryFile::parse(&text, "memory.md").entries().next().unwrap().content.clone();
+    std::fs::write(&memory_b, text.replacen(&first, &format!("{first}\n```sh\nmake"), 1)).unwrap();
+    sync(&b).await;
+    // On a, memory.md is changed too, so the merge is entry by entry.
+    edit_first_entry(&da, |old| format!("{old} (checked)"), "2026-11-21");
+    let before = markdown(&da);
+    let err = a.sync(None).await.expect_err("the merge would hide entries");
+    let message = err.to_string();
+    assert!(message.contains("origin/main") && message.contains("left open"), "{message}");
+    assert!(message.contains("mend"), "{message}");
+    assert_eq!(markdown(&da), before, "nothing was written");
+    sound(&da, &facts, "after the refused merge");
+    let status = a.sync_status().await.unwrap();
+    assert!(status.state.last_error.as_deref().is_some_and(|e| e.contains("left open")), "{status:?}");
+
+    // Mended on b: both converge.
+    let text = std::fs::read_to_string(&memory_b).unwrap();
+    std::fs::write(&memory_b, text.replacen("```sh\nmake", "```sh\nmake\n```", 1)).unwrap();
+    sync(&b).await;
+    converge(&a, &b, &facts, "mended").await;
+    let text = std::fs::read_to_string(da.join("consolidated/memory.md")).unwrap();
+    assert!(text.contains("(checked)") && text.contains("Ben likes green tea"), "{text}");
+}
+
 /// A fact forgotten on one machine while the other consolidated it: after the sync it is
 /// current nowhere, and the entry's other facts are pending again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

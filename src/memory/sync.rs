@@ -321,7 +321,7 @@ impl Memory {
             now,
             today: self.inner.clock.day_of(now),
         };
-        let (mut change, merged) = sync::plan(&request);
+        let (mut change, merged) = sync::plan(&request).map_err(Error::Unreadable)?;
         let rewrote = change.memory.is_some();
         change.records.push((MERGE_MARKER.to_string(), Some(format!("{theirs}\n"))));
         commit::commit(root, &change, lock)?;

@@ -36,7 +36,7 @@ use crate::planning::consolidate::plan::Planner;
 use crate::planning::consolidate::records::PlanReason;
 use crate::store::archive::{self, Fact};
 use crate::store::commit::{Change, EntryDelta, FileWrite, HistoryWrite, MemoryWrite};
-use crate::store::content_hash;
+use crate::store::{Problem, content_hash};
 use crate::store::entries::{Entry, EntryFile, HistoryStatus, Item};
 use crate::store::ledger::{Ledger, Tombstoned};
 use crate::store::promoted;
@@ -121,8 +121,15 @@ pub struct Merged {
     pub plan: Option<String>,
 }
 
-/// Plan the merge: the change that writes it, and what it brings.
-pub fn plan(req: &Request) -> (Change, Merged) {
+/// Plan the merge: the change that writes it, and what it brings. Refused, naming the block and
+/// the machine, while `memory.md` or `history.md` holds a block a person must mend first on a
+/// side the merge would read ([`needs_mending`]).
+pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
+    for path in [MEMORY, HISTORY] {
+        if let Some(problem) = req.files.get(path).and_then(|files| needs_mending(path, files, req.other)) {
+            return Err(problem);
+        }
+    }
     let mut change = Change::new(format!("sync {}", req.run));
     let mut merged = Merged::default();
     let empty = Side::default();
@@ -277,7 +284,41 @@ pub fn plan(req: &Request) -> (Change, Merged) {
         }
     }
     merged.conflicts = conflicts;
-    (change, merged)
+    Ok((change, merged))
+}
+
+/// The first block a person must mend (a broken entry header, or a block left open that hides
+/// the entries after it) in a version of `path` the merge would read: the other machine's when
+/// it changed the file, this machine's too when both did. Merged by id, an entry hidden on one
+/// side would look removed there, and a broken block cannot be told apart from the entries it
+/// swallowed; so nothing is merged until it is mended where it was written.
+fn needs_mending(path: &str, files: &Side, other: &str) -> Option<Problem> {
+    let theirs = files.theirs.as_deref()?;
+    let both = match take_one_side(files) {
+        Taken::Ours => return None,
+        Taken::Theirs(_) => false,
+        Taken::Both => true,
+    };
+    let sides = std::iter::once((theirs, other)).chain(both.then_some((files.ours(), "this machine")));
+    for (text, whose) in sides {
+        let file = EntryFile::parse(text, path);
+        let found = file
+            .hidden
+            .first()
+            .map(|(id, line)| (*line, format!("entry {id} is hidden inside a block left open before it")))
+            .or_else(|| file.entries().find(|e| e.needs_mending()).map(|e| (e.line, "an entry header is broken".into())));
+        if let Some((line, what)) = found {
+            return Some(Problem::new(
+                path,
+                line,
+                format!(
+                    "{what} in the version on {whose}: mend it there (`memfold verify` names it), sync there, \
+                     then here; nothing was merged"
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// The current entry that the machine which removed `id` folded it into (a REMOVE, a merge or

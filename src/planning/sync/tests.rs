@@ -41,7 +41,7 @@ fn plan_of(ledger: &Ledger, files: &BTreeMap<String, Side>) -> (Change, Merged) 
         now: "2026-11-28T00:00:00Z".parse().unwrap(),
         today: "2026-11-28".parse().unwrap(),
     };
-    plan(&request)
+    plan(&request).unwrap()
 }
 
 const DAY: &str = "archive/2026-11-20.md";
@@ -233,4 +233,36 @@ fn a_file_changed_on_one_side_only_is_taken_whole_and_on_both_is_kept_and_named(
     let (change, merged) = plan_of(&ledger(""), &files);
     assert!(matches!(&change.files[..], [FileWrite::Append { path, text }] if path == "notes.txt" && text == "b\n"));
     assert_eq!(merged.kept, vec!["todo.txt".to_string()]);
+}
+
+#[test]
+fn a_block_to_mend_on_a_side_the_merge_reads_refuses_the_merge_and_names_that_side() {
+    let a = entry("m-a", "Ana lives in Lyon", "2026-11-01", &[]);
+    let b = entry("m-b", "Ben likes tea", "2026-11-01", &[]);
+    let base = file(&[a.clone(), b.clone()]);
+    // A fence opened in m-a and never closed hides m-b's header.
+    let open = base.replacen("Ana lives in Lyon", "Ana lives in Lyon\n```sh\nmake", 1);
+    let changed = file(&[entry("m-a", "Ana lives in Oslo", "2026-11-02", &[]), b.clone()]);
+    let request = |ours: &str, theirs: &str| {
+        let files = BTreeMap::from([(MEMORY.to_string(), side(&base, ours, theirs))]);
+        let ledger = ledger(ours);
+        let request = Request {
+            ledger: &ledger,
+            files: &files,
+            other: "origin/main abc",
+            run: "r-20261128T000000Z-sync-abcd",
+            now: "2026-11-28T00:00:00Z".parse().unwrap(),
+            today: "2026-11-28".parse().unwrap(),
+        };
+        plan(&request).map(|_| ()).map_err(|p| (p.line, p.message))
+    };
+    // Changed there only, and open there.
+    let (line, message) = request(&base, &open).unwrap_err();
+    assert!(message.starts_with("entry m-b is hidden") && message.contains("on origin/main abc"), "{message}");
+    assert_eq!(line, open.lines().position(|l| l.contains("\"m-b\"")).unwrap() + 1);
+    // Changed on both, open here.
+    let (_, message) = request(&open, &changed).unwrap_err();
+    assert!(message.contains("on this machine") && message.contains("nothing was merged"), "{message}");
+    // Open here, unchanged there: nothing to read through, the merge goes on.
+    assert_eq!(request(&open, &base), Ok(()));
 }
