@@ -133,6 +133,13 @@ async fn review_mode_changes_no_markdown_until_apply_and_apply_yields_the_previe
     assert!(plan.diff.contains("\n-Works at Google as an engineer"), "{}", plan.diff);
     assert_eq!(plan.stat.removed, 2, "old header and content");
 
+    // The plan file says how to get there (its journal), not the whole file it would write.
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.root.dir().join(format!(".memfold/plans/{}.json", plan.id))).unwrap(),
+    )
+    .unwrap();
+    assert!(file.get("memory_after").is_none() && file["journal"].as_array().is_some_and(|j| !j.is_empty()), "{file}");
+
     // A second pass leaves the facts of the pending plan alone.
     let calls = env.llm.chat_calls();
     let again = force(&env).await;

@@ -137,7 +137,10 @@ pub struct StoredPlan {
     pub pass: String,
     /// Hash of `memory.md` the plan was made against.
     pub memory_hash_before: String,
-    /// `memory.md` as applying the plan writes it.
+    /// `memory.md` as applying the plan writes it. Stored only for a rebuild, whose entries
+    /// cannot be replayed from a journal; any other plan is replayed from its journal on apply,
+    /// change for change (`review::plans`), and its file does not carry the whole text.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub memory_after: String,
     /// Unified diff of `memory.md`, for people.
     pub diff: String,
@@ -400,9 +403,14 @@ impl RunRecord {
 }
 
 impl StoredPlan {
-    /// The plan as a file of a [`crate::store::commit::Change`].
+    /// The plan as a file of a [`crate::store::commit::Change`]: without `memory_after` unless
+    /// it is a rebuild's (a plan at 100k entries would otherwise hold the whole `memory.md`).
     pub fn file(&self) -> (String, Option<String>) {
-        (plan_rel(&self.id), Some(json_text(self)))
+        let text = match self.reason == PlanReason::Rebuild || self.memory_after.is_empty() {
+            true => json_text(self),
+            false => json_text(&StoredPlan { memory_after: String::new(), ..self.clone() }),
+        };
+        (plan_rel(&self.id), Some(text))
     }
 }
 

@@ -105,7 +105,7 @@ pub fn plan_apply(ledger: &Ledger, stored: &StoredPlan, today: NaiveDate) -> Res
     check_applicable(ledger, stored)?;
     let current = ledger.memory.render();
     let (plan, rebased) = if ledger.memory.hash == stored.memory_hash_before {
-        (exact_plan(stored, current.clone())?, false)
+        (exact_plan(stored, &ledger.memory, current.clone(), today)?, false)
     } else if stored.reason == PlanReason::Rebuild {
         return Err(Error::Stale {
             message: format!(
@@ -341,8 +341,14 @@ pub fn reject_rest(change: &mut Change, ledger: &Ledger, rest: &StoredPlan, now:
     rejected.facts
 }
 
-/// The stored plan as written, against the `memory.md` it was made for.
-fn exact_plan(stored: &StoredPlan, memory_before: String) -> Result<Plan, Error> {
+/// The stored plan as written, against the `memory.md` it was made for (`current`, whose text is
+/// `memory_before`). A plan stored without the text it writes (all but a rebuild's) is
+/// replayed from its journal, which [`rebase`] checks change for change.
+fn exact_plan(stored: &StoredPlan, current: &EntryFile, memory_before: String, today: NaiveDate) -> Result<Plan, Error> {
+    let memory_after = match stored.memory_after.is_empty() && stored.reason != PlanReason::Rebuild {
+        true => rebase(stored, current, today)?.memory_after,
+        false => stored.memory_after.clone(),
+    };
     let history = stored.history.iter().map(|b| block_entry(b)).collect::<Option<Vec<Entry>>>().ok_or_else(|| {
         Error::Corrupt {
             path: format!(".memfold/plans/{}.json", stored.id),
@@ -353,7 +359,7 @@ fn exact_plan(stored: &StoredPlan, memory_before: String) -> Result<Plan, Error>
         run: stored.id.clone(),
         memory_hash_before: stored.memory_hash_before.clone(),
         memory_before,
-        memory_after: stored.memory_after.clone(),
+        memory_after,
         history,
         journal: stored.journal.clone(),
         facts_done: stored.facts_done.clone(),
