@@ -125,15 +125,20 @@ pub struct Merged {
 /// the machine, while `memory.md` or `history.md` holds a block a person must mend first on a
 /// side the merge would read ([`needs_mending`]).
 pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
-    for path in [MEMORY, HISTORY] {
-        if let Some(problem) = req.files.get(path).and_then(|files| needs_mending(path, files, req.other)) {
+    let empty = Side::default();
+    let side = |path: &str| req.files.get(path).unwrap_or(&empty);
+    // The other machine's memory.md and history.md, parsed once for every step that reads
+    // them; this side's are the ledger's.
+    let (theirs_memory, theirs_history) = (theirs_parsed(MEMORY, side(MEMORY)), theirs_parsed(HISTORY, side(HISTORY)));
+    for (path, ours, theirs) in
+        [(MEMORY, &req.ledger.memory, &theirs_memory), (HISTORY, &req.ledger.history, &theirs_history)]
+    {
+        if let Some(problem) = needs_mending(path, side(path), ours, theirs.as_ref(), req.other) {
             return Err(problem);
         }
     }
     let mut change = Change::new(format!("sync {}", req.run));
     let mut merged = Merged::default();
-    let empty = Side::default();
-    let side = |path: &str| req.files.get(path).unwrap_or(&empty);
 
     // Tombstones first: they decide what may stay current.
     let tomb_side = side(TOMBSTONES);
@@ -162,7 +167,7 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
     // memory.md, then the tombstone rule over the result.
     let mem = side(MEMORY);
     let ours_text = mem.ours().to_string();
-    let (mut memory, taken, conflicts, losers) = merge_memory(mem, &req.ledger.memory);
+    let (mut memory, taken, conflicts, losers) = merge_memory(mem, &req.ledger.memory, theirs_memory);
     merged.entries = taken;
     let all_facts: HashMap<&str, &Fact> = req.ledger.facts.iter().chain(facts.iter()).map(|f| (f.id.as_str(), f)).collect();
     let buried = bury_tombstoned(&mut memory, &tombstones, &all_facts, req.other, req.today);
@@ -183,7 +188,7 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
     }
 
     // history.md.
-    let history = merge_history(side(HISTORY), &history_blocks);
+    let history = merge_history(side(HISTORY), &req.ledger.history, theirs_history.as_ref(), &history_blocks);
     if let Some(history) = &history {
         change.history = Some(HistoryWrite::Rewrite { before: content_hash(side(HISTORY).ours()), text: history.clone() });
     }
@@ -242,7 +247,7 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
     if !losers.is_empty() || !removals.is_empty() {
         let mut ops: Vec<ProposedOp> = losers
             .iter()
-            .filter(|(loser, c)| c.kind == ConflictKind::ChangedOnBoth && current_ids.contains(loser.id()))
+            .filter(|(loser, _)| current_ids.contains(loser.id()))
             .map(|(loser, c)| {
                 let whose = if c.theirs_kept { "this machine" } else { req.other };
                 ProposedOp::with_signals(
@@ -256,18 +261,23 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
                 )
             })
             .collect();
-        let theirs_history = removals
-            .iter()
-            .any(|c| c.kind == ConflictKind::RemovedThere)
-            .then(|| EntryFile::parse(side(HISTORY).theirs.as_deref().unwrap_or(""), HISTORY));
+        // Where each machine folded its entries, read once per machine that removed one.
+        let (mut folds_here, mut folds_there) = (None, None);
+        let unchanged_there = std::cell::OnceCell::new();
         for c in removals.into_iter().filter(|c| current_ids.contains(c.entry.as_str())) {
-            let (remover, changer, history) = match (c.kind, &theirs_history) {
-                (ConflictKind::RemovedThere, Some(theirs)) => (req.other, "this machine", theirs),
-                _ => ("this machine", req.other, &req.ledger.history),
+            let (remover, changer, folds) = match c.kind {
+                ConflictKind::RemovedThere => {
+                    let history = theirs_history.as_ref().unwrap_or_else(|| {
+                        unchanged_there
+                            .get_or_init(|| EntryFile::parse(side(HISTORY).theirs.as_deref().unwrap_or(""), HISTORY))
+                    });
+                    (req.other, "this machine", folds_there.get_or_insert_with(|| Folds::of(history)))
+                }
+                _ => ("this machine", req.other, folds_here.get_or_insert_with(|| Folds::of(&req.ledger.history))),
             };
             let why = Some(format!("removed on {remover}, changed on {changer}: remove it as {remover} did"));
             let target = c.entry.clone();
-            let op = match folded_into(&target, history, &current_ids) {
+            let op = match folds.survivor(&target, &current_ids) {
                 Some(into) => Op::Remove { target, into, why },
                 None => Op::Retire { target, why },
             };
@@ -287,21 +297,26 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
     Ok((change, merged))
 }
 
+/// The other machine's version of `path` as the merge reads it, parsed; None when the merge
+/// takes this side's file as it is (the other machine left it as it was, or has the same).
+fn theirs_parsed(path: &str, files: &Side) -> Option<EntryFile> {
+    match take_one_side(files) {
+        Taken::Ours => None,
+        Taken::Theirs(_) | Taken::Both => Some(EntryFile::parse(files.theirs.as_deref().unwrap_or(""), path)),
+    }
+}
+
 /// The first block a person must mend (a broken entry header, or a block left open that hides
-/// the entries after it) in a version of `path` the merge would read: the other machine's when
-/// it changed the file, this machine's too when both did. Merged by id, an entry hidden on one
-/// side would look removed there, and a broken block cannot be told apart from the entries it
-/// swallowed; so nothing is merged until it is mended where it was written.
-fn needs_mending(path: &str, files: &Side, other: &str) -> Option<Problem> {
-    let theirs = files.theirs.as_deref()?;
-    let both = match take_one_side(files) {
-        Taken::Ours => return None,
-        Taken::Theirs(_) => false,
-        Taken::Both => true,
-    };
-    let sides = std::iter::once((theirs, other)).chain(both.then_some((files.ours(), "this machine")));
-    for (text, whose) in sides {
-        let file = EntryFile::parse(text, path);
+/// the entries after it) in a version of a file the merge would read: the other machine's
+/// (`theirs`, when it changed the file), this machine's (`ours`) too when both did. Merged by
+/// id, an entry hidden on one side would look removed there, and a broken block cannot be told
+/// apart from the entries it swallowed; so nothing is merged until it is mended where it was
+/// written.
+fn needs_mending(path: &str, files: &Side, ours: &EntryFile, theirs: Option<&EntryFile>, other: &str) -> Option<Problem> {
+    let theirs = theirs?;
+    let both = matches!(take_one_side(files), Taken::Both);
+    let sides = std::iter::once((theirs, other)).chain(both.then_some((ours, "this machine")));
+    for (file, whose) in sides {
         let found = file
             .hidden
             .first()
@@ -321,28 +336,36 @@ fn needs_mending(path: &str, files: &Side, other: &str) -> Option<Problem> {
     None
 }
 
-/// The current entry that the machine which removed `id` folded it into (a REMOVE, a merge or
-/// a supersession), followed on while that one was folded too; None when the last version of
-/// `id` in that machine's `history` leads nowhere (an undo took it back) or to nothing current.
-fn folded_into(id: &str, history: &EntryFile, current: &HashSet<&str>) -> Option<String> {
-    // Each id's last version: where it leads, if it was folded into another entry.
-    let mut leads: HashMap<&str, Option<&str>> = HashMap::new();
-    for e in history.entries() {
-        let folded = matches!(e.meta.status, Some(HistoryStatus::Merged | HistoryStatus::Superseded));
-        leads.insert(e.id(), e.meta.superseded_by.as_deref().filter(|_| folded));
-    }
-    let mut at = id;
-    for _ in 0..leads.len() {
-        let next = leads.get(at).copied().flatten()?;
-        if next == id {
-            return None;
+/// Where a machine's history says each entry went when it was last set aside: the entry it was
+/// folded into (a REMOVE, a merge or a supersession), or nowhere (an undo took it back).
+struct Folds<'a>(HashMap<&'a str, Option<&'a str>>);
+
+impl<'a> Folds<'a> {
+    fn of(history: &'a EntryFile) -> Folds<'a> {
+        let mut leads = HashMap::new();
+        for e in history.entries() {
+            let folded = matches!(e.meta.status, Some(HistoryStatus::Merged | HistoryStatus::Superseded));
+            leads.insert(e.id(), e.meta.superseded_by.as_deref().filter(|_| folded));
         }
-        if current.contains(next) {
-            return Some(next.to_string());
-        }
-        at = next;
+        Folds(leads)
     }
-    None
+
+    /// The current entry `id` was folded into, followed on while that one was folded too; None
+    /// when its last version leads nowhere or to nothing current.
+    fn survivor(&self, id: &str, current: &HashSet<&str>) -> Option<String> {
+        let mut at = id;
+        for _ in 0..self.0.len() {
+            let next = self.0.get(at).copied().flatten()?;
+            if next == id {
+                return None;
+            }
+            if current.contains(next) {
+                return Some(next.to_string());
+            }
+            at = next;
+        }
+        None
+    }
 }
 
 /// The ids of this side's `memory.md` as read under the lock.
@@ -462,12 +485,17 @@ fn later(a: &Entry, b: &Entry) -> bool {
 
 /// The merged `memory.md`, how many entries came from the other side, the conflicts, and the
 /// versions that lost one (as history blocks) with their conflict.
-/// `ours_file` is this side's `memory.md` as the ledger parsed it (`files.ours`' text).
-fn merge_memory(files: &Side, ours_file: &EntryFile) -> (ById, usize, Vec<Conflict>, Vec<(Entry, Conflict)>) {
+/// `ours_file` is this side's `memory.md` as the ledger parsed it (`files.ours`' text), `theirs`
+/// the other side's as [`theirs_parsed`] gives it.
+fn merge_memory(
+    files: &Side,
+    ours_file: &EntryFile,
+    theirs: Option<EntryFile>,
+) -> (ById, usize, Vec<Conflict>, Vec<(Entry, Conflict)>) {
+    let Some(theirs) = theirs else { return (ById::new(ours_file.clone()), 0, Vec::new(), Vec::new()) };
     match take_one_side(files) {
         Taken::Ours => return (ById::new(ours_file.clone()), 0, Vec::new(), Vec::new()),
-        Taken::Theirs(theirs) => {
-            let theirs = EntryFile::parse(theirs.as_deref().unwrap_or(""), MEMORY);
+        Taken::Theirs(_) => {
             let (o, t) = (versions(ours_file), versions(&theirs));
             let taken = t.iter().filter(|(id, v)| o.get(*id) != Some(*v)).count();
             return (ById::new(theirs), taken, Vec::new(), Vec::new());
@@ -475,7 +503,6 @@ fn merge_memory(files: &Side, ours_file: &EntryFile) -> (ById, usize, Vec<Confli
         Taken::Both => {}
     }
     let base = EntryFile::parse(files.base(), MEMORY);
-    let theirs = EntryFile::parse(files.theirs.as_deref().unwrap_or(""), MEMORY);
     let (b, o, t) = (versions(&base), versions(ours_file), versions(&theirs));
     let mine: HashMap<&str, &Entry> = ours_file.entries().map(|e| (e.id(), e)).collect();
     let mut merged = ById::new(ours_file.clone());
@@ -643,15 +670,15 @@ fn deltas(before: &EntryFile, after: &EntryFile) -> Vec<EntryDelta> {
         .collect()
 }
 
-/// The merged `history.md` (None: this side's stays as it is).
-fn merge_history(files: &Side, extra: &[Entry]) -> Option<String> {
-    let mut merged = match take_one_side(files) {
-        Taken::Theirs(theirs) => EntryFile::parse(theirs.as_deref().unwrap_or(""), HISTORY),
-        Taken::Ours => EntryFile::parse(files.ours(), HISTORY),
-        Taken::Both => {
+/// The merged `history.md` (None: this side's stays as it is), from this side's as the ledger
+/// parsed it and the other side's as [`theirs_parsed`] gives it.
+fn merge_history(files: &Side, ours: &EntryFile, theirs: Option<&EntryFile>, extra: &[Entry]) -> Option<String> {
+    let mut merged = match (take_one_side(files), theirs) {
+        (Taken::Theirs(_), Some(theirs)) => theirs.clone(),
+        (Taken::Ours, _) | (_, None) => ours.clone(),
+        (Taken::Both, Some(theirs)) => {
             let base = EntryFile::parse(files.base(), HISTORY);
-            let theirs = EntryFile::parse(files.theirs.as_deref().unwrap_or(""), HISTORY);
-            let mut merged = EntryFile::parse(files.ours(), HISTORY);
+            let mut merged = ours.clone();
             let in_base: HashSet<String> = base.entries().map(Entry::render).collect();
             let in_theirs: HashSet<String> = theirs.entries().map(Entry::render).collect();
             // Blocks the other side took back since the last sync (an undo re-marks them).

@@ -208,7 +208,9 @@ fn history_takes_the_other_sides_new_and_re_marked_blocks() {
     let base = file(std::slice::from_ref(&old));
     let ours = file(&[old.clone(), ours_new.clone()]);
     let theirs = file(&[reverted.clone(), theirs_new.clone()]);
-    let merged = merge_history(&side(&base, &ours, &theirs), &[]).unwrap();
+    let files = side(&base, &ours, &theirs);
+    let merged =
+        merge_history(&files, &EntryFile::parse(&ours, HISTORY), theirs_parsed(HISTORY, &files).as_ref(), &[]).unwrap();
     let parsed = EntryFile::parse(&merged, HISTORY);
     let statuses: Vec<(&str, &str)> =
         parsed.entries().map(|e| (e.id(), e.meta.status.as_ref().map_or("", |s| s.as_str()))).collect();
