@@ -30,12 +30,7 @@ fn memory_text(env: &Env) -> String {
 }
 
 fn entry_with(env: &Env, word: &str) -> String {
-    memory(env)
-        .entries()
-        .find(|e| e.content.contains(word))
-        .unwrap_or_else(|| panic!("no entry with {word}"))
-        .id()
-        .to_string()
+    crate::common::entry_with(env.root.dir(), word).unwrap_or_else(|| panic!("no entry with {word}"))
 }
 
 fn assert_verified(env: &Env) {

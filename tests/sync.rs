@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::entry_with;
 use memfold::config::{Config, EmbeddingProvider};
 use memfold::memory::Memory;
 use memfold::planning::consolidate::pass::PassOptions;
@@ -162,9 +163,20 @@ fn sentence(n: usize) -> String {
 /// Edit the first entry of `memory.md` by hand: `content` (from its old content) and `updated`.
 /// Whether there was one.
 fn edit_first_entry(root: &Path, content: impl FnOnce(&str) -> String, updated: &str) -> bool {
+    edit_by_hand(root, |_| true, content, updated)
+}
+
+/// Edit the first entry of `memory.md` that `pick` chooses, by hand: `content` (from its old
+/// content) and `updated`. Whether there was one.
+fn edit_by_hand(
+    root: &Path,
+    pick: impl Fn(&memfold::store::entries::Entry) -> bool,
+    content: impl FnOnce(&str) -> String,
+    updated: &str,
+) -> bool {
     let path = root.join("consolidated/memory.md");
     let mut file = EntryFile::read(&path, "memory.md").unwrap();
-    let Some(entry) = file.entries_mut().next() else { return false };
+    let Some(entry) = file.entries_mut().find(|e| pick(e)) else { return false };
     entry.content = content(&entry.content);
     entry.meta.updated = Some(updated.parse().unwrap());
     entry.touch();
@@ -372,21 +384,9 @@ async fn an_entry_changed_on_two_machines_goes_to_review() {
     sound(&dir(&b), &BTreeSet::new(), "after apply");
 }
 
-/// The id of the current entry whose text holds `words`.
-fn entry_with(root: &Path, words: &str) -> Option<String> {
-    let file = EntryFile::read(&root.join("consolidated/memory.md"), "memory.md").unwrap();
-    file.entries().find(|e| e.content.contains(words)).map(|e| e.id().to_string())
-}
-
 /// Edit the entry `id` of `memory.md` by hand.
 fn edit_entry(root: &Path, id: &str, content: &str, updated: &str) {
-    let path = root.join("consolidated/memory.md");
-    let mut file = EntryFile::read(&path, "memory.md").unwrap();
-    let entry = file.entries_mut().find(|e| e.id() == id).unwrap();
-    entry.content = content.to_string();
-    entry.meta.updated = Some(updated.parse().unwrap());
-    entry.touch();
-    std::fs::write(&path, file.render()).unwrap();
+    assert!(edit_by_hand(root, |e| e.id() == id, |_| content.to_string(), updated), "no entry {id}");
 }
 
 /// Removed on one machine (folded into another entry by a merge there; taken back by an undo

@@ -127,6 +127,12 @@ pub fn first_entry_id(root: &Path) -> Option<String> {
     file.entries().next().map(|e| e.id().to_string())
 }
 
+/// The id of the first entry of `root`'s `memory.md` whose text holds `words`.
+pub fn entry_with(root: &Path, words: &str) -> Option<String> {
+    let file = EntryFile::read(&Root::new(root).memory(), "memory.md").unwrap();
+    file.entries().find(|e| e.content.contains(words)).map(|e| e.id().to_string())
+}
+
 pub fn memory(env: &Env) -> EntryFile {
     EntryFile::read(&env.root.memory(), "memory.md").unwrap()
 }
