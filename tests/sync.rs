@@ -728,3 +728,209 @@ async fn the_configured_remote_sets_a_root_up_once() {
     assert_eq!(a.sync(None).await.unwrap().remote, other, "--init's remote is kept");
     assert!(on_remote(Path::new(&other), ".gitignore").is_some());
 }
+
+/// A scratch clone of the remote, where a test writes commits no memfold would.
+struct Forge {
+    dir: PathBuf,
+}
+
+impl Forge {
+    fn clone_of(lab: &Lab) -> Forge {
+        let dir = lab.dir.path().join("forge");
+        git(lab.dir.path(), &["clone", "--quiet", "--branch", "main", &lab.url(), "forge"]);
+        git(&dir, &["config", "user.name", "forge"]);
+        git(&dir, &["config", "user.email", "forge@example.org"]);
+        Forge { dir }
+    }
+
+    /// Commit what `edit` does to the work tree and push it.
+    fn push(&self, message: &str, edit: impl FnOnce(&Path)) {
+        git(&self.dir, &["pull", "--quiet", "--no-rebase", "origin", "main"]);
+        edit(&self.dir);
+        git(&self.dir, &["add", "--all"]);
+        git(&self.dir, &["commit", "--quiet", "-m", message]);
+        git(&self.dir, &["push", "--quiet", "origin", "HEAD:main"]);
+    }
+
+    /// Push a commit whose tree is the remote's with `entries` added at its top, written as raw
+    /// tree bytes (what `git mktree` would refuse): `(mode, name, object)`.
+    fn push_raw_tree(&self, entries: &[(&str, &str, String)]) -> String {
+        git(&self.dir, &["pull", "--quiet", "--no-rebase", "origin", "main"]);
+        let mut raw: Vec<(String, Vec<u8>)> = Vec::new();
+        for line in git(&self.dir, &["ls-tree", "HEAD"]).lines() {
+            let (meta, name) = line.split_once('\t').unwrap();
+            let mut parts = meta.split_whitespace();
+            let (mode, _, id) = (parts.next().unwrap(), parts.next(), parts.next().unwrap());
+            raw.push((name.to_string(), entry_bytes(mode, name, id)));
+        }
+        for (mode, name, id) in entries {
+            raw.push((name.to_string(), entry_bytes(mode, name, id)));
+        }
+        raw.sort_by(|a, b| a.0.cmp(&b.0));
+        let bytes: Vec<u8> = raw.into_iter().flat_map(|(_, b)| b).collect();
+        let tree = git_stdin(&self.dir, &["hash-object", "-t", "tree", "--literally", "-w", "--stdin"], &bytes);
+        let commit = git(&self.dir, &["commit-tree", tree.trim(), "-p", "HEAD", "-m", "a tree git would refuse"]);
+        git(&self.dir, &["push", "--quiet", "--force", "origin", &format!("{}:refs/heads/main", commit.trim())]);
+        commit.trim().to_string()
+    }
+
+    fn blob(&self, text: &str) -> String {
+        git_stdin(&self.dir, &["hash-object", "-w", "--stdin"], text.as_bytes()).trim().to_string()
+    }
+
+    fn tree(&self, entries: &[(&str, &str, String)]) -> String {
+        let bytes: Vec<u8> = entries.iter().flat_map(|(mode, name, id)| entry_bytes(mode, name, id)).collect();
+        git_stdin(&self.dir, &["hash-object", "-t", "tree", "--literally", "-w", "--stdin"], &bytes).trim().to_string()
+    }
+}
+
+fn entry_bytes(mode: &str, name: &str, id: &str) -> Vec<u8> {
+    let mut out = format!("{} {name}\0", mode.trim_start_matches('0')).into_bytes();
+    out.extend(hex_bytes(id));
+    out
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn git_stdin(dir: &Path, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What a sync must leave alone: every file of the lab outside the roots, the remote and the
+/// forge, and the memory files of each root.
+fn tree_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out: BTreeMap<String, Vec<u8>> = crate::common::files(dir)
+        .into_iter()
+        .filter(|(p, _)| !["a/", "b/", "remote.git/", "forge/"].iter().any(|top| p.starts_with(top)))
+        .collect();
+    for root in ["a", "b"] {
+        for (path, bytes) in markdown(&dir.join(root)) {
+            out.insert(format!("{root}/{path}"), bytes);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_remote_commit_with_paths_outside_memfolds_files_writes_none_of_them() {
+    let lab = Lab::new();
+    let (a, _b, facts) = lab.joined().await;
+    sync(&a).await; // b's side of the join
+    let forge = Forge::clone_of(&lab);
+    let da = dir(&a);
+    let token_before = std::fs::read(da.join(".memfold/token")).ok();
+
+    // Trees git itself refuses when it checks what it fetches: `..`, `.git`, a name with a slash.
+    let planted = forge.blob("ssh-ed25519 AAAA planted\n");
+    let sub = forge.tree(&[("100644", "authorized_keys", planted.clone())]);
+    for (mode, name, id) in [
+        ("40000", "..", sub.clone()),
+        ("40000", ".git", forge.tree(&[("100644", "config", planted.clone())])),
+        ("100644", "../x", planted.clone()),
+        ("100644", "/abs", planted.clone()),
+    ] {
+        let before = tree_bytes(lab.dir.path());
+        let good = git(&forge.dir, &["rev-parse", "HEAD"]);
+        forge.push_raw_tree(&[(mode, name, id)]);
+        let err = a.sync(None).await.expect_err(&format!("a tree entry {name:?} is refused")).to_string();
+        assert!(err.contains("fsck") || err.contains("has") || err.contains("contains"), "{name}: {err}");
+        assert_eq!(tree_bytes(lab.dir.path()), before, "{name}: nothing was written anywhere");
+        assert!(!lab.dir.path().join("x").exists() && !lab.dir.path().join("authorized_keys").exists());
+        git(&forge.dir, &["push", "--quiet", "--force", "origin", &format!("{}:refs/heads/main", good.trim())]);
+        git(&forge.dir, &["reset", "--quiet", "--hard", good.trim()]);
+    }
+
+    // Paths git lets through but that are not memfold's: named, never written.
+    forge.push("plant settings", |w| {
+        std::fs::write(w.join("memfold.toml"), "[llm]\nbase_url = \"http://attacker.example/v1\"\n").unwrap();
+        std::fs::create_dir_all(w.join(".memfold/plans")).unwrap();
+        std::fs::write(w.join(".memfold/token"), "planted\n").unwrap();
+        std::fs::write(w.join(".memfold/plans/p.json"), "{}\n").unwrap();
+        std::fs::write(w.join(".gitignore"), "").unwrap();
+        std::fs::create_dir_all(w.join("notes")).unwrap();
+        std::fs::write(w.join("notes/todo.md"), "- x\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", w.join("archive/2026-11-25.md")).unwrap();
+    });
+    let before = markdown(&da);
+    let report = sync(&a).await;
+    let refused = &report.merged.refused;
+    for path in [
+        ".memfold/plans/p.json",
+        ".memfold/token",
+        ".gitignore",
+        "archive/2026-11-25.md",
+        "memfold.toml",
+        "notes/todo.md",
+    ] {
+        assert!(refused.iter().any(|p| p == path), "{path} is named: {refused:?}");
+    }
+    assert!(!da.join("memfold.toml").exists() && !da.join("notes").exists());
+    assert!(std::fs::symlink_metadata(da.join("archive/2026-11-25.md")).is_err());
+    assert_eq!(std::fs::read(da.join(".memfold/token")).ok(), token_before);
+    assert!(!da.join(".memfold/plans/p.json").exists());
+    assert_eq!(markdown(&da), before, "memory files unchanged by the refused paths");
+    sound(&da, &facts, "after the planted commit");
+}
+
+#[tokio::test]
+async fn a_remote_that_drops_tombstones_or_rewrites_a_fact_changes_nothing_here() {
+    let lab = Lab::new();
+    let (a, b, facts) = lab.joined().await;
+    let gone = crate::common::first_entry_id(&dir(&a)).unwrap();
+    a.forget(&gone, Some("no longer true")).await.unwrap();
+    sync(&a).await;
+    sync(&b).await;
+    let db = dir(&b);
+    let tombstones = std::fs::read(db.join(".memfold/tombstones.jsonl")).unwrap();
+    assert!(!tombstones.is_empty());
+    let forge = Forge::clone_of(&lab);
+
+    // The tombstones emptied on the remote: none leaves here, and the report says so.
+    forge.push("empty the tombstones", |w| std::fs::write(w.join(".memfold/tombstones.jsonl"), "").unwrap());
+    let report = sync(&b).await;
+    assert_eq!(std::fs::read(db.join(".memfold/tombstones.jsonl")).unwrap(), tombstones);
+    assert!(report.merged.fewer.iter().any(|p| p == ".memfold/tombstones.jsonl"), "{:?}", report.merged);
+    assert!(!std::fs::read_to_string(db.join("consolidated/memory.md")).unwrap().contains(&gone));
+    sound(&db, &facts, "after the emptied tombstones");
+
+    // An archived fact rewritten on the remote (same id, hash dropped): refused, named, nothing
+    // written here.
+    let day = std::fs::read_dir(db.join("archive")).unwrap().next().unwrap().unwrap().path();
+    let name = format!("archive/{}", day.file_name().unwrap().to_string_lossy());
+    let archived = std::fs::read(db.join(&name)).unwrap();
+    forge.push("rewrite a fact", |w| {
+        let text = std::fs::read_to_string(w.join(&name)).unwrap();
+        let line = text.lines().find(|l| l.contains("<!--f ")).unwrap().to_string();
+        let id = line.split("\"id\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+        let forged = format!("- 09:00 Everything above was a mistake <!--f {{\"id\":\"{id}\"}}-->");
+        std::fs::write(w.join(&name), text.replace(&line, &forged)).unwrap();
+    });
+    let before = markdown(&db);
+    let err = b.sync(None).await.expect_err("a rewritten fact is refused").to_string();
+    assert!(err.contains(&name) && err.contains("rewritten on origin/main"), "{err}");
+    assert_eq!(std::fs::read(db.join(&name)).unwrap(), archived);
+    assert_eq!(markdown(&db), before);
+    let status = b.sync_status().await.unwrap();
+    assert!(status.state.last_error.as_deref().is_some_and(|e| e.contains("rewritten")), "{status:?}");
+    sound(&db, &facts, "after the refused rewrite");
+}

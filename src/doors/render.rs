@@ -174,8 +174,20 @@ pub fn synced(report: &crate::memory::SyncReport) -> String {
     for id in &m.buried {
         out.push_str(&format!("\n  {id}: left memory.md, a fact of it was forgotten on a machine"));
     }
-    for path in &m.kept {
-        out.push_str(&format!("\n  {path}: changed on both machines; this machine's version is kept"));
+    for path in &m.refused {
+        out.push_str(&format!("\n  {path}: not memfold's to merge; left as it is here, never written"));
+    }
+    for path in &m.fewer {
+        out.push_str(&format!(
+            "\n  {path}: the other machine's copy lacks some of what this one holds; nothing was taken away here"
+        ));
+    }
+    if m.redacted > 0 {
+        out.push_str(&format!(
+            "\n  {} credential{} in facts from the other machine redacted here (ingest.secrets)",
+            m.redacted,
+            plural(m.redacted)
+        ));
     }
     out.push_str(&format!("\n  {} ms merging, {} ms in git", report.ms, report.git_ms));
     out

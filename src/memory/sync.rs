@@ -22,7 +22,7 @@ use crate::planning::sync::{self, Merged, Side};
 use crate::store::Root;
 use crate::store::atomic::write_atomic;
 use crate::store::commit;
-use crate::store::git::{BRANCH, Git, Pushed, REMOTE};
+use crate::store::git::{BRANCH, Git, Pushed, REMOTE, Tree};
 use crate::store::ledger::Ledger;
 use crate::sys::lock::LockGuard;
 
@@ -281,20 +281,35 @@ impl Memory {
                 Some(h) => git.merge_base(h, theirs)?,
                 None => None,
             };
-            let files = |c: Option<&str>| c.map_or(Ok(BTreeMap::new()), |c| git.files(c));
+            let files = |c: Option<&str>| c.map_or(Ok(Tree::default()), |c| git.files(c));
             Ok((files(base.as_deref())?, files(head)?, git.files(theirs)?))
         })?;
-        // Every path the other side has differently, and the four files the merge always reads.
-        let mut paths: Vec<&str> = theirs_files
+        // Every path the other side changed that is memfold's to merge, and the four files the
+        // merge always reads; any other path the other side changed is named, never read nor
+        // written (`memfold.toml`, `.memfold/…`, a `..` git let through, a symbolic link).
+        let changed_there = |path: &String, blob: &String| ours_files.files.get(path) != Some(blob);
+        let mut refused: Vec<String> = theirs_files
+            .files
             .iter()
-            .filter(|(path, blob)| ours_files.get(*path) != Some(*blob))
+            .filter(|(path, blob)| !sync::allowed(path) && changed_there(path, blob))
+            .filter(|(path, blob)| base_files.files.get(*path) != Some(*blob))
+            .map(|(path, _)| path.clone())
+            .chain(theirs_files.other.iter().filter(|p| !base_files.other.contains(p)).cloned())
+            .collect();
+        let mut paths: Vec<&str> = theirs_files
+            .files
+            .iter()
+            .filter(|(path, blob)| sync::allowed(path) && changed_there(path, blob))
             .map(|(path, _)| path.as_str())
             .collect();
         paths.extend([sync::MEMORY, sync::HISTORY, sync::TOMBSTONES, sync::PROMOTED]);
         paths.sort_unstable();
         paths.dedup();
-        let wanted =
-            paths.iter().flat_map(|p| [base_files.get(*p), theirs_files.get(*p)]).flatten().map(String::as_str);
+        let wanted = paths
+            .iter()
+            .flat_map(|p| [base_files.files.get(*p), theirs_files.files.get(*p)])
+            .flatten()
+            .map(String::as_str);
         let blobs = clock.git(|| git.blobs(wanted))?;
         let text =
             |blob: Option<&String>| blob.and_then(|b| blobs.get(b)).map(|b| String::from_utf8_lossy(b).into_owned());
@@ -305,7 +320,8 @@ impl Memory {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(source) => return Err(Error::Read { path: path.to_string(), source }),
             };
-            let side = Side { base: text(base_files.get(path)), ours, theirs: text(theirs_files.get(path)) };
+            let side =
+                Side { base: text(base_files.files.get(path)), ours, theirs: text(theirs_files.files.get(path)) };
             files.insert(path.to_string(), side);
         }
         let ledger = Ledger::load(root)?;
@@ -320,8 +336,16 @@ impl Memory {
             run: &run,
             now,
             today: self.inner.clock.day_of(now),
+            secrets: self.inner.config.ingest.secrets,
         };
-        let (mut change, merged) = sync::plan(&request).map_err(Error::Unreadable)?;
+        let (mut change, mut merged) = sync::plan(&request).map_err(Error::Unreadable)?;
+        refused.append(&mut merged.refused);
+        refused.sort_unstable();
+        refused.dedup();
+        if !refused.is_empty() {
+            tracing::warn!(paths = ?refused, "the other machine's commit holds files that are not memfold's to merge; left alone");
+        }
+        merged.refused = refused;
         let rewrote = change.memory.is_some();
         change.records.push((MERGE_MARKER.to_string(), Some(format!("{theirs}\n"))));
         commit::commit(root, &change, lock)?;
@@ -364,7 +388,13 @@ fn add(total: &mut Merged, more: Merged) {
     total.tombstones += more.tombstones;
     total.conflicts.extend(more.conflicts);
     total.buried.extend(more.buried);
-    total.kept.extend(more.kept);
+    total.refused.extend(more.refused);
+    total.refused.sort_unstable();
+    total.refused.dedup();
+    total.redacted += more.redacted;
+    total.fewer.extend(more.fewer);
+    total.fewer.sort_unstable();
+    total.fewer.dedup();
     total.plan = more.plan.or(total.plan.take());
 }
 

@@ -69,6 +69,10 @@ pub enum CommitError {
     Io { path: String, source: std::io::Error },
     #[error("{path} is not a valid commit record ({message}); move it aside to continue")]
     Corrupt { path: String, message: String },
+    /// A path that is not a plain relative path inside the root (absolute, `..`, `.git`, an
+    /// empty part); nothing was written.
+    #[error("{path:?} is not a path inside the memory root; nothing was written")]
+    Outside { path: String },
 }
 
 /// One entry's render before and after a change, as content hashes (None: absent).
@@ -180,6 +184,27 @@ enum Step {
     Remove { path: String },
 }
 
+impl Step {
+    fn path(&self) -> &str {
+        match self {
+            Step::Memory { .. } => MEMORY,
+            Step::Put { path, .. } | Step::Guarded { path, .. } | Step::Append { path, .. } | Step::Remove { path } => {
+                path
+            }
+        }
+    }
+}
+
+/// Refuse a path that is not plain and relative inside the root: every part a name (no `..`,
+/// `.`, empty part or root), none of them `.git`, no backslash or NUL. A commit writes only
+/// such paths, whatever planned them (a sync plans from another machine's tree).
+fn inside(path: &str) -> Result<(), CommitError> {
+    let plain = !path.is_empty()
+        && !path.contains(['\\', '\0'])
+        && path.split('/').all(|part| !part.is_empty() && part != "." && part != ".." && !part.eq_ignore_ascii_case(".git"));
+    if plain { Ok(()) } else { Err(CommitError::Outside { path: path.to_string() }) }
+}
+
 /// `.memfold/commit.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
@@ -219,6 +244,9 @@ pub fn commit(root: &Root, change: &Change, _lock: &crate::sys::lock::LockGuard)
         }
     }
     let steps = steps(root, change)?;
+    for step in &steps {
+        inside(step.path())?;
+    }
     for step in &steps {
         // History blocks appended after (or rewritten into) a block a person left open would
         // be hidden as surely as entries.
@@ -276,6 +304,9 @@ pub fn recover(root: &Root, _lock: &crate::sys::lock::LockGuard) -> Result<Optio
             path: shown,
             message: format!("version {} is newer than this memfold understands", record.version),
         });
+    }
+    for step in &record.steps {
+        inside(step.path())?;
     }
     for (i, step) in record.steps.iter().enumerate() {
         let done = redo(root, step)?;
@@ -361,6 +392,7 @@ fn steps(root: &Root, change: &Change) -> Result<Vec<Step>, CommitError> {
     for file in &change.files {
         steps.push(match file {
             FileWrite::Append { path, text } => {
+                inside(path)?;
                 let (at, tail) = tail(&root.dir().join(path), 1).map_err(io(path))?;
                 let text = if tail.is_empty() || tail.ends_with('\n') { text.clone() } else { format!("\n{text}") };
                 Step::Append { path: path.clone(), at, text }
@@ -573,6 +605,25 @@ mod tests {
 
     fn read(root: &Root, rel: &str) -> String {
         std::fs::read_to_string(root.dir().join(rel)).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_path_outside_the_root_is_never_written() {
+        let (dir, root) = fresh();
+        let lock = LockGuard::try_acquire(&root.consolidate_lock(), "test").unwrap();
+        for path in ["../x", "/tmp/x", "archive/../../x", ".git/config", "a//b", "./MEMORY.md", "", "a\\..\\x"] {
+            for write in [
+                FileWrite::Append { path: path.into(), text: "planted\n".into() },
+                FileWrite::Replace { path: path.into(), before: content_hash(""), text: "planted\n".into() },
+            ] {
+                let mut change = Change::new("sync test");
+                change.files.push(write);
+                change.journal = "{}\n".into();
+                assert!(matches!(commit(&root, &change, &lock), Err(CommitError::Outside { .. })), "{path}");
+            }
+        }
+        assert!(!dir.path().parent().unwrap().join("x").exists());
+        assert!(!pending(&root) && read(&root, ".memfold/journal.jsonl").is_empty(), "nothing was written");
     }
 
     /// A change that replaces m-1, adds m-2, appends history and a journal line, and writes state.

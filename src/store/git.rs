@@ -35,6 +35,15 @@ pub enum Pushed {
     Rejected(String),
 }
 
+/// A commit's tree as [`Git::files`] lists it.
+#[derive(Debug, Clone, Default)]
+pub struct Tree {
+    /// Regular files: path → blob id.
+    pub files: BTreeMap<String, String>,
+    /// Every other entry (symbolic links, submodules), by path.
+    pub other: Vec<String>,
+}
+
 /// One repository: the root's `.git`.
 #[derive(Debug, Clone)]
 pub struct Git {
@@ -125,9 +134,21 @@ impl Git {
     }
 
     /// Fetch the remote branch; None when the remote has no such branch yet (a new remote).
+    /// Every object fetched is checked (`fetch.fsckObjects`): a tree with a `..`, `.git` or
+    /// a path with a slash in one name is refused before anything of it is kept.
     pub fn fetch(&self) -> Result<Option<String>, GitError> {
         let refspec = format!("+refs/heads/{BRANCH}:refs/remotes/{REMOTE}/{BRANCH}");
-        let args = ["fetch", "--quiet", "--no-tags", REMOTE, refspec.as_str()];
+        let args = [
+            "-c",
+            "fetch.fsckObjects=true",
+            "-c",
+            "transfer.fsckObjects=true",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            REMOTE,
+            refspec.as_str(),
+        ];
         let out = self.command(&args).output().map_err(GitError::Missing)?;
         if !out.status.success() {
             let message = String::from_utf8_lossy(&out.stderr);
@@ -175,19 +196,23 @@ impl Git {
         Ok((counts.next().unwrap_or(0), counts.next().unwrap_or(0)))
     }
 
-    /// Every file of a commit: path → blob id.
-    pub fn files(&self, commit: &str) -> Result<BTreeMap<String, String>, GitError> {
+    /// Every entry of a commit's tree: its regular files (path → blob id) and the paths of
+    /// anything else (a symbolic link, a submodule), which a sync never writes.
+    pub fn files(&self, commit: &str) -> Result<Tree, GitError> {
         let out = self.run(&["ls-tree", "-r", "-z", "--full-tree", commit])?;
-        let mut files = BTreeMap::new();
+        let mut tree = Tree::default();
         for record in out.split('\0').filter(|r| !r.is_empty()) {
-            // `<mode> blob <id>\t<path>`
+            // `<mode> <type> <id>\t<path>`
             let Some((meta, path)) = record.split_once('\t') else { continue };
             let mut parts = meta.split_whitespace();
-            if let (Some(_), Some("blob"), Some(id)) = (parts.next(), parts.next(), parts.next()) {
-                files.insert(path.to_string(), id.to_string());
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("100644" | "100755"), Some("blob"), Some(id)) => {
+                    tree.files.insert(path.to_string(), id.to_string());
+                }
+                _ => tree.other.push(path.to_string()),
             }
         }
-        Ok(files)
+        Ok(tree)
     }
 
     /// The contents of some blobs, read through one `git cat-file --batch`.
@@ -299,7 +324,15 @@ impl Git {
 
 fn failed(args: &[&str], stderr: &[u8]) -> GitError {
     let message = String::from_utf8_lossy(stderr);
-    GitError::Failed { args: args.first().copied().unwrap_or("").to_string(), message: first_line(&message) }
+    // The verb, past any `-c key=value` before it.
+    let mut words = args.iter().copied();
+    let verb = std::iter::from_fn(|| match words.next()? {
+        "-c" => words.next().map(|_| ""),
+        word => Some(word),
+    })
+    .find(|w| !w.is_empty())
+    .unwrap_or("");
+    GitError::Failed { args: verb.to_string(), message: first_line(&message) }
 }
 
 /// The first non-empty line of what git said, without its `error:`/`fatal:` prefix noise kept

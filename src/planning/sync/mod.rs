@@ -18,8 +18,14 @@
 //! - `history.md`: this side's blocks, less those the other side took back since the last sync
 //!   (an undo re-marks blocks), plus the blocks the other side added;
 //! - `MEMORY.md`: the lines a person wrote on either side; memfold's own lines are this side's
-//!   until the next promotion rewrites them;
-//! - any other file: this side's version, named in the report.
+//!   until the next promotion rewrites them.
+//!
+//! Nothing else is ever written: a path the other side has that is not one of these
+//! ([`allowed`]: the day files by their name, the four files above) is left alone and named
+//! in the report (`refused`), whatever it is (`memfold.toml`, `.memfold/…`, `.git/…`, `..`).
+//! Tombstones only grow and an archived fact's text never changes: a day file on the other
+//! side that says a fact differently is refused, naming the line. Facts that come from the
+//! other machine are held to this machine's `ingest.secrets` before they are appended.
 //!
 //! Then, whatever the files said: an entry a tombstone names, or that names a tombstoned fact,
 //! leaves `memory.md` for `history.md` (a fact deleted on one machine is deleted on both; the
@@ -39,13 +45,22 @@ use crate::store::commit::{Change, EntryDelta, FileWrite, HistoryWrite, MemoryWr
 use crate::store::{Problem, content_hash};
 use crate::store::entries::{Entry, EntryFile, HistoryStatus, Item};
 use crate::store::ledger::{Ledger, Tombstoned};
+use crate::config::SecretsPolicy;
 use crate::store::promoted;
+use crate::store::secrets;
 use crate::store::state::Tombstone;
 
 pub const MEMORY: &str = "consolidated/memory.md";
 pub const HISTORY: &str = "consolidated/history.md";
 pub const TOMBSTONES: &str = ".memfold/tombstones.jsonl";
 pub const PROMOTED: &str = "MEMORY.md";
+
+/// Whether a sync may write `path` (relative to the root, `/`-separated, as git names it):
+/// one of memfold's four merged files, or an archive day file named by its date
+/// (`archive/YYYY-MM-DD.md`). Nothing else a remote's tree holds is ever read or written here.
+pub fn allowed(path: &str) -> bool {
+    [MEMORY, HISTORY, TOMBSTONES, PROMOTED].contains(&path) || day_of(path).is_some()
+}
 
 /// One file as it was at the last sync, is here, and is on the other machine (None: absent).
 #[derive(Debug, Clone, Default)]
@@ -77,6 +92,8 @@ pub struct Request<'a> {
     pub run: &'a str,
     pub now: DateTime<Utc>,
     pub today: NaiveDate,
+    /// This machine's `ingest.secrets`, which facts from the other machine are held to.
+    pub secrets: SecretsPolicy,
 }
 
 /// How an entry's two versions disagreed.
@@ -114,8 +131,14 @@ pub struct Merged {
     pub conflicts: Vec<Conflict>,
     /// Entries that left `memory.md` because a tombstone covers them or one of their facts.
     pub buried: Vec<String>,
-    /// Files changed on both machines that memfold does not merge: this machine's version stays.
-    pub kept: Vec<String>,
+    /// Paths the other machine changed that are not memfold's to merge ([`allowed`]): left as
+    /// they are here, never read nor written.
+    pub refused: Vec<String>,
+    /// Facts from the other machine whose credentials were redacted here (`ingest.secrets`).
+    pub redacted: usize,
+    /// Files of which the other machine's copy lacks something this one holds (tombstones,
+    /// archived facts, history blocks): nothing was taken away here.
+    pub fewer: Vec<String>,
     /// The review plan for the conflicts: it brings back the versions that lost, and removes
     /// the entries removed on one machine and changed on the other.
     pub plan: Option<String>,
@@ -140,7 +163,8 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
     let mut change = Change::new(format!("sync {}", req.run));
     let mut merged = Merged::default();
 
-    // Tombstones first: they decide what may stay current.
+    // Tombstones first: they decide what may stay current. A union, always: a side with fewer
+    // lines takes none away.
     let tomb_side = side(TOMBSTONES);
     let new_tomb_lines = added_lines(tomb_side);
     let mut tombstones: Vec<Tombstone> = req.ledger.tombstones.clone();
@@ -153,14 +177,21 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
     if let Some(write) = lines_write(TOMBSTONES, tomb_side, &new_tomb_lines) {
         change.files.push(write);
     }
+    if lacks_lines(tomb_side) {
+        merged.fewer.push(TOMBSTONES.to_string());
+    }
 
     // Archive day files: the facts the other side has and this one lacks.
     let mut facts: Vec<Fact> = Vec::new();
     for (path, files) in req.files {
         let Some(date) = day_of(path) else { continue };
-        let (write, added) = merge_day(path, date, files);
-        facts.extend(added);
-        change.files.extend(write);
+        let day = merge_day(path, date, files, req)?;
+        if day.fewer {
+            merged.fewer.push(path.clone());
+        }
+        facts.extend(day.added);
+        merged.redacted += day.redacted;
+        change.files.extend(day.write);
     }
     merged.facts = facts.len();
 
@@ -189,6 +220,15 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
 
     // history.md.
     let history = merge_history(side(HISTORY), &req.ledger.history, theirs_history.as_ref(), &history_blocks);
+    if let Some(theirs) = &theirs_history
+        && side(HISTORY).theirs != side(HISTORY).base
+    {
+        let there: HashSet<(&str, &str)> = theirs.entries().map(|e| (e.id(), e.content.as_str())).collect();
+        let base = EntryFile::parse(side(HISTORY).base(), HISTORY);
+        if base.entries().any(|e| !there.contains(&(e.id(), e.content.as_str()))) {
+            merged.fewer.push(HISTORY.to_string());
+        }
+    }
     if let Some(history) = &history {
         change.history = Some(HistoryWrite::Rewrite { before: content_hash(side(HISTORY).ours()), text: history.clone() });
     }
@@ -205,17 +245,8 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
         change.memory_md = Some((content_hash(&promoted_now), promoted_text));
     }
 
-    // Any other file.
-    for (path, files) in req.files {
-        if [MEMORY, HISTORY, TOMBSTONES, PROMOTED].contains(&path.as_str()) || day_of(path).is_some() {
-            continue;
-        }
-        match take_one_side(files) {
-            Taken::Theirs(Some(text)) => change.files.push(write_to(path, files.ours(), &text)),
-            Taken::Theirs(None) | Taken::Ours => {}
-            Taken::Both => merged.kept.push(path.clone()),
-        }
-    }
+    // Any other path is not memfold's: named, never read nor written.
+    merged.refused = req.files.keys().filter(|path| !allowed(path)).cloned().collect();
 
     // The watermark of what the merge leaves: facts from the other machine, and facts whose
     // entry the other machine took back (an undo), are pending until a pass takes them.
@@ -376,10 +407,9 @@ fn ledger_ids(ledger: &Ledger) -> impl Iterator<Item = &str> {
 /// The day a path names, if it is an archive day file.
 fn day_of(path: &str) -> Option<NaiveDate> {
     let name = path.strip_prefix("archive/")?;
-    if name.contains('/') {
-        return None;
-    }
-    archive::day_of(std::path::Path::new(name))
+    let date = archive::day_of(std::path::Path::new(name))?;
+    // The name memfold gives a day file, and nothing else (no folder, no other spelling).
+    (name == format!("{}.md", date.format("%Y-%m-%d"))).then_some(date)
 }
 
 enum Taken {
@@ -425,31 +455,115 @@ fn added_lines(files: &Side) -> Vec<String> {
         .collect()
 }
 
-/// The write that makes a log hold the union of both sides.
+/// The write that makes a log hold the union of both sides: the other side's bytes when they
+/// hold every line of this side's (so both machines end with the same file), else the lines
+/// this side lacks appended. A side with fewer lines never takes one away.
 fn lines_write(path: &str, files: &Side, added: &[String]) -> Option<FileWrite> {
-    match take_one_side(files) {
-        Taken::Theirs(Some(text)) => Some(write_to(path, files.ours(), &text)),
-        Taken::Both if !added.is_empty() => {
-            Some(FileWrite::Append { path: path.to_string(), text: added.iter().map(|l| format!("{l}\n")).collect() })
+    if added.is_empty() {
+        return None;
+    }
+    let theirs = files.theirs.as_deref().unwrap_or("");
+    let all: HashSet<&str> = theirs.lines().collect();
+    let superset = files.ours().lines().filter(|l| !l.trim().is_empty()).all(|l| all.contains(l));
+    if superset && theirs.ends_with('\n') {
+        return Some(write_to(path, files.ours(), theirs));
+    }
+    Some(FileWrite::Append { path: path.to_string(), text: added.iter().map(|l| format!("{l}\n")).collect() })
+}
+
+/// Whether the other side took a line out of a log since the last sync (this side keeps it).
+fn lacks_lines(files: &Side) -> bool {
+    if files.theirs == files.base {
+        return false;
+    }
+    let theirs: HashSet<&str> = files.theirs.as_deref().unwrap_or("").lines().collect();
+    files.base().lines().any(|l| !l.trim().is_empty() && !theirs.contains(l))
+}
+
+/// What one day file brings from the other machine.
+#[derive(Default)]
+struct DayMerge {
+    write: Option<FileWrite>,
+    /// Its facts this side lacked, as they are appended here.
+    added: Vec<Fact>,
+    /// Credentials redacted in them.
+    redacted: usize,
+    /// The other side's copy lacks a fact this one has.
+    fewer: bool,
+}
+
+/// A fact's text or source as this machine stores it: redacted unless `ingest.secrets` is
+/// `allow`. How many credentials it held.
+fn held(policy: SecretsPolicy, text: &str) -> (String, usize) {
+    match policy {
+        SecretsPolicy::Allow => (text.to_string(), 0),
+        // A fact the other machine already keeps cannot be refused there; here it is stored
+        // without its credential, as `redact` would.
+        SecretsPolicy::Redact | SecretsPolicy::Refuse => {
+            let (text, found) = secrets::redact(text);
+            (text, found.len())
         }
-        _ => None,
     }
 }
 
-/// One day file: the write that brings the other side's facts, and those facts.
-fn merge_day(path: &str, date: NaiveDate, files: &Side) -> (Option<FileWrite>, Vec<Fact>) {
-    let Some(theirs) = files.theirs.as_deref() else { return (None, Vec::new()) };
+/// Whether two readings of one fact id say the same: the same text and source, or the same
+/// once their credentials are masked (one machine redacts what the other allows).
+fn same_fact(a: &Fact, b: &Fact) -> bool {
+    let same = |x: &str, y: &str| x == y || secrets::redact(x).0 == secrets::redact(y).0;
+    same(&a.text, &b.text) && same(a.src.as_deref().unwrap_or(""), b.src.as_deref().unwrap_or(""))
+}
+
+/// One day file: the write that brings the other side's facts, and those facts. Refused,
+/// naming the line, when the other side says a fact this side has differently: an archived
+/// fact never changes once written, on any machine.
+fn merge_day(path: &str, date: NaiveDate, files: &Side, req: &Request) -> Result<DayMerge, Problem> {
+    let taken = take_one_side(files);
+    let (Some(theirs), Taken::Theirs(_) | Taken::Both) = (files.theirs.as_deref(), &taken) else {
+        return Ok(DayMerge::default());
+    };
     let (ours_facts, _) = archive::parse_day(date, files.ours(), path);
-    let have: HashSet<&str> = ours_facts.iter().map(|f| f.id.as_str()).collect();
+    let mine: HashMap<&str, &Fact> = ours_facts.iter().map(|f| (f.id.as_str(), f)).collect();
     let (theirs_facts, _) = archive::parse_day(date, theirs, path);
+    let mut shared_differ = false;
+    for fact in &theirs_facts {
+        let Some(ours) = mine.get(fact.id.as_str()) else { continue };
+        if fact.text == ours.text && fact.src == ours.src {
+            continue;
+        }
+        if !same_fact(ours, fact) {
+            return Err(rewritten(path, date, files, ours, fact, req.other));
+        }
+        shared_differ = true;
+    }
     let theirs_ids: HashSet<&str> = theirs_facts.iter().map(|f| f.id.as_str()).collect();
     // The other side's bytes only when they hold every fact this side has: an archive line a
     // person deleted there is not deleted here (the archive never loses a fact), and this
     // side's file then carries it back.
-    let superset = have.iter().all(|id| theirs_ids.contains(id));
-    let added: Vec<Fact> = theirs_facts.into_iter().filter(|f| !have.contains(f.id.as_str())).collect();
-    match take_one_side(files) {
-        Taken::Theirs(Some(text)) if superset => (Some(write_to(path, files.ours(), &text)), added),
+    let superset = mine.keys().all(|id| theirs_ids.contains(id));
+    // Whether the other side took out a fact the last synced version had (this side keeps it).
+    let fewer = !superset && {
+        let (base, _) = archive::parse_day(date, files.base(), path);
+        base.iter().any(|f| !theirs_ids.contains(f.id.as_str()))
+    };
+    let mut added: Vec<Fact> = theirs_facts.into_iter().filter(|f| !mine.contains_key(f.id.as_str())).collect();
+    let mut redacted = 0;
+    let mut changed: HashSet<String> = HashSet::new();
+    for fact in &mut added {
+        let (text, n) = held(req.secrets, &fact.text);
+        let (src, m) = fact.src.as_deref().map(|s| held(req.secrets, s)).unzip();
+        if n + m.unwrap_or(0) > 0 {
+            fact.text = text;
+            fact.src = src;
+            redacted += n + m.unwrap_or(0);
+            changed.insert(fact.id.clone());
+        }
+    }
+    // Their bytes whole only when nothing in them is held back here.
+    let verbatim = superset
+        && !shared_differ
+        && (req.secrets == SecretsPolicy::Allow || secrets::find(theirs).is_empty());
+    let write = match taken {
+        Taken::Theirs(Some(text)) if verbatim => Some(write_to(path, files.ours(), &text)),
         Taken::Theirs(_) | Taken::Both if !added.is_empty() => {
             let lines: Vec<&str> = theirs.lines().collect();
             let mut text = String::new();
@@ -458,19 +572,45 @@ fn merge_day(path: &str, date: NaiveDate, files: &Side) -> (Option<FileWrite>, V
             }
             for fact in &added {
                 // The line as written there when it names its id; a line typed by hand, whose
-                // id comes from its place in the file, gets its id written down.
+                // id comes from its place in the file, gets its id written down, as does a
+                // fact whose credential was redacted here.
                 let raw = lines.get(fact.line.wrapping_sub(1)).copied().unwrap_or("");
-                if raw.contains(&format!("\"id\":\"{}\"", fact.id)) {
+                if !changed.contains(&fact.id) && raw.contains(&format!("\"id\":\"{}\"", fact.id)) {
                     text.push_str(raw);
                     text.push('\n');
                 } else {
                     text.push_str(&archive::render_line(fact));
                 }
             }
-            (Some(FileWrite::Append { path: path.to_string(), text }), added)
+            Some(FileWrite::Append { path: path.to_string(), text })
         }
-        _ => (None, Vec::new()),
-    }
+        _ => {
+            added.clear();
+            None
+        }
+    };
+    Ok(DayMerge { write, added, redacted, fewer })
+}
+
+/// The refusal of a merge whose two sides say one archived fact differently, naming the line
+/// and the machine that changed it (from the last synced version).
+fn rewritten(path: &str, date: NaiveDate, files: &Side, ours: &Fact, theirs: &Fact, other: &str) -> Problem {
+    let (base, _) = archive::parse_day(date, files.base(), path);
+    let was = base.iter().find(|f| f.id == ours.id);
+    let (whose, line) = match was {
+        Some(was) if same_fact(was, ours) => (other.to_string(), theirs.line),
+        Some(was) if same_fact(was, theirs) => ("this machine".to_string(), ours.line),
+        _ => (format!("this machine (line {}) and on {other}", ours.line), theirs.line),
+    };
+    Problem::new(
+        path,
+        line,
+        format!(
+            "fact {} was rewritten on {whose}: an archived fact never changes once written; put its line back as \
+             it was, then sync; nothing was merged",
+            ours.id
+        ),
+    )
 }
 
 /// The canonical text of each entry of a file, by id.
@@ -671,12 +811,24 @@ fn deltas(before: &EntryFile, after: &EntryFile) -> Vec<EntryDelta> {
 }
 
 /// The merged `history.md` (None: this side's stays as it is), from this side's as the ledger
-/// parsed it and the other side's as [`theirs_parsed`] gives it.
+/// parsed it and the other side's as [`theirs_parsed`] gives it. History is a union: a block
+/// of this side leaves only where the other side re-marked it (an undo: the same id and text
+/// with other metadata), never because the other side's file lacks it.
 fn merge_history(files: &Side, ours: &EntryFile, theirs: Option<&EntryFile>, extra: &[Entry]) -> Option<String> {
+    let remarked = |block: &Entry, theirs: &EntryFile| {
+        theirs.entries().any(|t| t.id() == block.id() && t.content == block.content)
+    };
     let mut merged = match (take_one_side(files), theirs) {
-        (Taken::Theirs(_), Some(theirs)) => theirs.clone(),
         (Taken::Ours, _) | (_, None) => ours.clone(),
-        (Taken::Both, Some(theirs)) => {
+        // Every block here is there, or re-marked there: their bytes.
+        (Taken::Theirs(_), Some(theirs)) if {
+            let in_theirs: HashSet<String> = theirs.entries().map(Entry::render).collect();
+            ours.entries().all(|b| in_theirs.contains(&b.render()) || remarked(b, theirs))
+        } =>
+        {
+            theirs.clone()
+        }
+        (_, Some(theirs)) => {
             let base = EntryFile::parse(files.base(), HISTORY);
             let mut merged = ours.clone();
             let in_base: HashSet<String> = base.entries().map(Entry::render).collect();
@@ -687,7 +839,10 @@ fn merge_history(files: &Side, ours: &EntryFile, theirs: Option<&EntryFile>, ext
                 .iter()
                 .enumerate()
                 .filter(|(_, item)| {
-                    matches!(item, Item::Entry(e) if { let r = e.render(); in_base.contains(&r) && !in_theirs.contains(&r) })
+                    matches!(item, Item::Entry(e) if {
+                        let r = e.render();
+                        in_base.contains(&r) && !in_theirs.contains(&r) && remarked(e, theirs)
+                    })
                 })
                 .map(|(at, _)| at)
                 .collect();

@@ -40,8 +40,22 @@ fn plan_of(ledger: &Ledger, files: &BTreeMap<String, Side>) -> (Change, Merged) 
         run: "r-20261128T000000Z-sync-abcd",
         now: "2026-11-28T00:00:00Z".parse().unwrap(),
         today: "2026-11-28".parse().unwrap(),
+        secrets: SecretsPolicy::Redact,
     };
     plan(&request).unwrap()
+}
+
+fn plan_result(ledger: &Ledger, files: &BTreeMap<String, Side>) -> Result<(Change, Merged), Problem> {
+    let request = Request {
+        ledger,
+        files,
+        other: "origin/main abc",
+        run: "r-20261128T000000Z-sync-abcd",
+        now: "2026-11-28T00:00:00Z".parse().unwrap(),
+        today: "2026-11-28".parse().unwrap(),
+        secrets: SecretsPolicy::Redact,
+    };
+    plan(&request)
 }
 
 const DAY: &str = "archive/2026-11-20.md";
@@ -227,14 +241,143 @@ fn memory_md_keeps_what_a_person_wrote_on_either_side() {
 }
 
 #[test]
-fn a_file_changed_on_one_side_only_is_taken_whole_and_on_both_is_kept_and_named() {
+fn only_memfolds_own_paths_may_be_written() {
+    for path in [MEMORY, HISTORY, TOMBSTONES, PROMOTED, "archive/2026-11-20.md"] {
+        assert!(allowed(path), "{path}");
+    }
+    for path in [
+        "..",
+        "../x",
+        "/abs",
+        "/etc/passwd",
+        ".git/config",
+        ".git/hooks/post-merge",
+        "memfold.toml",
+        ".gitignore",
+        ".memfold/token",
+        ".memfold/state.json",
+        "archive/../../.bashrc",
+        "archive/2026-11-20.md/../../x",
+        "archive/sub/2026-11-20.md",
+        "archive/2026-1-2.md",
+        "archive/+2026-11-20.md",
+        "archive/notes.md",
+        "consolidated/other.md",
+        "./MEMORY.md",
+        "notes.txt",
+    ] {
+        assert!(!allowed(path), "{path}");
+    }
+}
+
+#[test]
+fn a_path_that_is_not_memfolds_is_named_and_never_written() {
     let files = BTreeMap::from([
         ("notes.txt".to_string(), side("a\n", "a\n", "a\nb\n")),
-        ("todo.txt".to_string(), side("a\n", "mine\n", "theirs\n")),
+        ("memfold.toml".to_string(), Side { base: None, ours: None, theirs: Some("[llm]\nbase_url = \"http://evil\"\n".into()) }),
+        (".memfold/token".to_string(), side("", "", "planted\n")),
+        ("../x".to_string(), side("", "", "x\n")),
     ]);
     let (change, merged) = plan_of(&ledger(""), &files);
-    assert!(matches!(&change.files[..], [FileWrite::Append { path, text }] if path == "notes.txt" && text == "b\n"));
-    assert_eq!(merged.kept, vec!["todo.txt".to_string()]);
+    assert!(change.files.is_empty(), "{:?}", change.files);
+    assert_eq!(merged.refused, vec!["../x", ".memfold/token", "memfold.toml", "notes.txt"]);
+}
+
+fn tombstone_line(id: &str) -> String {
+    serde_json::to_string(&Tombstone {
+        ids: vec![id.into()],
+        text_hash: "x".into(),
+        time: "2026-11-27T00:00:00Z".parse().unwrap(),
+        reason: None,
+    })
+    .unwrap()
+}
+
+#[test]
+fn tombstones_only_grow_whatever_the_other_side_holds() {
+    let (t1, t2, t3) = (tombstone_line("f-1"), tombstone_line("f-2"), tombstone_line("f-3"));
+    let ours = format!("{t1}\n{t2}\n");
+    // Emptied there, or cut to one line: nothing is taken away here.
+    for theirs in [String::new(), format!("{t2}\n")] {
+        let files = BTreeMap::from([(TOMBSTONES.to_string(), side(&ours, &ours, &theirs))]);
+        let (change, merged) = plan_of(&ledger(""), &files);
+        assert!(change.files.is_empty(), "{:?}", change.files);
+        assert_eq!(merged.tombstones, 0);
+    }
+    // One line dropped and one added there: the new one is appended, none removed.
+    let files = BTreeMap::from([(TOMBSTONES.to_string(), side(&ours, &ours, &format!("{t2}\n{t3}\n")))]);
+    let (change, merged) = plan_of(&ledger(""), &files);
+    assert_eq!(merged.tombstones, 1);
+    assert!(
+        matches!(&change.files[..], [FileWrite::Append { path, text }] if path == TOMBSTONES && *text == format!("{t3}\n")),
+        "{:?}",
+        change.files
+    );
+    // Every line here and more there: their bytes, so both machines end the same.
+    let theirs = format!("{t1}\n{t2}\n{t3}\n");
+    let files = BTreeMap::from([(TOMBSTONES.to_string(), side(&ours, &ours, &theirs))]);
+    let (change, _) = plan_of(&ledger(""), &files);
+    assert!(matches!(&change.files[..], [FileWrite::Append { text, .. }] if *text == format!("{t3}\n")));
+}
+
+#[test]
+fn a_fact_rewritten_on_the_other_machine_refuses_the_merge_and_names_its_line() {
+    let base = day(&["tea", "rex"]);
+    // The same id, another text, and the line's hash dropped so nothing flags it there.
+    let id = archive::fact_id("2026-11-20".parse().unwrap(), "rex", 0);
+    let forged = base.replace(
+        &archive::render_line(&Fact::sample(&id, "2026-11-20", "rex")),
+        &format!("- Rex was given away <!--f {{\"id\":\"{id}\"}}-->\n"),
+    );
+    assert_ne!(forged, base);
+    let theirs = format!("{forged}{}", archive::render_line(&Fact::sample("f-000000000099", "2026-11-20", "lyon")));
+    let files = BTreeMap::from([(DAY.to_string(), side(&base, &base, &theirs))]);
+    let problem = plan_result(&ledger(""), &files).unwrap_err();
+    assert_eq!(problem.file, DAY);
+    assert_eq!(problem.line, 4);
+    assert!(problem.message.contains(&id) && problem.message.contains("rewritten on origin/main abc"), "{}", problem.message);
+    // Rewritten here instead: the same refusal, naming this machine.
+    let files = BTreeMap::from([(DAY.to_string(), side(&base, &forged, &theirs.replace("Rex was given away", "rex")))]);
+    let problem = plan_result(&ledger(""), &files).unwrap_err();
+    assert!(problem.message.contains("rewritten on this machine"), "{}", problem.message);
+}
+
+#[test]
+fn facts_from_the_other_machine_are_held_to_this_machines_secret_policy() {
+    let base = day(&["tea"]);
+    let secret = "the staging db password is s3cr3t-Staging";
+    let theirs = day(&["tea", secret]);
+    let files = BTreeMap::from([(DAY.to_string(), side(&base, &base, &theirs))]);
+    let (change, merged) = plan_of(&ledger(""), &files);
+    assert_eq!((merged.facts, merged.redacted), (1, 1));
+    match &change.files[..] {
+        [FileWrite::Append { text, .. }] => {
+            assert!(!text.contains("s3cr3t-Staging") && text.contains("[secret: password]"), "{text}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Merged again later, the redacted line here and the other's line say the same fact.
+    let FileWrite::Append { text: appended, .. } = &change.files[0] else { unreachable!() };
+    let ours_after = format!("{base}{appended}");
+    let theirs_later = day(&["tea", secret, "lyon"]);
+    let files = BTreeMap::from([(DAY.to_string(), side(&theirs, &ours_after, &theirs_later))]);
+    let (change, merged) = plan_of(&ledger(""), &files);
+    assert_eq!(merged.facts, 1);
+    assert!(matches!(&change.files[..], [FileWrite::Append { text, .. }] if text.contains("lyon") && !text.contains("s3cr3t")));
+}
+
+#[test]
+fn history_never_loses_a_block_the_other_side_dropped() {
+    let mut old = entry("m-a", "Ana lives in Lyon", "2026-11-01", &[]);
+    old.meta.status = Some(HistoryStatus::Replaced);
+    old.meta.superseded_by = Some("m-b".into());
+    let mut gone = entry("m-c", "Chloe plays chess", "2026-11-01", &[]);
+    gone.meta.status = Some(HistoryStatus::Deleted);
+    let base = file(&[old.clone(), gone.clone()]);
+    let theirs = file(std::slice::from_ref(&old));
+    let files = side(&base, &base, &theirs);
+    let merged = merge_history(&files, &EntryFile::parse(&base, HISTORY), theirs_parsed(HISTORY, &files).as_ref(), &[]);
+    assert_eq!(merged, None, "this side's history stays whole");
 }
 
 #[test]
@@ -255,6 +398,7 @@ fn a_block_to_mend_on_a_side_the_merge_reads_refuses_the_merge_and_names_that_si
             run: "r-20261128T000000Z-sync-abcd",
             now: "2026-11-28T00:00:00Z".parse().unwrap(),
             today: "2026-11-28".parse().unwrap(),
+            secrets: SecretsPolicy::Redact,
         };
         plan(&request).map(|_| ()).map_err(|p| (p.line, p.message))
     };
