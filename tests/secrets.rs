@@ -473,3 +473,229 @@ async fn with_no_endpoint_configured_nothing_leaves_and_the_record_stays_empty()
     let out = run(&root, &["egress"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("no request has left this machine"));
 }
+
+/// The ids of the current entries, first to last.
+fn entry_ids(root: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(root.join("consolidated/memory.md")).unwrap();
+    memfold::store::entries::EntryFile::parse(&text, "memory.md").entries().map(|e| e.id().to_string()).collect()
+}
+
+fn ok(out: std::process::Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A run id from a curation verb's `--json` answer.
+fn run_of(out: &str) -> String {
+    serde_json::from_str::<Value>(out).unwrap()["run"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_credential_in_a_curation_text_a_note_or_a_reason_is_held_at_every_door() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let mut g = Gen(2026);
+    let creds: Vec<(String, String)> = [
+        "github",
+        "openai_proj",
+        "slack",
+        "url_pw",
+        "stripe",
+        "jwt",
+        "aws_id",
+        "gitlab",
+        "npm",
+        "google",
+        "hf",
+        "sendgrid",
+    ]
+    .iter()
+    .map(|k| credential(k, &mut g))
+    .collect();
+    let mut next = creds.iter();
+    let mut cred = move || next.next().expect("enough made-up credentials").0.clone();
+    let values: Vec<String> = creds.iter().map(|(_, s)| s.clone()).collect();
+    let people = ["Ana", "Ben", "Chloe", "Dev", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kim", "Lea"];
+    for (i, who) in people.iter().enumerate() {
+        ok(run(&root, &["add", &format!("{who} owns service number {i}")]));
+    }
+    ok(run(&root, &["consolidate", "--force"]));
+    let ids = entry_ids(&root);
+    assert!(ids.len() >= 12, "{ids:?}");
+
+    // The command line: supersede --text and --note, merge --text and --note, forget --reason,
+    // undo --note.
+    let out = ok(run(
+        &root,
+        &[
+            "supersede",
+            &ids[0],
+            "--text",
+            &format!("CI pushes with {}", cred()),
+            "--note",
+            &format!("rotated {}", cred()),
+            "--json",
+        ],
+    ));
+    ok(run(&root, &["undo", &run_of(&out), "--note", &format!("undone, token {}", cred())]));
+    ok(run(
+        &root,
+        &["merge", &ids[1], &ids[2], "--text", &format!("both use {}", cred()), "--note", &cred(), "--json"],
+    ));
+    ok(run(&root, &["forget", &ids[3], "--reason", &format!("leaked {}", cred())]));
+    let daemon = fixture.serve(&[]).await;
+    // HTTP.
+    let (code, body) = daemon
+        .post(
+            &format!("/entries/{}/supersede", ids[4]),
+            json!({"text": format!("deploys with {}", cred()), "note": cred()}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = daemon.delete(&format!("/entries/{}?reason={}", ids[5], cred())).await;
+    assert_eq!(code, 200, "{body}");
+    // MCP.
+    let (client, _) = crate::common::mcp::http(&daemon.url("/mcp"), daemon.token()).await;
+    crate::common::mcp::ok(
+        &client,
+        "memory_supersede",
+        json!({"id": ids[6], "text": format!("the bot token is {}", cred()), "note": cred()}),
+    )
+    .await;
+    crate::common::mcp::ok(&client, "memory_forget", json!({"id": ids[7], "reason": cred()})).await;
+    // Plans reviewed with a note: apply one, reject another.
+    let plan = |n: usize| {
+        let review = [("MEMFOLD_CONSOLIDATION__MODE", "review")];
+        crate::common::memfold(&root, &["add", &format!("Mo owns service number {n} now")], &review);
+        let out = crate::common::memfold(&root, &["consolidate", "--force", "--json"], &review);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["plan"].as_str().map(str::to_string)
+    };
+    daemon.stop().await;
+    if let Some(p) = plan(1) {
+        ok(run(&root, &["apply", &p, "--note", &format!("ok {}", cred())]));
+    }
+    if let Some(p) = plan(2) {
+        ok(run(&root, &["reject", &p, "--note", &cred()]));
+    }
+    let leaked = leaks(&root, &values);
+    assert!(leaked.is_empty(), "{leaked:?}");
+    let report = verify(&root);
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(std::fs::read_to_string(root.join(".memfold/tombstones.jsonl")).unwrap().contains("[secret: "));
+
+    // Under `refuse`, each is refused and nothing is written.
+    let refuse = [("MEMFOLD_INGEST__SECRETS", "refuse")];
+    let before = crate::common::files(&root);
+    let ids = entry_ids(&root);
+    let (_, secret) = credential("github", &mut g);
+    for args in [
+        vec!["supersede", &ids[0], "--text", &secret],
+        vec!["merge", &ids[0], &ids[1], "--note", &secret],
+        vec!["forget", &ids[0], "--reason", &secret],
+    ] {
+        let out = crate::common::memfold(&root, &args, &refuse);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("github token") && !said.contains(&secret), "{said}");
+    }
+    let after = crate::common::files(&root);
+    let memory_files = |files: &std::collections::BTreeMap<String, Vec<u8>>| -> Vec<(String, Vec<u8>)> {
+        files
+            .iter()
+            .filter(|(p, _)| p.ends_with(".md") || p.ends_with(".jsonl"))
+            .map(|(p, b)| (p.clone(), b.clone()))
+            .collect()
+    };
+    assert_eq!(memory_files(&before), memory_files(&after), "a refused curation writes nothing");
+}
+
+#[test]
+fn an_import_of_a_memory_holding_a_credential_stores_it_once_redacted() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let mut g = Gen(5);
+    let (text, secret) = credential("openai_proj", &mut g);
+    let export = fixture.dir.path().join("mem0.jsonl");
+    std::fs::write(
+        &export,
+        format!(
+            "{}\n{}\n",
+            json!({"id": "m1", "memory": format!("OPENAI_API_KEY={text} is in the shell profile")}),
+            json!({"id": "m2", "memory": "Prefers pnpm over npm"})
+        ),
+    )
+    .unwrap();
+    for round in 0..3 {
+        let out = run(&root, &["import", "--from", "mem0", export.to_str().unwrap(), "--json"]);
+        let answer: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(answer["added"], if round == 0 { 2 } else { 0 }, "round {round}: {answer}");
+    }
+    let report = verify(&root);
+    assert_eq!(report["facts"], 2, "one copy each: {report}");
+    assert!(leaks(&root, &[secret]).is_empty());
+}
+
+#[tokio::test]
+async fn a_stored_secret_never_reaches_an_agent_through_a_hook_or_an_mcp_answer() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let secrets = some_secrets();
+    let allow = [("MEMFOLD_INGEST__SECRETS", "allow")];
+    // Let in with `allow`, and typed into MEMORY.md and memory.md by hand.
+    for (text, _) in &secrets[..4] {
+        ok(crate::common::memfold(&root, &["add", &format!("kubernetes deploy credential {text}")], &allow));
+    }
+    ok(crate::common::memfold(&root, &["consolidate", "--force"], &allow));
+    std::fs::write(root.join("MEMORY.md"), format!("- The kubernetes admin password is {}\n", "Kestrel#2026")).unwrap();
+    let daemon = fixture.serve(&allow).await;
+    let values: Vec<String> = secrets.iter().map(|(_, s)| s.clone()).collect();
+    let clean = |what: &str, text: &str| {
+        for v in &values {
+            assert!(!text.contains(v.as_str()), "{what} holds {v}: {text}");
+        }
+    };
+    // Hooks: session start and a prompt, as the agent runs them.
+    for (event, payload) in [
+        ("session-start", json!({"session_id": "s", "cwd": fixture.dir.path(), "hook_event_name": "SessionStart"})),
+        (
+            "user-prompt-submit",
+            json!({"session_id": "s", "cwd": fixture.dir.path(), "prompt": "which kubernetes deploy credential do we use?"}),
+        ),
+    ] {
+        let mut hook = crate::common::bin()
+            .arg("--root")
+            .arg(&root)
+            .args(["hook", event])
+            .envs(allow)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        hook.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
+        let out = hook.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("[secret: "), "{event}: the stored secrets are there, masked: {said}");
+        clean(event, &said);
+    }
+    // MCP: search, get, and the resources.
+    let (client, _) = crate::common::mcp::http(&daemon.url("/mcp"), daemon.token()).await;
+    let found =
+        crate::common::mcp::call(&client, "memory_search", json!({"query": "kubernetes deploy credential"})).await;
+    let text = format!("{} {}", crate::common::mcp::text(&found), found.structured_content.clone().unwrap_or_default());
+    assert!(text.contains("[secret: "), "{text}");
+    clean("memory_search", &text);
+    let id = entry_ids(&root)[0].clone();
+    let got = crate::common::mcp::call(&client, "memory_get", json!({"id": id})).await;
+    clean(
+        "memory_get",
+        &format!("{} {}", crate::common::mcp::text(&got), got.structured_content.clone().unwrap_or_default()),
+    );
+    for uri in ["memfold://MEMORY.md", "memfold://memory.md"] {
+        let text = crate::common::mcp::read(&client, uri).await;
+        assert!(text.contains("[secret: "), "{uri}: {text}");
+        clean(uri, &text);
+    }
+    daemon.stop().await;
+}

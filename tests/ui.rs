@@ -358,3 +358,58 @@ async fn a_large_plan_shows_every_group_in_the_form_and_some_in_full() {
     assert_eq!(added.len(), 1, "{memory}");
     assert_eq!(verify(&fixture.root())["ok"], true);
 }
+
+/// A credential let in under `allow` is masked on every page unless the person asks to see it
+/// on the entry's own page; a credential typed into a form's note or reason is held to the
+/// policy like any other text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_secret_is_masked_on_the_pages_unless_asked_for() {
+    let fixture = Fixture::new();
+    let secret = "Kestrel#2026";
+    let daemon = fixture.serve(&[("MEMFOLD_INGEST__SECRETS", "allow")]).await;
+    daemon.add(&[&format!("The router admin password is {secret}"), "Keeps bees on the roof of the garage"]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let (_, entries) = daemon.get("/entries").await;
+    let id = entries["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["content"].as_str().unwrap().contains("router"))
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cookie = sign_in(&fixture, &daemon).await;
+    for path in [format!("/ui/entries/{id}"), "/ui/search?q=router+admin+password".to_string()] {
+        let page = get(&daemon, &path, Some(&cookie)).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(page.body.contains("[secret: password]") && !page.body.contains(secret), "{path}: {}", page.body);
+    }
+    let page = get(&daemon, &format!("/ui/entries/{id}?reveal=true"), Some(&cookie)).await;
+    assert!(page.body.contains(secret), "asked for, shown: {}", page.body);
+    daemon.stop().await;
+
+    // The default policy: a reason typed into the forget form is redacted before it is kept.
+    let daemon = fixture.serve(&[]).await;
+    let cookie = sign_in(&fixture, &daemon).await;
+    let (_, entries) = daemon.get("/entries").await;
+    let other = entries["entries"].as_array().unwrap().iter().find(|e| e["id"] != id.as_str()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = csrf(&get(&daemon, &format!("/ui/entries/{other}"), Some(&cookie)).await.body);
+    let reason = "the hive password is Honeycomb-77x";
+    let forgot = post(
+        &daemon,
+        &format!("/ui/entries/{other}/forget"),
+        Some(&cookie),
+        &[("csrf", &token), ("reason", reason)],
+        &[],
+    )
+    .await;
+    assert_eq!(forgot.status, 303, "{}", forgot.body);
+    daemon.stop().await;
+    let tombstones = std::fs::read_to_string(fixture.root().join(".memfold/tombstones.jsonl")).unwrap();
+    assert!(tombstones.contains("[secret: password]") && !tombstones.contains("Honeycomb-77x"), "{tombstones}");
+}

@@ -15,7 +15,7 @@ use crate::store::commit::Change;
 impl Memory {
     /// Forget an entry (to history as deleted, tombstoned with its facts) or a pending fact.
     pub async fn forget(&self, id: &str, reason: Option<&str>) -> Result<Forgotten, Error> {
-        let (id, reason) = (id.to_string(), reason.map(str::to_string));
+        let (id, reason) = (id.to_string(), self.gate("reason", reason)?);
         let (done, rewrote, lock) = self
             .write(move |me, ledger| {
                 let promoted = me.promoted();
@@ -76,7 +76,8 @@ impl Memory {
     /// Undo an applied run, or only the ops and op groups `what` names, with a note.
     pub async fn undo_part(&self, run: &str, what: &Undo) -> Result<Undone, Error> {
         records::check_id("run", run)?;
-        let (run, what) = (run.to_string(), what.clone());
+        let (run, mut what) = (run.to_string(), what.clone());
+        what.note = self.gate("note", what.note.as_deref())?;
         let (undone, _, lock) = self
             .write(move |me, ledger| {
                 let root = &me.inner.root;
@@ -114,11 +115,12 @@ impl Memory {
         for id in ids {
             records::check_id("entry", id)?;
         }
-        let (ids, note) = (ids.to_vec(), note.map(str::to_string));
+        let (ids, note) = (ids.to_vec(), self.gate("note", note)?);
         let (text, from, llm) = match text {
             Some(text) => (text.to_string(), TextFrom::Given, Usage::default()),
             None => self.merged_text(&ids).await?,
         };
+        let text = self.gate("text", Some(&text))?.unwrap_or_default();
         let started = self.inner.clock.now();
         let (done, _, lock) = self
             .write(move |me, ledger| {
@@ -176,7 +178,11 @@ impl Memory {
         if let Successor::Entry(new) = &by {
             records::check_id("entry", new)?;
         }
-        let (old, note) = (old.to_string(), note.map(str::to_string));
+        let (old, note) = (old.to_string(), self.gate("note", note)?);
+        let by = match by {
+            Successor::Text(text) => Successor::Text(self.gate("text", Some(&text))?.unwrap_or_default()),
+            entry => entry,
+        };
         let started = self.inner.clock.now();
         let (done, _, lock) = self
             .write(move |me, ledger| {
@@ -211,7 +217,8 @@ impl Memory {
         note: Option<&str>,
     ) -> Result<AppliedPlan, Error> {
         records::check_id("plan", id)?;
-        let (id, note) = (id.to_string(), note.map(str::trim).filter(|n| !n.is_empty()).map(str::to_string));
+        let note = self.gate("note", note.map(str::trim).filter(|n| !n.is_empty()))?;
+        let id = id.to_string();
         let started = self.inner.clock.now();
         let (applied, _, lock) = self
             .write(move |me, ledger| {
@@ -270,7 +277,8 @@ impl Memory {
     /// Reject a stored plan: nothing is written to markdown; its facts stay pending, flagged.
     pub async fn reject_plan(&self, id: &str, note: Option<&str>) -> Result<RejectedPlan, Error> {
         records::check_id("plan", id)?;
-        let (id, note) = (id.to_string(), note.map(str::trim).filter(|n| !n.is_empty()).map(str::to_string));
+        let note = self.gate("note", note.map(str::trim).filter(|n| !n.is_empty()))?;
+        let id = id.to_string();
         let (rejected, _, _lock) = self
             .write(move |me, ledger| {
                 let mut stored = records::load_plan(&me.inner.root, &id)?;

@@ -46,6 +46,13 @@ impl Memory {
         Ok(CheckedFacts(facts))
     }
 
+    /// A text that enters memory other than as a fact (a curation's text, a note, a reason)
+    /// through the one secret gate ([`crate::store::secrets::gate`]), as `ingest.secrets` says.
+    pub fn gate(&self, what: &str, text: Option<&str>) -> Result<Option<String>, Error> {
+        let policy = self.inner.config.ingest.secrets;
+        text.map(|t| crate::store::secrets::gate(policy, what, t).map_err(Error::BadInput)).transpose()
+    }
+
     /// The fact that copies entry `id` of this memory, space `space` of a home, into another
     /// space: the entry's text, with a source naming the space and the entry
     /// (`share:<space>/<entry>`). Nothing is written here.
@@ -204,10 +211,15 @@ pub struct Imported {
 }
 
 impl Memory {
-    /// Append imported facts that the archive does not hold yet (the same source and text):
-    /// importing twice adds nothing. Facts too long or dated out of range are refused as
-    /// [`Memory::check_facts`] refuses them.
+    /// Append imported facts that the archive does not hold yet (the same source and text, as
+    /// they would be stored: a credential redacted): importing twice adds nothing. Facts too
+    /// long or dated out of range are refused as [`Memory::check_facts`] refuses them.
     pub async fn import(&self, facts: Vec<NewFact>) -> Result<Imported, Error> {
+        if facts.is_empty() {
+            return Ok(Imported::default());
+        }
+        // Held to the policy first, so what is compared is what the archive would hold.
+        let facts = self.check_facts(facts)?.0;
         let root = self.inner.root.clone();
         let archive = blocking(move || archive::read_all(&root)).await.map_err(|e| Error::Other(e.to_string()))?;
         let stored = |f: &NewFact| (f.source.as_deref().map(archive::stored_text), archive::stored_text(&f.text));
@@ -226,7 +238,7 @@ impl Memory {
             return Ok(imported);
         }
         imported.added = new.len();
-        let checked = self.check_facts(new)?;
+        let checked = CheckedFacts(new);
         let me = self.clone();
         blocking(move || me.add(checked)).await?;
         Ok(imported)

@@ -261,8 +261,11 @@ fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) 
     }
 }
 
-/// The agents' shape for text added to the model's context.
+/// The agents' shape for text added to the model's context. The context goes to the agent's
+/// model: every secret in it is masked, whatever `ingest.secrets` let into the files (a hand
+/// edit of `MEMORY.md` or `memory.md`, `allow`).
 fn context(event: Event, text: &str) -> String {
+    let text = crate::store::secrets::mask(text);
     json!({ "hookSpecificOutput": { "hookEventName": event.agent_name(), "additionalContext": text } }).to_string()
 }
 

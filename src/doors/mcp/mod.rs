@@ -245,6 +245,8 @@ impl ServerHandler for McpServer {
             Ok(text) => text,
             Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
         };
+        // The agent's model reads it: every secret masked.
+        let text = crate::store::secrets::mask(&text);
         let read =
             ReadResourceResult::new(vec![ResourceContents::text(text, served.uri).with_mime_type("text/markdown")]);
         // The files change at any time, and memory is the user's own.

@@ -27,6 +27,7 @@ use crate::memory::views::{PassOptions, Successor};
 use crate::memory::{SearchRequest, TurnRequest, Undo, day};
 use crate::service::{Door, PassAnswer};
 use crate::store::archive::NewFact;
+use crate::store::secrets;
 
 /// The MCP tools' reader: an agent.
 const READER: Reader = Reader::Agent;
@@ -196,6 +197,7 @@ fn refusal(e: &Error) -> CallToolResult {
 
 /// A tool error: `message` as text, `{"error":{"code","message","ids"?}}` as structured content.
 fn tool_error(code: &str, message: String, ids: &[String]) -> CallToolResult {
+    let message = secrets::mask(&message);
     let mut error = json!({"code": code, "message": message});
     if !ids.is_empty() {
         error["ids"] = json!(ids);
@@ -209,8 +211,11 @@ fn tool_error(code: &str, message: String, ids: &[String]) -> CallToolResult {
 /// internal error.
 async fn answer(work: impl Future<Output = Result<(String, Value), Refused>>) -> Result<CallToolResult, McpError> {
     match AssertUnwindSafe(work).catch_unwind().await {
-        Ok(Ok((text, structured))) => {
-            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        Ok(Ok((text, mut structured))) => {
+            // What a tool answers goes to the agent's model: every secret in it masked,
+            // whatever `ingest.secrets` let into the files.
+            secrets::mask_json(&mut structured);
+            let mut result = CallToolResult::success(vec![ContentBlock::text(secrets::mask(&text))]);
             result.structured_content = Some(structured);
             Ok(result)
         }

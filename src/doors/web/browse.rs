@@ -166,20 +166,30 @@ pub(super) struct EntryPage {
     pinned: bool,
     versions: Vec<Version>,
     alert: Option<Alert>,
+    /// Secrets shown as they are stored (asked for with `?reveal=true`), else masked.
+    reveal: bool,
+    /// Whether a version holds a secret (the page offers to show it).
+    secret: bool,
 }
 
 pub(super) async fn entry_page(session: &Session, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
+    entry_page_revealed(session, id, nav, alert, false).await
+}
+
+async fn entry_page_revealed(session: &Session, id: &str, nav: Nav, alert: Option<Alert>, reveal: bool) -> Response {
     let chain = match session.service.history(DOOR, id).await {
         Ok(chain) => chain,
         Err(e) => return error_page(&e, session, "Entry"),
     };
     let current = chain.versions.iter().find(|v| v.id == id && v.status.is_current());
     let (current, pinned) = (current.map(|v| v.content.clone()), current.is_some_and(|v| v.pinned));
-    EntryPage { nav, id: id.to_string(), current, pinned, versions: chain.versions, alert }.into_response()
+    let secret = chain.versions.iter().any(|v| !crate::store::secrets::find(&v.content).is_empty());
+    EntryPage { nav, id: id.to_string(), current, pinned, versions: chain.versions, alert, reveal, secret }
+        .into_response()
 }
 
 pub(super) async fn entry(session: axum::Extension<Session>, Id(id): Id, done: Query<Done>) -> Response {
-    entry_page(&session, &id, Nav::new("", &session, &done), None).await
+    entry_page_revealed(&session, &id, Nav::new("", &session, &done), None, done.reveal).await
 }
 
 pub(super) async fn set_pin(session: &Session, id: &str, pinned: bool) -> Response {
@@ -279,9 +289,12 @@ pub(super) struct FactPage {
     nav: Nav,
     fact: FactView,
     fate: &'static str,
+    /// Secrets shown as they are stored (asked for with `?reveal=true`), else masked.
+    reveal: bool,
+    secret: bool,
 }
 
-pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id) -> Response {
+pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Query<Done>) -> Response {
     match session.service.fact(DOOR, &id).await {
         Ok(fact) => {
             let fate = match fact.fate {
@@ -289,7 +302,12 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id) -> Respo
                 crate::store::ledger::FactFate::Consolidated => "Consolidated",
                 crate::store::ledger::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
             };
-            FactPage { nav: Nav::new("", &session, &Done::default()), fact, fate }.into_response()
+            let secret = [Some(&fact.fact.text), fact.fact.src.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|t| !crate::store::secrets::find(t).is_empty());
+            FactPage { nav: Nav::new("", &session, &Done::default()), fact, fate, reveal: done.reveal, secret }
+                .into_response()
         }
         Err(e) => error_page(&e, &session, "Fact"),
     }

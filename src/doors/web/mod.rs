@@ -21,6 +21,17 @@
 mod browse;
 mod plans;
 pub mod session;
+/// The templates' own filters.
+pub(super) mod filters {
+    /// Memory text as the page shows it: every secret masked by its marker, unless the person
+    /// asked to see them (`?reveal=true` on an entry's or a fact's page).
+    #[askama::filter_fn]
+    pub fn masked(text: impl ToString, _: &dyn askama::Values, reveal: bool) -> askama::Result<String> {
+        let text = text.to_string();
+        Ok(if reveal { text } else { crate::store::secrets::mask(&text) })
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -248,6 +259,9 @@ struct Done {
     done: Option<String>,
     run: Option<String>,
     n: Option<usize>,
+    /// Show the secrets a page's memory text holds, which it masks otherwise.
+    #[serde(default)]
+    reveal: bool,
 }
 
 impl Done {

@@ -31,7 +31,8 @@ fn templates_escape_everything_and_carry_no_script() {
 
 #[test]
 fn only_known_outcomes_are_shown_after_a_redirect() {
-    let done = |d: &str, run: &str| Done { done: Some(d.into()), run: Some(run.into()), n: None }.message();
+    let done =
+        |d: &str, run: &str| Done { done: Some(d.into()), run: Some(run.into()), n: None, reveal: false }.message();
     assert_eq!(done("undone", "r-20260101T000000Z-0001").as_deref(), Some("Run r-20260101T000000Z-0001 undone."));
     assert_eq!(done("<b>hi</b>", "r-1"), None);
     assert_eq!(done("undone", "<script>"), None, "a run id that is not one is not shown");

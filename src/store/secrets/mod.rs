@@ -154,33 +154,56 @@ pub fn hold(policy: SecretsPolicy, text: &str) -> Result<(String, usize), Found>
     }
 }
 
-/// Apply `policy` to arriving facts (text and source): redact their secrets in place, refuse
-/// the batch naming the first secret's fact, kind and position, or let them be. How many
-/// secrets were found.
+/// The one gate every text entering memory passes, whatever the door (a fact's text and
+/// source, a turn, a curation's text, a note, a reason, a fact another machine sent): `text`
+/// held to `policy`, as it may be stored; or, when `refuse` refuses it, why, naming `what`,
+/// the secret's kind and its position, never its value.
+pub fn gate(policy: SecretsPolicy, what: &str, text: &str) -> Result<String, String> {
+    hold(policy, text).map(|(held, _)| held).map_err(|first| {
+        format!(
+            "the {what} holds a {} at character {}; nothing was stored (ingest.secrets = \"refuse\"; \
+             \"redact\" would store it with the secret replaced by {})",
+            first.kind,
+            first.position(text),
+            marker(&first.kind)
+        )
+    })
+}
+
+/// Apply `policy` to arriving facts (text and source) through [`gate`]: redact their secrets
+/// in place, refuse the batch naming the first secret's fact, field, kind and position, or
+/// let them be. How many secrets were found.
 pub fn apply(policy: SecretsPolicy, facts: &mut [NewFact]) -> Result<usize, String> {
     let mut count = 0;
     for (i, fact) in facts.iter_mut().enumerate() {
         for (field, value) in [("text", Some(&mut fact.text)), ("source", fact.source.as_mut())] {
             let Some(value) = value else { continue };
-            match hold(policy, value) {
-                Ok((held, n)) => {
-                    count += n;
-                    *value = held;
-                }
-                Err(first) => {
-                    return Err(format!(
-                        "fact {} holds a {} in its {field} at character {}; nothing was stored (ingest.secrets = \"refuse\"; \
-                         \"redact\" would store it with the secret replaced by {})",
-                        i + 1,
-                        first.kind,
-                        first.position(value),
-                        marker(&first.kind)
-                    ));
-                }
-            }
+            count += find(value).len();
+            *value = gate(policy, &format!("{field} of fact {}", i + 1), value)?;
         }
     }
     Ok(count)
+}
+
+/// `text` as it may leave toward a model or an agent: every secret replaced by its marker,
+/// whatever `ingest.secrets` let into the files.
+pub fn mask(text: &str) -> String {
+    redact(text).0
+}
+
+/// Every string in a JSON value masked ([`mask`]), for answers that leave as JSON.
+pub fn mask_json(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => {
+            let (masked, found) = redact(s);
+            if !found.is_empty() {
+                *s = masked;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(mask_json),
+        serde_json::Value::Object(map) => map.values_mut().for_each(mask_json),
+        _ => {}
+    }
 }
 
 /// The marker a secret of `kind` is replaced by.
