@@ -3,7 +3,7 @@
 //! Data commands take `--json` and then print exactly one JSON document on stdout; logs
 //! go to stderr. Exit codes: 0 success, 1 a check failed (`verify`), 2 an error.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -621,12 +621,12 @@ fn token(config: &Config) -> Result<i32> {
 fn add(memory: &Memory, args: AddArgs) -> Result<i32> {
     let mut texts = args.facts;
     if args.stdin {
-        for line in std::io::stdin().lock().lines() {
-            let line = line.context("reading facts from stdin")?;
-            if !line.trim().is_empty() {
-                texts.push(line);
-            }
-        }
+        let mut input = String::new();
+        std::io::stdin().read_to_string(&mut input).context("reading facts from stdin")?;
+        // The whole input through the secret gate before it is cut into lines: a block that
+        // spans lines (a pasted private key) is caught whole, not line by line.
+        let input = memory.gate("input on stdin", Some(&input))?.unwrap_or_default();
+        texts.extend(input.lines().filter(|l| !l.trim().is_empty()).map(str::to_string));
     }
     if texts.is_empty() {
         bail!("no facts given (pass them as arguments or with --stdin)");
