@@ -571,3 +571,78 @@ async fn mcp_started_in_a_project_of_a_home_serves_that_projects_space() {
     let stored: Vec<String> = facts(&home.space("shop")).into_iter().map(|(t, _)| t).collect();
     assert_eq!(stored, ["The shop deploys on Fridays"], "the project's space, made on first use");
 }
+
+/// A line of a Claude Code transcript: the person said `text`.
+fn said_line(text: &str) -> String {
+    format!("{}\n", json!({"type": "user", "message": {"role": "user", "content": text}, "uuid": "u9"}))
+}
+
+#[test]
+fn a_request_typed_on_a_phone_is_stored_and_with_the_daemon_down_lands_in_the_day_file_add_uses() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    // A zone whose day differs from the machine's now, so a capture that used the machine's
+    // clock would land in another day file.
+    let utc = chrono::Utc::now();
+    let zone = if chrono::Timelike::hour(&utc) >= 10 { "+14:00" } else { "-12:00" };
+    let env = [("MEMFOLD_TIME__ZONE", zone)];
+    let (project, _) = project_with_transcript(fixture.dir.path(), "claude-code");
+    let transcript = fixture.dir.path().join("phone.jsonl");
+    std::fs::write(&transcript, said_line("Don\u{2019}t forget that Ana\u{2019}s flight lands at 9 on Friday."))
+        .unwrap();
+    check_shape("stop", &hook(&root, "stop", &payload("claude-code", "stop", &project, &transcript, "s-phone"), &env));
+    let out = crate::common::memfold(&root, &["add", "The demo moved to Thursday"], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let days: Vec<String> = std::fs::read_dir(root.join("archive"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let zoned = utc.with_timezone(&zone.parse::<chrono::FixedOffset>().unwrap()).date_naive();
+    assert_eq!(days, vec![format!("{zoned}.md")], "one day file, the zone's day");
+    let stored = facts(&root);
+    assert!(stored.iter().any(|(t, _)| t == "Ana\u{2019}s flight lands at 9 on Friday."), "{stored:?}");
+    assert_eq!(stored.len(), 2);
+}
+
+#[tokio::test]
+async fn a_compaction_summary_and_the_exchange_after_it_are_both_extracted() {
+    let fake = memfold::testkit::FakeOpenAi::start_in_thread();
+    fake.set_chat_handler(|request: &Value| {
+        let user = request["messages"][1]["content"].as_str().unwrap_or_default();
+        let fact = if user.contains("compacted conversation") {
+            "The checkout service moved to port 8443"
+        } else if user.contains("nightly build") {
+            "The nightly build runs at 2am"
+        } else {
+            "The staging database listens on port 5433"
+        };
+        memfold::testkit::FakeReply::Content(json!({"facts": [{"text": fact}]}).to_string())
+    });
+    let env = llm_env(&fake);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let (project, transcript) = project_with_transcript(fixture.dir.path(), "claude-code");
+    // Daemon down: the exchange, then a compaction (its summary only), then more talk.
+    check_shape("stop", &hook(&root, "stop", &payload("claude-code", "stop", &project, &transcript, "s-c"), &env));
+    check_shape(
+        "post-compact",
+        &hook(&root, "post-compact", &payload("claude-code", "post-compact", &project, &transcript, "s-c"), &env),
+    );
+    let mut file = std::fs::OpenOptions::new().append(true).open(&transcript).unwrap();
+    file.write_all(said_line("Also the nightly build runs at 2am now.").as_bytes()).unwrap();
+    check_shape("stop", &hook(&root, "stop", &payload("claude-code", "stop", &project, &transcript, "s-c"), &env));
+    let spooled = std::fs::read_dir(root.join(".memfold/spool"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_file())
+        .count();
+    assert_eq!(spooled, 3, "three parts wait, none overwritten");
+    let daemon = fixture.serve(&env).await;
+    eventually(Duration::from_secs(30), "every spooled part extracted", async || {
+        (facts(&root).len() == 3).then_some(())
+    })
+    .await;
+    let stored: Vec<String> = facts(&root).into_iter().map(|(t, _)| t).collect();
+    assert!(stored.contains(&"The checkout service moved to port 8443".to_string()), "the summary: {stored:?}");
+    daemon.stop().await;
+}

@@ -52,22 +52,17 @@ fn request(sentence: &str) -> Option<String> {
     if sentence.ends_with('?') {
         return None;
     }
-    let lower = sentence.to_lowercase().replace('\u{2019}', "'");
-    // Lower-casing keeps byte offsets for ASCII openings; a sentence whose prefix changes
-    // length when lowered (rare letters) is compared on its own characters below.
-    let mut at = 0;
+    let mut rest = sentence;
     for filler in ["please, ", "please ", "also, ", "also ", "and ", "ok, ", "okay, ", "oh, "] {
-        if lower[at..].starts_with(filler) {
-            at += filler.len();
+        if let Some(after) = strip_opening(rest, filler) {
+            rest = after;
         }
     }
     for (opening, rest_is_fact) in OPENINGS {
-        if !lower[at..].starts_with(opening) || lower.len() != sentence.len() {
-            continue;
-        }
+        let Some(after) = strip_opening(rest, opening) else { continue };
         let fact = match rest_is_fact {
-            true => sentence[at + opening.len()..].trim(),
-            false => sentence[at..].trim(),
+            true => after.trim(),
+            false => rest.trim(),
         };
         let fact = fact.trim_start_matches([',', ':', ' ']).trim();
         if fact.split_whitespace().count() < 2 {
@@ -82,6 +77,24 @@ fn request(sentence: &str) -> Option<String> {
         return Some(out);
     }
     None
+}
+
+/// `text` after `opening` (lower case, ASCII), compared letter by letter without case and with
+/// the apostrophes phones and word processors type (`’`, `‘`) read as `'`; the person's own
+/// characters are kept in what follows.
+fn strip_opening<'a>(text: &'a str, opening: &str) -> Option<&'a str> {
+    let mut chars = text.char_indices();
+    for want in opening.chars() {
+        let (_, got) = chars.next()?;
+        let got = match got {
+            '\u{2019}' | '\u{2018}' | '\u{02BC}' => '\'',
+            c => c.to_ascii_lowercase(),
+        };
+        if got != want {
+            return None;
+        }
+    }
+    Some(chars.next().map_or("", |(at, _)| &text[at..]))
 }
 
 #[cfg(test)]
@@ -105,6 +118,16 @@ mod tests {
                 "Ana owns the billing service.",
             ]
         );
+    }
+
+    #[test]
+    fn a_request_typed_on_a_phone_is_one() {
+        assert_eq!(
+            requests("Don\u{2019}t forget that Ana\u{2019}s flight lands at 9. Please remember: the gate code changed"),
+            ["Ana\u{2019}s flight lands at 9.", "The gate code changed."]
+        );
+        assert_eq!(requests("REMEMBER THAT the demo is on Friday"), ["The demo is on Friday."]);
+        assert_eq!(requests("Do not forget to water the plants"), ["Do not forget to water the plants."]);
     }
 
     #[test]

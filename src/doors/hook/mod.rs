@@ -515,7 +515,7 @@ fn spool(target: &Target, capture: &Capture, said: &[Said], source: &str, from: 
         }
         parts.last_mut().expect("one part at least").push_str(&line);
     }
-    let now = chrono::Utc::now();
+    let now = target.config.clock().now();
     // The spool is a file memfold writes: a credential is held to `ingest.secrets` before it.
     let policy = target.config.ingest.secrets;
     for (i, text) in parts.into_iter().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
@@ -572,8 +572,10 @@ fn store_requests(target: &Target, said: &[Said], source: &str) -> Result<(), St
     let mut facts = facts;
     crate::store::secrets::apply(target.config.ingest.secrets, &mut facts)?;
     crate::store::archive::check_new(&facts, target.config.ingest.max_fact_bytes).map_err(|e| e.to_string())?;
+    // The configured clock (`time.zone`), as `memfold add` and the daemon use: the same day
+    // file and time of day whichever way the fact came in.
     Appender::default()
-        .append(&target.root, &facts, chrono::Local::now().naive_local())
+        .append(&target.root, &facts, target.config.clock().wall_now())
         .map_err(|e| format!("appending to the archive: {e}"))?;
     Ok(())
 }

@@ -73,12 +73,16 @@ impl Capture {
         write_atomic(&self.file, &bytes, None)
     }
 
-    /// Put a turn in the spool, named by the session and the offset it starts at (the same
-    /// part spooled again replaces itself).
+    /// Put a turn in the spool, named by the session, the offset it starts at and its text (the
+    /// same part spooled again replaces itself; another part from the same place does not).
     pub fn spool(&self, root: &Root, turn: &Spooled, from: u64) -> Result<PathBuf, WriteError> {
         let dir = spool_dir(root);
         crate::sys::access::create_dir(&dir).map_err(|source| WriteError::Io { path: dir.clone(), source })?;
-        let path = dir.join(format!("{}-{from:012}.json", self.key));
+        // Named by where in the transcript it starts and by what it says: a capture run again
+        // after a stop writes the same file again, and two different turns from one place (a
+        // compaction summary, then the exchange after it) never share a name.
+        let said = &crate::store::content_hash(&turn.text)[..12];
+        let path = dir.join(format!("{}-{from:012}-{said}.json", self.key));
         let bytes = serde_json::to_vec(turn).expect("a turn serialises");
         write_atomic(&path, &bytes, None)?;
         Ok(path)
