@@ -672,3 +672,75 @@ async fn a_space_nobody_uses_closes_after_close_idle_secs_and_reopens_on_its_nex
     assert_eq!(open().await, ["s2"]);
     daemon.stop().await;
 }
+
+/// Copy a folder with everything in it.
+fn copy_dir(from: &Path, to: &Path) {
+    let out = std::process::Command::new("cp").arg("-a").arg(from).arg(to).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copied_space_is_refused_at_start_and_tokens_made_or_deleted_meanwhile_count_within_seconds() {
+    let home = Home::new(&["alpha", "beta"], &[], "");
+    home.ok(Some("alpha"), &["add", ALPHA[0]]);
+    // A space folder copied to make another holds the same token: refused at start, by name.
+    copy_dir(&home.space("alpha"), &home.space("gamma"));
+    let mut serve = home
+        .command(None)
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while serve.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if serve.try_wait().unwrap().is_none() {
+        serve.kill().unwrap();
+    }
+    let out = serve.wait_with_output().unwrap();
+    assert!(!out.status.success(), "served with two spaces on one token");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("space alpha") && said.contains("space gamma") && said.contains("same token"), "{said}");
+    std::fs::remove_file(home.space("gamma").join(".memfold/token")).unwrap();
+
+    let daemon = home.serve(&[]).await;
+    let alpha = home.token(Some("alpha"));
+    let gamma = home.token(Some("gamma"));
+    assert_ne!(alpha, gamma, "gamma got a token of its own");
+    let reaches = async |token: &str, words: &str| {
+        let (code, found) = send(&daemon, token, Method::GET, &format!("/search?q={words}"), None).await;
+        (code, found.to_string())
+    };
+    // A space made while the daemon runs: its token is let in without a restart.
+    home.ok(Some("delta"), &["init"]);
+    home.ok(Some("delta"), &["add", "The delta pipeline runs hourly"]);
+    let delta = home.token(Some("delta"));
+    eventually(Duration::from_secs(10), "the new space's token let in", async || {
+        let (code, found) = reaches(&delta, "delta+pipeline").await;
+        (code == 200 && found.contains("hourly")).then_some(())
+    })
+    .await;
+    // A token file deleted to revoke it: the old token is refused within seconds.
+    let beta = home.token(Some("beta"));
+    assert_eq!(reaches(&beta, "anything").await.0, 200);
+    std::fs::remove_file(home.space("beta").join(".memfold/token")).unwrap();
+    eventually(Duration::from_secs(10), "the revoked token refused", async || {
+        (reaches(&beta, "anything").await.0 == 401).then_some(())
+    })
+    .await;
+    let renewed = home.token(Some("beta"));
+    assert_ne!(renewed, beta);
+    assert_eq!(reaches(&renewed, "anything").await.0, 200);
+    // A folder copied while the daemon runs: alpha's token keeps reaching alpha, and only alpha.
+    copy_dir(&home.space("alpha"), &home.space("epsilon"));
+    std::fs::write(home.space("epsilon").join("archive/x.md"), "- The epsilon secret plan\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (code, found) = reaches(&alpha, "zephyr+service").await;
+    assert_eq!(code, 200, "{found}");
+    assert!(found.contains("zephyr"), "{found}");
+    let (_, found) = reaches(&alpha, "epsilon+secret+plan").await;
+    assert!(!found.contains("epsilon"), "alpha's token reached the copy: {found}");
+    daemon.stop().await;
+}

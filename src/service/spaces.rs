@@ -89,8 +89,10 @@ pub struct Spaces {
     open: Mutex<Vec<Open>>,
     /// One opening at a time, so a space is never opened twice.
     opening: tokio::sync::Mutex<()>,
-    /// sha256 of a token → who it lets in.
-    tokens: RwLock<HashMap<String, Access>>,
+    /// Who each token lets in, as the token files said at the last look.
+    tokens: RwLock<Tokens>,
+    /// Held by the one request that reads the token files again.
+    tokens_refresh: Mutex<()>,
     models: Arc<Models>,
     metrics: Arc<Metrics>,
     passes: mpsc::Sender<PassRequest>,
@@ -107,6 +109,63 @@ pub struct Spaces {
     retired_held_searches: std::sync::atomic::AtomicU64,
     /// The indexers of the open spaces (each stops when its space closes).
     indexers: Mutex<tokio::task::JoinSet<()>>,
+}
+
+/// How long the token table is used before the token files are looked at again.
+const TOKENS_FRESH: Duration = Duration::from_secs(1);
+
+/// Who each token lets in, and what the token files looked like when read.
+#[derive(Debug, Default)]
+struct Tokens {
+    /// sha256 of a token → who it lets in.
+    by_hash: HashMap<String, Access>,
+    /// Each token file read: its stat then, and the hash of its token.
+    read: HashMap<std::path::PathBuf, (Option<token::Stamp>, String)>,
+    /// When the files were last looked at (None: never, nothing to refresh).
+    checked: Option<Instant>,
+}
+
+impl Tokens {
+    /// Let `hash` in as `access`, unless another holds it already: at start that is refused;
+    /// on a refresh the one that held it before keeps it (a folder copied to make a space must
+    /// not take the token of the space it was copied from) and the newcomer is left out.
+    fn admit(
+        &mut self,
+        hash: String,
+        access: Access,
+        path: &std::path::Path,
+        before: Option<&Tokens>,
+    ) -> Result<(), token::TokenError> {
+        let Some(held) = self.by_hash.get(&hash).cloned() else {
+            self.by_hash.insert(hash, access);
+            return Ok(());
+        };
+        let name = |a: &Access| match a {
+            Access::Space(n) if n.is_empty() => "the root".to_string(),
+            Access::Space(n) => format!("space {n}"),
+            Access::Operator => "the home (the operator)".to_string(),
+        };
+        let Some(before) = before else {
+            return Err(token::TokenError::Shared {
+                first: name(&held),
+                second: name(&access),
+                path: path.to_path_buf(),
+            });
+        };
+        let keeper = match before.by_hash.get(&hash) {
+            Some(was) if *was == access => access.clone(),
+            _ => held.clone(),
+        };
+        let left = if keeper == held { access } else { held };
+        tracing::error!(
+            token_file = %path.display(),
+            "{} holds the token of {}, so it is not reachable by it: delete its token file for a token of its own",
+            name(&left),
+            name(&keeper)
+        );
+        self.by_hash.insert(hash, keeper);
+        Ok(())
+    }
 }
 
 /// When each space's gate was first seen open, and when each space last passed: the order in
@@ -201,7 +260,8 @@ impl Spaces {
             me: me.clone(),
             open: Mutex::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
-            tokens: RwLock::new(HashMap::new()),
+            tokens: RwLock::new(Tokens::default()),
+            tokens_refresh: Mutex::new(()),
             models: Arc::default(),
             metrics: Arc::default(),
             passes: sender,
@@ -268,49 +328,102 @@ impl Spaces {
     // ---- who may do what ------------------------------------------------------------------
 
     /// Read every token: each space's (made if missing) and, for a home, the operator's
-    /// (or `server.token_env`'s). A lone root with `server.auth = false` needs none.
+    /// (or `server.token_env`'s). A lone root with `server.auth = false` needs none. Refused
+    /// when two spaces hold the same token (a space folder copied to make another): a space's
+    /// token must reach that space alone.
     pub fn load_tokens(&self, addr: Option<std::net::SocketAddr>) -> Result<(), token::TokenError> {
-        let mut tokens = HashMap::new();
+        let table = self.read_tokens(addr, None)?;
+        *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = table;
+        Ok(())
+    }
+
+    /// The token table as the token files say now: files whose stat is unchanged since
+    /// `before` read them are not read again. With `before` (a refresh), a token two spaces
+    /// share keeps reaching the space it reached and the other is left out, logged.
+    fn read_tokens(
+        &self,
+        addr: Option<std::net::SocketAddr>,
+        before: Option<&Tokens>,
+    ) -> Result<Tokens, token::TokenError> {
+        let mut table = Tokens { checked: Some(Instant::now()), ..Tokens::default() };
+        let file = |table: &mut Tokens, path: std::path::PathBuf, access: Access| -> Result<(), token::TokenError> {
+            let stamp = token::stamp(&path);
+            let hash = match before.and_then(|b| b.read.get(&path)) {
+                Some((was, hash)) if stamp.is_some() && *was == stamp => hash.clone(),
+                _ => content_hash(token::ensure(&path)?),
+            };
+            table.read.insert(path.clone(), (token::stamp(&path), hash.clone()));
+            table.admit(hash, access, &path, before)
+        };
         match &self.served {
-            Served::Root => {
-                if let token::Auth::Token { token, .. } =
-                    token::resolve(&self.config, &Root::new(&self.config.root), addr)?
-                {
-                    tokens.insert(content_hash(&token), Access::Space(String::new()));
+            Served::Root => match token::resolve(&self.config, &Root::new(&self.config.root), addr)? {
+                token::Auth::Token { source: token::Source::File(path), .. } => {
+                    file(&mut table, path, Access::Space(String::new()))?
                 }
-            }
+                token::Auth::Token { token, .. } => {
+                    table.by_hash.insert(content_hash(&token), Access::Space(String::new()));
+                }
+                token::Auth::Off => {}
+            },
             Served::Home(home) => {
-                let operator = match self.config.server_token_env() {
-                    Some(token) => token,
+                match self.config.server_token_env() {
+                    Some(token) => {
+                        table.by_hash.insert(content_hash(&token), Access::Operator);
+                    }
                     None if !self.config.server.token_env.is_empty() => {
                         return Err(token::TokenError::EnvMissing { var: self.config.server.token_env.clone() });
                     }
-                    None => token::ensure(&home.token_file())?,
-                };
-                tokens.insert(content_hash(&operator), Access::Operator);
+                    None => file(&mut table, home.token_file(), Access::Operator)?,
+                }
                 for name in home.names() {
                     let root = home.space(&name).expect("listed names are valid");
-                    tokens.insert(content_hash(token::ensure(&root.token_file())?), Access::Space(name));
+                    if before.is_some() && !root.is_initialized() {
+                        continue; // a folder being made or taken away: read at the next look
+                    }
+                    file(&mut table, root.token_file(), Access::Space(name))?;
                 }
             }
         }
-        *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = tokens;
-        Ok(())
+        Ok(table)
+    }
+
+    /// Read the token files again when the last look is older than [`TOKENS_FRESH`]: a space
+    /// made while the daemon runs is reachable, and a token file deleted (or replaced) to
+    /// revoke a token stops reaching its space, within that time. One caller reads; the others
+    /// use the table as it is meanwhile.
+    fn refresh_tokens(&self) {
+        let due =
+            self.tokens.read().unwrap_or_else(|e| e.into_inner()).checked.is_some_and(|t| t.elapsed() >= TOKENS_FRESH);
+        let Ok(_one) = (if due { self.tokens_refresh.try_lock() } else { return }) else { return };
+        // Requests go on with the table as it is while the files are read.
+        let read = {
+            let before = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+            self.read_tokens(None, Some(&before))
+        };
+        let mut tokens = self.tokens.write().unwrap_or_else(|e| e.into_inner());
+        match read {
+            Ok(table) => *tokens = table,
+            Err(e) => {
+                tracing::error!(error = %e, "the token files cannot be read; the tokens as they were stay in use");
+                tokens.checked = Some(Instant::now());
+            }
+        }
     }
 
     /// Whether requests need a token (every home does; a lone root unless `server.auth = false`).
     pub fn needs_token(&self) -> bool {
-        !self.tokens.read().unwrap_or_else(|e| e.into_inner()).is_empty()
+        !self.tokens.read().unwrap_or_else(|e| e.into_inner()).by_hash.is_empty()
     }
 
     /// Who `token` lets in; None for a token no space has (or a missing one where one is needed).
     /// A lone root served without a token lets everyone into its one space.
     pub fn access(&self, token: Option<&str>) -> Option<Access> {
+        self.refresh_tokens();
         let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
-        if tokens.is_empty() {
+        if tokens.by_hash.is_empty() {
             return matches!(self.served, Served::Root).then(|| Access::Space(String::new()));
         }
-        tokens.get(&content_hash(token?.trim())).cloned()
+        tokens.by_hash.get(&content_hash(token?.trim())).cloned()
     }
 
     /// Consume a review-page sign-in code minted for `space` ("" for a lone root's, or a home
@@ -405,6 +518,7 @@ impl Spaces {
         self.tokens
             .write()
             .unwrap_or_else(|e| e.into_inner())
+            .by_hash
             .insert(content_hash(token), Access::Space(name.to_string()));
         tracing::info!(space = name, "space made");
         Ok(())

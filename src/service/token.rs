@@ -37,6 +37,22 @@ pub enum TokenError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("no random bytes for a token: {0}")]
     Random(String),
+    #[error(
+        "{first} and {second} hold the same token ({path}; a space folder copied to make another?): a space's \
+         token must reach that space alone. Delete {path} and start again: a new token is made"
+    )]
+    Shared { first: String, second: String, path: PathBuf },
+}
+
+/// What a token file looked like: length, modification time (ns), inode. A file replaced or
+/// rewritten reads differently.
+pub type Stamp = (u64, i128, u64);
+
+/// A token file's [`Stamp`], None when it cannot be read.
+pub fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()), meta.ino()))
 }
 
 /// Where the daemon's token comes from.
