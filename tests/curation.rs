@@ -134,16 +134,28 @@ fn one_op_of_a_run_is_undone_alone_and_an_op_a_later_one_depends_on_is_refused()
     assert_eq!(memory(root).entries().count(), 0);
     verified(root);
 
-    // A merge of three: its ops all touch the survivor, so undoing only the first is refused,
-    // naming it; its group undoes.
+    // A merge of three is one group: undoing any of its ops alone (the REPLACE, a REMOVE, two of
+    // three) is refused, naming the group and writing nothing; the group undoes whole.
     let dir = root_with(&["Likes jasmine tea.", "Drinks espresso daily.", "Bakes sourdough bread."]);
     let root = dir.path();
     let ids: Vec<String> = memory(root).entries().map(|e| e.id().to_string()).collect();
     let merged = cli(root, &["merge", &ids[0], &ids[1], &ids[2], "--json"], &[]);
     assert_eq!(merged["text_from"], "joined", "no LLM: the texts joined");
     let run = merged["run"].as_str().unwrap();
-    let err = refused(root, &["undo", run, "--op", "1"]);
-    assert!(err.contains(&ids[0]), "the survivor is in the way: {err}");
+    let after_merge = std::fs::read(root.join("consolidated/memory.md")).unwrap();
+    for ops in ["1", "2", "3", "2,3", "1,3"] {
+        let err = refused(root, &["undo", run, "--op", ops]);
+        assert!(
+            err.contains(&ids[0]) && err.contains("--group 1") && err.contains("nothing was undone"),
+            "{ops}: {err}"
+        );
+        assert_eq!(std::fs::read(root.join("consolidated/memory.md")).unwrap(), after_merge, "{ops}");
+    }
+    cli(root, &["undo", run, "--op", "1,2,3", "--json"], &[]);
+    assert_eq!(memory(root).entries().count(), 3, "every op of the group: the group");
+    verified(root);
+    let merged = cli(root, &["merge", &ids[0], &ids[1], &ids[2], "--json"], &[]);
+    let run = merged["run"].as_str().unwrap();
     cli(root, &["undo", run, "--group", "1", "--json"], &[]);
     assert_eq!(memory(root).entries().count(), 3);
     verified(root);

@@ -298,12 +298,15 @@ async fn entries_are_merged_and_superseded_and_one_op_undone_from_the_pages() {
     assert_eq!(run_page.status, 200, "{}", run_page.body);
     assert!(run_page.body.contains(r#"name="op" value="1""#), "{}", run_page.body);
     let memory_after_merge = memory_md(&fixture.root());
-    // The merge's ops all touch the survivor: one of them alone is refused, the page says why.
-    let form = [("csrf", token.as_str()), ("from", "run"), ("op", "1"), ("note", "wrong call")];
-    let one = post(&daemon, &format!("/ui/runs/{merge_run}/undo"), Some(&cookie), &form, &[]).await;
-    assert_eq!(one.status, 409, "{}", one.body);
-    assert!(one.body.contains(&bees) && one.body.contains("Undo the checked ops"), "{}", one.body);
-    assert_eq!(memory_md(&fixture.root()), memory_after_merge);
+    // The merge's ops change the same entries together: one of them alone is refused (the
+    // REPLACE, and a REMOVE), the page says why and names the group.
+    for op in ["1", "2"] {
+        let form = [("csrf", token.as_str()), ("from", "run"), ("op", op), ("note", "wrong call")];
+        let one = post(&daemon, &format!("/ui/runs/{merge_run}/undo"), Some(&cookie), &form, &[]).await;
+        assert_eq!(one.status, 409, "{}", one.body);
+        assert!(one.body.contains(&bees) && one.body.contains("--group 1"), "{}", one.body);
+        assert_eq!(memory_md(&fixture.root()), memory_after_merge);
+    }
     let form = [("csrf", token.as_str()), ("from", "run"), ("group", "1"), ("note", "wrong call")];
     let group = post(&daemon, &format!("/ui/runs/{merge_run}/undo"), Some(&cookie), &form, &[]).await;
     assert_eq!(group.status, 303, "{}", group.body);

@@ -123,6 +123,15 @@ impl Op {
         }
     }
 
+    /// The op in a few words: its kind and the entries it names (`REMOVE m-1 into m-2`).
+    pub fn label(&self) -> String {
+        match (self, self.target()) {
+            (Op::Remove { into, .. }, Some(target)) => format!("{} {target} into {into}", self.kind()),
+            (_, Some(target)) => format!("{} {target}", self.kind()),
+            (_, None) => self.kind().to_string(),
+        }
+    }
+
     /// The entry this op changes, if any.
     pub fn target(&self) -> Option<&str> {
         match self {

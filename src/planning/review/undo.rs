@@ -106,6 +106,29 @@ pub fn undo_selection(
         seqs.insert(journal[op - 1].seq);
     }
     let all = super::plans::op_groups(&journal);
+    // The ops of a group change the same facts or entries together (a merge's REPLACE and its
+    // REMOVEs): undoing some of them would leave the rest pointing at what was taken back, and
+    // a fact said by no current entry. A group is undone whole or not at all.
+    for group in &all {
+        let chosen: Vec<usize> = group.iter().filter(|&&i| seqs.contains(&journal[i].seq)).map(|&i| i + 1).collect();
+        let whole = groups.iter().any(|&g| all.get(g.wrapping_sub(1)) == Some(group));
+        if !chosen.is_empty() && chosen.len() < group.len() && !whole {
+            let number = all.iter().position(|g| g == group).map_or(0, |p| p + 1);
+            let members: Vec<String> = group.iter().map(|&i| format!("{} ({})", i + 1, journal[i].op.op.label())).collect();
+            let mut ids: Vec<String> = group.iter().filter_map(|&i| journal[i].op.op.target().map(str::to_string)).collect();
+            ids.dedup();
+            return Err(Error::Conflict {
+                message: format!(
+                    "op {} of run {run} is one of the {} ops of group {number}, which change the same facts or \
+                     entries together: {}. Undo the whole group (--group {number}) or none of it; nothing was undone",
+                    chosen.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                    group.len(),
+                    members.join(", ")
+                ),
+                ids,
+            });
+        }
+    }
     for &g in groups {
         let group = all.get(g.wrapping_sub(1)).ok_or_else(|| {
             Error::BadInput(format!("run {run} has groups 1 to {}; there is no group {g}", all.len()))
