@@ -426,7 +426,8 @@ fn setup_claude_code_keeps_what_is_there_is_idempotent_and_removes_exactly_its_p
     assert_eq!(std::fs::read_to_string(home.join(".claude/settings.json")).unwrap(), settings);
     assert_eq!(std::fs::read_to_string(home.join(".claude.json")).unwrap(), claude_json);
 
-    // The project scope writes the project's files, and takes away the ones it made.
+    // The project scope writes nothing a team commits: the hooks in the project's
+    // settings.local.json, the server under the project's path in ~/.claude.json.
     let project = fixture.dir.path().join("shop");
     std::fs::create_dir_all(project.join(".git")).unwrap();
     let run_in = |args: &[&str]| {
@@ -442,9 +443,81 @@ fn setup_claude_code_keeps_what_is_there_is_idempotent_and_removes_exactly_its_p
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     run_in(&["claude-code", "--scope", "project"]);
-    assert!(project.join(".mcp.json").is_file() && project.join(".claude/settings.json").is_file());
-    run_in(&["claude-code", "--scope", "project", "--remove"]);
+    assert!(project.join(".claude/settings.local.json").is_file());
     assert!(!project.join(".mcp.json").exists() && !project.join(".claude/settings.json").exists());
+    let mcp: Value = serde_json::from_str(&std::fs::read_to_string(home.join(".claude.json")).unwrap()).unwrap();
+    let key = std::fs::canonicalize(&project).unwrap().display().to_string();
+    assert_eq!(
+        mcp["projects"][&key]["mcpServers"]["memfold"]["args"].as_array().unwrap().last().unwrap(),
+        "mcp",
+        "{mcp}"
+    );
+    run_in(&["claude-code", "--scope", "project", "--remove"]);
+    assert!(!project.join(".claude/settings.local.json").exists());
+    assert_eq!(std::fs::read_to_string(home.join(".claude.json")).unwrap(), claude_json);
+}
+
+#[test]
+fn setup_carries_the_configuration_and_claims_only_its_own_hooks() {
+    let fixture = Fixture::new();
+    let home = fixture.dir.path().join("home");
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    // A hook wired by hand that runs memfold.
+    let by_hand = "{\n  \"hooks\": {\n    \"Stop\": [\n      {\n        \"hooks\": [\n          {\n            \"type\": \"command\",\n            \"command\": \"memfold hook stop\"\n          }\n        ]\n      }\n    ]\n  }\n}\n";
+    std::fs::write(home.join(".claude/settings.json"), by_hand).unwrap();
+    let config_file = fixture.dir.path().join("my memfold.toml");
+    std::fs::write(&config_file, "[hooks]\nsession_start_max_chars = 400\n").unwrap();
+    let (first, second) = (fixture.root(), fixture.dir.path().join("second"));
+    assert!(run(&second, &["init"]).status.success());
+    let with_config = |root: &Path, args: &[&str]| {
+        let out = bin()
+            .arg("--root")
+            .arg(root)
+            .arg("setup")
+            .args(args)
+            .env("HOME", &home)
+            .env("MEMFOLD_CONFIG", &config_file)
+            .env_remove("MEMFOLD_ROOT")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    with_config(&first, &["claude-code"]);
+    let settings = std::fs::read_to_string(home.join(".claude/settings.json")).unwrap();
+    assert!(settings.contains("--config '") && settings.contains("my memfold.toml"), "{settings}");
+    let doc: Value = serde_json::from_str(&settings).unwrap();
+    // Every command setup wrote runs with that configuration: session start, run as the agent
+    // runs it, keeps to the file's 400 characters (the default is 10,000).
+    let lines: String = (0..200).map(|i| format!("- Line {i} of what I keep in mind\n")).collect();
+    std::fs::write(first.join("MEMORY.md"), lines).unwrap();
+    let command = doc["hooks"]["SessionStart"][0]["hooks"][0]["command"].as_str().unwrap().to_string();
+    let mut shell = std::process::Command::new("sh");
+    shell.arg("-c").arg(&command).env("HOME", &home).env_remove("MEMFOLD_CONFIG").env_remove("MEMFOLD_ROOT");
+    let ran = pipe(shell, json!({"session_id": "s", "cwd": fixture.dir.path()}).to_string().as_bytes());
+    let context = check_shape("session-start", &ran).unwrap();
+    assert!(context.contains("Line 0") && context.chars().count() <= 400, "{}", context.chars().count());
+    // A second memory set up beside the first: both sets of hooks, both servers.
+    setup(&second, &home, &["claude-code"]);
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".claude/settings.json")).unwrap()).unwrap();
+    let stops: Vec<String> = doc["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["hooks"][0]["command"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(stops.len(), 3, "{stops:?}");
+    assert!(stops.contains(&"memfold hook stop".to_string()), "the hand-wired hook stays");
+    let mcp: Value = serde_json::from_str(&std::fs::read_to_string(home.join(".claude.json")).unwrap()).unwrap();
+    assert_eq!(mcp["mcpServers"].as_object().unwrap().len(), 2, "{mcp}");
+    // Removing each leaves the other and the hand-wired hook; both gone, the file is as it was.
+    setup(&second, &home, &["claude-code", "--remove"]);
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".claude/settings.json")).unwrap()).unwrap();
+    assert_eq!(doc["hooks"]["Stop"].as_array().unwrap().len(), 2);
+    assert!(doc.to_string().contains(&first.display().to_string()));
+    with_config(&first, &["claude-code", "--remove"]);
+    assert_eq!(std::fs::read_to_string(home.join(".claude/settings.json")).unwrap(), by_hand);
 }
 
 #[test]

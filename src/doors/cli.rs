@@ -367,7 +367,8 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
     let mut config = Config::load(&overrides).context("loading configuration")?;
     if let Command::Setup { agent, scope, dry_run, remove } = cli.command {
-        let request = crate::doors::setup::Request { agent, scope, dry_run, remove };
+        let config_file = overrides.config.clone();
+        let request = crate::doors::setup::Request { agent, scope, dry_run, remove, config_file };
         return crate::doors::setup::run(&config, &request).map_err(anyhow::Error::msg);
     }
     // An agent starts `memfold --home H mcp` in its project: the project's space.

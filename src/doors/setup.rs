@@ -11,14 +11,17 @@ use serde_json::json;
 use crate::config::Config;
 use crate::planning::diff;
 use crate::store::agents::Agent;
-use crate::store::agents::settings::{self, EVENTS, Edit, Handler};
+use crate::store::agents::settings::{self, EVENTS, Edit, Handler, Ours};
 
 /// Where the settings go for Claude Code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scope {
     /// Every project of this user (`~/.claude/settings.json`, `~/.claude.json`).
     User,
-    /// This project only (`.claude/settings.json`, `.mcp.json` at the project's top).
+    /// This project only, for this user: the hooks in `.claude/settings.local.json` (which
+    /// Claude Code keeps out of git), the server in `~/.claude.json` under the project's path.
+    /// The commands name this machine's binary and memory, so nothing goes into files a team
+    /// commits.
     Project,
 }
 
@@ -29,18 +32,39 @@ pub struct Request {
     pub scope: Scope,
     pub dry_run: bool,
     pub remove: bool,
+    /// The configuration file memfold was started with (`--config`, `MEMFOLD_CONFIG`): the
+    /// commands setup writes carry it, so the hooks and the server read the same one.
+    pub config_file: Option<std::path::PathBuf>,
 }
 
-/// The memfold command the agent runs: this binary, with the root or home it was set up for.
-fn memfold_args(config: &Config) -> Result<(String, Vec<String>), String> {
+/// A path made absolute (from the current folder), as text.
+fn absolute(p: &Path) -> String {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).to_string_lossy().into_owned()
+}
+
+/// The memfold command the agent runs: this binary, with the root or home it was set up for
+/// and the configuration file it was started with; and what marks that part as this memory's.
+fn memfold_args(config: &Config, request: &Request) -> Result<(String, Vec<String>, Ours), String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
     let exe = exe.canonicalize().unwrap_or(exe).to_string_lossy().into_owned();
-    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).to_string_lossy().into_owned();
-    let args = match &config.home {
-        Some(home) => vec!["--home".to_string(), absolute(home)],
-        None => vec!["--root".to_string(), absolute(&config.root)],
+    let (flag, dir) = match &config.home {
+        Some(home) => ("--home", absolute(home)),
+        None => ("--root", absolute(&config.root)),
     };
-    Ok((exe, args))
+    let folder = Path::new(&dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let ours = Ours {
+        target: vec![flag.to_string(), dir.clone()],
+        spelled: format!("{} {}", shell_word(flag), shell_word(&dir)),
+        fallback_name: format!(
+            "memfold-{}",
+            folder.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect::<String>()
+        ),
+    };
+    let mut args = vec![flag.to_string(), dir];
+    if let Some(file) = &request.config_file {
+        args.extend(["--config".to_string(), absolute(file)]);
+    }
+    Ok((exe, args, ours))
 }
 
 /// A word for a shell command line (quoted when it holds anything but plain characters).
@@ -50,10 +74,9 @@ fn shell_word(word: &str) -> String {
 }
 
 /// memfold's hook handlers for `agent`.
-fn handlers(config: &Config, agent: Agent) -> Result<Vec<Handler>, String> {
-    let (exe, args) = memfold_args(config)?;
-    let prefix: Vec<String> = std::iter::once(exe).chain(args).map(|w| shell_word(&w)).collect();
-    Ok(EVENTS
+fn handlers(exe: &str, args: &[String], agent: Agent) -> Vec<Handler> {
+    let prefix: Vec<String> = std::iter::once(exe).chain(args.iter().map(String::as_str)).map(shell_word).collect();
+    EVENTS
         .iter()
         .map(|(event, ours)| Handler {
             event,
@@ -63,44 +86,62 @@ fn handlers(config: &Config, agent: Agent) -> Result<Vec<Handler>, String> {
             // answer well within 30 s, the shortest default (a prompt's).
             timeout: (*ours != "session-end").then_some(30),
         })
-        .collect())
+        .collect()
 }
 
 /// The edits `request` makes, in the order they are applied.
 pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<Vec<Edit>, String> {
     let home = crate::store::agents::user_home()?;
-    let handlers = handlers(config, request.agent)?;
-    let (exe, mut args) = memfold_args(config)?;
-    args.push("mcp".into());
+    let (exe, args, ours) = memfold_args(config, request)?;
+    let handlers = handlers(&exe, &args, request.agent);
+    let mut server_args = args.clone();
+    server_args.push("mcp".into());
     let remove = request.remove;
-    let hooks = |path: &Path| {
+    let hooks = |path: &Path, remove: bool| {
         settings::edit_json(path, remove, |doc| match remove {
             true => {
-                settings::remove_hooks(doc);
+                settings::remove_hooks(doc, &ours);
                 Ok(())
             }
-            false => settings::add_hooks(doc, &handlers),
+            false => settings::add_hooks(doc, &handlers, &ours),
+        })
+    };
+    let server = |path: &Path, at: &[&str], remove: bool| {
+        let entry = json!({ "type": "stdio", "command": exe, "args": server_args });
+        settings::edit_json(path, remove, |doc| match remove {
+            true => {
+                settings::remove_json_server(doc, at, &ours);
+                Ok(())
+            }
+            false => settings::add_json_server(doc, at, entry, &ours),
         })
     };
     match request.agent {
-        Agent::ClaudeCode => {
-            let (settings_file, mcp_file) = match request.scope {
-                Scope::User => (home.join(".claude/settings.json"), home.join(".claude.json")),
-                Scope::Project => {
-                    let project = crate::store::home::project_of(cwd);
-                    (project.join(".claude/settings.json"), project.join(".mcp.json"))
+        Agent::ClaudeCode => match request.scope {
+            Scope::User => Ok(vec![
+                hooks(&home.join(".claude/settings.json"), remove)?,
+                server(&home.join(".claude.json"), &[], remove)?,
+            ]),
+            Scope::Project => {
+                let project = crate::store::home::project_of(cwd);
+                let key = absolute(&project);
+                let mut edits = vec![
+                    hooks(&project.join(".claude/settings.local.json"), remove)?,
+                    server(&home.join(".claude.json"), &["projects", &key], remove)?,
+                ];
+                // Earlier versions wrote a project's part into the files a team commits: taken
+                // out of them (this memory's part only).
+                for legacy in [
+                    hooks(&project.join(".claude/settings.json"), true)?,
+                    server(&project.join(".mcp.json"), &[], true)?,
+                ] {
+                    if legacy.changes() {
+                        edits.push(legacy);
+                    }
                 }
-            };
-            let server = json!({ "type": "stdio", "command": exe, "args": args });
-            let mcp = settings::edit_json(&mcp_file, remove, |doc| match remove {
-                true => {
-                    settings::remove_json_server(doc, "memfold");
-                    Ok(())
-                }
-                false => settings::add_json_server(doc, "memfold", server),
-            })?;
-            Ok(vec![hooks(&settings_file)?, mcp])
-        }
+                Ok(edits)
+            }
+        },
         Agent::Codex => {
             if request.scope == Scope::Project {
                 return Err(
@@ -110,10 +151,10 @@ pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<Vec<Edit>,
             }
             let codex = crate::store::agents::codex_home(&home);
             let config_toml = settings::edit_toml(&codex.join("config.toml"), remove, |text| match remove {
-                true => settings::remove_toml_server(text, "memfold"),
-                false => settings::add_toml_server(text, "memfold", &exe, &args),
+                true => settings::remove_toml_server(text, &ours),
+                false => settings::add_toml_server(text, &exe, &server_args, &ours),
             })?;
-            Ok(vec![hooks(&codex.join("hooks.json"))?, config_toml])
+            Ok(vec![hooks(&codex.join("hooks.json"), remove)?, config_toml])
         }
     }
 }

@@ -4,8 +4,9 @@
 //! An edit adds memfold's part to what is there and takes out exactly that part again:
 //! every other hook, server, permission and key is kept, and so is the formatting where the
 //! format allows (JSON keeps its key order and indent; TOML keeps its comments and layout).
-//! memfold's hook handlers are known by their command (`… memfold … hook <event>`), its server
-//! by its name, so a second run changes nothing and `--remove` finds them again.
+//! memfold's hook handlers are known by their command (`… hook <event>` naming this memory's
+//! root or home, [`Ours`]), its server by its arguments, so a second run changes nothing,
+//! `--remove` finds them again, and neither touches hooks wired by hand or another memory's.
 
 use std::path::{Path, PathBuf};
 
@@ -31,17 +32,61 @@ pub const EVENTS: [(&str, &str); 6] = [
     ("SessionEnd", "session-end"),
 ];
 
-/// Whether a handler's command is one memfold's setup wrote.
-fn is_ours(command: &str) -> bool {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    words.iter().any(|w| w.contains("memfold"))
-        && words.windows(2).any(|w| w[0] == "hook" && EVENTS.iter().any(|(_, ours)| w[1] == *ours))
+/// What marks the part `setup` wrote for one memory: the words that name its root or home in
+/// every command and server it wrote (`--root /abs/root`, `--home /abs/home`, each word as a
+/// shell command line spells it). A handler or a server without them is not memfold's to
+/// touch: hooks wired by hand, and the part `setup` wrote for another root, are left alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ours {
+    /// The words, as a command's arguments hold them (`["--root", "/abs/root"]`).
+    pub target: Vec<String>,
+    /// The same words as a shell command line spells them.
+    pub spelled: String,
+    /// A name for the server when `memfold` is another memory's (`memfold-<folder>`).
+    pub fallback_name: String,
+}
+
+impl Ours {
+    /// Whether a hook command is memfold's for this memory: a memfold hook event, and the words.
+    fn command(&self, command: &str) -> bool {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let hook = words.windows(2).any(|w| w[0] == "hook" && EVENTS.iter().any(|(_, ours)| w[1] == *ours));
+        hook && format!(" {command} ").contains(&format!(" {} ", self.spelled))
+    }
+
+    /// Whether a server's arguments name this memory.
+    fn args<'a>(&self, args: impl IntoIterator<Item = &'a str>) -> bool {
+        let args: Vec<&str> = args.into_iter().collect();
+        args.windows(self.target.len()).any(|w| w.iter().zip(&self.target).all(|(a, b)| a == b))
+    }
+
+    fn json_server(&self, server: &Value) -> bool {
+        let args = server.get("args").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+        self.args(args)
+    }
+
+    /// The name for this memory's server among `names` (taken, with whether each is ours):
+    /// the one it has, else `memfold` when free, else the fallback (numbered if taken).
+    fn server_name<'a>(&self, names: impl Iterator<Item = (&'a str, bool)>) -> String {
+        let names: Vec<(&str, bool)> = names.collect();
+        if let Some((name, _)) = names.iter().find(|(_, ours)| *ours) {
+            return name.to_string();
+        }
+        let taken = |n: &str| names.iter().any(|(name, _)| *name == n);
+        if !taken("memfold") {
+            return "memfold".into();
+        }
+        (1..)
+            .map(|i| if i == 1 { self.fallback_name.clone() } else { format!("{}-{i}", self.fallback_name) })
+            .find(|n| !taken(n))
+            .expect("a free name")
+    }
 }
 
 /// Add `handlers` to the `hooks` of a settings document (Claude Code's settings, Codex's
-/// `hooks.json`): each in a group of its own; a handler of memfold's already there is
+/// `hooks.json`): each in a group of its own; a handler this memory's setup wrote before is
 /// updated in place.
-pub fn add_hooks(doc: &mut Value, handlers: &[Handler]) -> Result<(), String> {
+pub fn add_hooks(doc: &mut Value, handlers: &[Handler], ours: &Ours) -> Result<(), String> {
     let root = doc.as_object_mut().ok_or("the settings are not a JSON object")?;
     let hooks = root.entry("hooks").or_insert_with(|| json!({}));
     let hooks = hooks.as_object_mut().ok_or("\"hooks\" is not an object")?;
@@ -55,7 +100,11 @@ pub fn add_hooks(doc: &mut Value, handlers: &[Handler]) -> Result<(), String> {
             entry.insert("timeout".into(), json!(timeout));
         }
         let existing = groups.iter_mut().find_map(|group| {
-            group.get_mut("hooks")?.as_array_mut()?.iter_mut().find(|h| h.get("command").and_then(Value::as_str).is_some_and(is_ours))
+            group
+                .get_mut("hooks")?
+                .as_array_mut()?
+                .iter_mut()
+                .find(|h| h.get("command").and_then(Value::as_str).is_some_and(|c| ours.command(c)))
         });
         match existing {
             Some(found) => *found = Value::Object(entry),
@@ -72,9 +121,9 @@ pub fn add_hooks(doc: &mut Value, handlers: &[Handler]) -> Result<(), String> {
     Ok(())
 }
 
-/// Take memfold's handlers out of a settings document, and the groups, events and `hooks`
+/// Take this memory's handlers out of a settings document, and the groups, events and `hooks`
 /// object they leave empty.
-pub fn remove_hooks(doc: &mut Value) {
+pub fn remove_hooks(doc: &mut Value, ours: &Ours) {
     let Some(root) = doc.as_object_mut() else { return };
     let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) else { return };
     for groups in hooks.values_mut() {
@@ -82,7 +131,7 @@ pub fn remove_hooks(doc: &mut Value) {
         groups.retain_mut(|group| {
             let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else { return true };
             let before = handlers.len();
-            handlers.retain(|h| !h.get("command").and_then(Value::as_str).is_some_and(is_ours));
+            handlers.retain(|h| !h.get("command").and_then(Value::as_str).is_some_and(|c| ours.command(c)));
             !(handlers.is_empty() && before > 0)
         });
     }
@@ -92,27 +141,58 @@ pub fn remove_hooks(doc: &mut Value) {
     }
 }
 
-/// Set server `name` in a JSON document's `mcpServers`.
-pub fn add_json_server(doc: &mut Value, name: &str, server: Value) -> Result<(), String> {
-    let root = doc.as_object_mut().ok_or("the settings are not a JSON object")?;
-    let servers = root.entry("mcpServers").or_insert_with(|| json!({}));
-    servers.as_object_mut().ok_or("\"mcpServers\" is not an object")?.insert(name.to_string(), server);
+/// The `mcpServers` object of a JSON document, at `at` (a path of keys: `[]` for the top,
+/// `["projects", "/abs/project"]` for Claude Code's servers of one project), made if missing.
+fn servers_at<'a>(doc: &'a mut Value, at: &[&str]) -> Result<&'a mut Map<String, Value>, String> {
+    let mut node = doc;
+    for key in at {
+        node = node
+            .as_object_mut()
+            .ok_or_else(|| format!("{key:?}'s parent is not an object"))?
+            .entry(key.to_string())
+            .or_insert_with(|| json!({}));
+    }
+    let object = node.as_object_mut().ok_or("the settings are not a JSON object")?;
+    object.entry("mcpServers").or_insert_with(|| json!({})).as_object_mut().ok_or_else(|| "\"mcpServers\" is not an object".into())
+}
+
+/// Set this memory's server in a JSON document's `mcpServers` (at `at`, see [`servers_at`]),
+/// under the name it has there, else `memfold` when that is free, else a name of its own.
+pub fn add_json_server(doc: &mut Value, at: &[&str], server: Value, ours: &Ours) -> Result<(), String> {
+    let servers = servers_at(doc, at)?;
+    let name = ours.server_name(servers.iter().map(|(name, s)| (name.as_str(), ours.json_server(s))));
+    servers.insert(name, server);
     Ok(())
 }
 
-/// Take server `name` out of a JSON document's `mcpServers` (and `mcpServers` if it is left
-/// empty).
-pub fn remove_json_server(doc: &mut Value, name: &str) {
-    let Some(root) = doc.as_object_mut() else { return };
-    let Some(servers) = root.get_mut("mcpServers").and_then(Value::as_object_mut) else { return };
-    servers.shift_remove(name);
-    if servers.is_empty() {
-        root.remove("mcpServers");
+/// Take this memory's server out of a JSON document's `mcpServers` (at `at`), and the objects
+/// it leaves empty.
+pub fn remove_json_server(doc: &mut Value, at: &[&str], ours: &Ours) {
+    fn prune(node: &mut Value, at: &[&str], ours: &Ours) {
+        let Some(object) = node.as_object_mut() else { return };
+        match at.split_first() {
+            Some((key, rest)) => {
+                let Some(child) = object.get_mut(*key) else { return };
+                prune(child, rest, ours);
+                if child.as_object().is_some_and(Map::is_empty) {
+                    object.shift_remove(*key);
+                }
+            }
+            None => {
+                let Some(servers) = object.get_mut("mcpServers").and_then(Value::as_object_mut) else { return };
+                servers.retain(|_, s| !ours.json_server(s));
+                if servers.is_empty() {
+                    object.shift_remove("mcpServers");
+                }
+            }
+        }
     }
+    prune(doc, at, ours);
 }
 
-/// Set `[mcp_servers.<name>]` in a Codex `config.toml`, keeping its comments and layout.
-pub fn add_toml_server(text: &str, name: &str, command: &str, args: &[String]) -> Result<String, String> {
+/// Set this memory's `[mcp_servers.<name>]` in a Codex `config.toml`, keeping its comments and
+/// layout.
+pub fn add_toml_server(text: &str, command: &str, args: &[String], ours: &Ours) -> Result<String, String> {
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
     let servers = doc.entry("mcp_servers").or_insert_with(|| {
         let mut table = toml_edit::Table::new();
@@ -120,6 +200,7 @@ pub fn add_toml_server(text: &str, name: &str, command: &str, args: &[String]) -
         toml_edit::Item::Table(table)
     });
     let servers = servers.as_table_mut().ok_or("mcp_servers is not a table")?;
+    let name = ours.server_name(servers.iter().map(|(name, item)| (name, toml_server_is(item, ours))));
     let mut server = toml_edit::Table::new();
     server["command"] = toml_edit::value(command);
     let mut list = toml_edit::Array::new();
@@ -127,13 +208,13 @@ pub fn add_toml_server(text: &str, name: &str, command: &str, args: &[String]) -
         list.push(arg.as_str());
     }
     server["args"] = toml_edit::value(list);
-    match servers.get_mut(name).and_then(toml_edit::Item::as_table_mut) {
+    match servers.get_mut(&name).and_then(toml_edit::Item::as_table_mut) {
         Some(existing) => {
             existing["command"] = server["command"].clone();
             existing["args"] = server["args"].clone();
         }
         None => {
-            servers.insert(name, toml_edit::Item::Table(server));
+            servers.insert(&name, toml_edit::Item::Table(server));
         }
     }
     let mut out = doc.to_string();
@@ -144,12 +225,22 @@ pub fn add_toml_server(text: &str, name: &str, command: &str, args: &[String]) -
     Ok(out)
 }
 
-/// Take `[mcp_servers.<name>]` out of a Codex `config.toml` (and `mcp_servers` if memfold's
-/// server was all it held and it had no header of its own).
-pub fn remove_toml_server(text: &str, name: &str) -> Result<String, String> {
+/// Whether a Codex server table names this memory.
+fn toml_server_is(item: &toml_edit::Item, ours: &Ours) -> bool {
+    let args = item.get("args").and_then(toml_edit::Item::as_array);
+    args.is_some_and(|a| ours.args(a.iter().filter_map(toml_edit::Value::as_str)))
+}
+
+/// Take this memory's `[mcp_servers.<name>]` out of a Codex `config.toml` (and `mcp_servers`
+/// if memfold's server was all it held and it had no header of its own).
+pub fn remove_toml_server(text: &str, ours: &Ours) -> Result<String, String> {
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
     if let Some(servers) = doc.get_mut("mcp_servers").and_then(toml_edit::Item::as_table_mut) {
-        servers.remove(name);
+        let mine: Vec<String> =
+            servers.iter().filter(|(_, item)| toml_server_is(item, ours)).map(|(name, _)| name.to_string()).collect();
+        for name in mine {
+            servers.remove(&name);
+        }
         if servers.is_empty() && servers.is_implicit() {
             doc.remove("mcp_servers");
         }
@@ -269,13 +360,21 @@ pub fn apply(edit: &Edit) -> Result<Option<PathBuf>, String> {
 mod tests {
     use super::*;
 
-    fn handlers() -> Vec<Handler> {
+    fn ours(root: &str) -> Ours {
+        Ours {
+            target: vec!["--root".into(), root.into()],
+            spelled: format!("--root {root}"),
+            fallback_name: "memfold-root".into(),
+        }
+    }
+
+    fn handlers(root: &str) -> Vec<Handler> {
         EVENTS
             .iter()
-            .map(|(event, ours)| Handler {
+            .map(|(event, name)| Handler {
                 event,
                 matcher: None,
-                command: format!("/usr/bin/memfold hook {ours} --agent claude-code"),
+                command: format!("/usr/bin/memfold --root {root} hook {name} --agent claude-code"),
                 timeout: Some(10),
             })
             .collect()
@@ -289,37 +388,58 @@ mod tests {
             "model": "opus"
         });
         let mut doc = original.clone();
-        add_hooks(&mut doc, &handlers()).unwrap();
+        add_hooks(&mut doc, &handlers("/r"), &ours("/r")).unwrap();
         let once = doc.clone();
-        add_hooks(&mut doc, &handlers()).unwrap();
+        add_hooks(&mut doc, &handlers("/r"), &ours("/r")).unwrap();
         assert_eq!(doc, once, "a second run changes nothing");
         assert_eq!(doc["hooks"]["Stop"].as_array().unwrap().len(), 2);
         assert_eq!(doc["hooks"]["Stop"][0]["hooks"][0]["command"], "notify-send done");
-        remove_hooks(&mut doc);
+        remove_hooks(&mut doc, &ours("/r"));
         assert_eq!(doc, original);
         assert_eq!(serde_json::to_string(&doc).unwrap(), serde_json::to_string(&original).unwrap(), "key order kept");
     }
 
     #[test]
-    fn only_memfold_hook_commands_are_ours() {
-        assert!(is_ours("'/opt/memfold/bin/memfold' --home /h hook stop --agent codex"));
-        assert!(!is_ours("memfold-notes stop"));
-        assert!(!is_ours("/usr/bin/other hook stop"));
-        assert!(!is_ours("memfold search hook"));
+    fn only_this_memorys_hook_commands_are_ours() {
+        let mine = ours("/h");
+        assert!(mine.command("'/opt/memfold/bin/memfold' --root /h hook stop --agent codex"));
+        assert!(mine.command("/new/place/memfold --root /h --config /c.toml hook stop --agent codex"));
+        assert!(!mine.command("memfold hook stop"), "wired by hand");
+        assert!(!mine.command("/usr/bin/memfold --root /other hook stop --agent codex"), "another memory's");
+        assert!(!mine.command("/usr/bin/memfold --root /h2 hook stop"), "a longer path is another folder");
+        assert!(!mine.command("memfold-notes stop"));
+        assert!(!mine.command("/usr/bin/other --root /h search hook"));
+    }
+
+    #[test]
+    fn a_second_memorys_setup_keeps_the_first_and_removes_only_itself() {
+        let mut doc = json!({});
+        add_hooks(&mut doc, &handlers("/a"), &ours("/a")).unwrap();
+        add_json_server(&mut doc, &[], json!({"command": "memfold", "args": ["--root", "/a", "mcp"]}), &ours("/a")).unwrap();
+        let first = doc.clone();
+        add_hooks(&mut doc, &handlers("/b"), &ours("/b")).unwrap();
+        add_json_server(&mut doc, &[], json!({"command": "memfold", "args": ["--root", "/b", "mcp"]}), &ours("/b")).unwrap();
+        assert_eq!(doc["hooks"]["Stop"].as_array().unwrap().len(), 2);
+        assert_eq!(doc["mcpServers"]["memfold"]["args"][1], "/a");
+        assert_eq!(doc["mcpServers"]["memfold-root"]["args"][1], "/b");
+        remove_hooks(&mut doc, &ours("/b"));
+        remove_json_server(&mut doc, &[], &ours("/b"));
+        assert_eq!(doc, first);
     }
 
     #[test]
     fn a_toml_config_keeps_its_comments_and_loses_only_memfold() {
         let original = "# my codex settings\nmodel = \"gpt-5\" # the default\n\n[mcp_servers.figma]\nurl = \"https://mcp.figma.com/mcp\"\nbearer_token_env_var = \"FIGMA_OAUTH_TOKEN\"\n";
-        let args = vec!["mcp".to_string()];
-        let added = add_toml_server(original, "memfold", "/usr/bin/memfold", &args).unwrap();
+        let args = vec!["--root".to_string(), "/r".to_string(), "mcp".to_string()];
+        let added = add_toml_server(original, "/usr/bin/memfold", &args, &ours("/r")).unwrap();
         assert!(added.starts_with(original), "{added}");
         assert!(added.contains("[mcp_servers.memfold]"), "{added}");
-        assert_eq!(add_toml_server(&added, "memfold", "/usr/bin/memfold", &args).unwrap(), added);
-        assert_eq!(remove_toml_server(&added, "memfold").unwrap(), original);
-        let alone = add_toml_server("model = \"o3\"", "memfold", "/usr/bin/memfold", &args).unwrap();
+        assert_eq!(add_toml_server(&added, "/usr/bin/memfold", &args, &ours("/r")).unwrap(), added);
+        assert_eq!(remove_toml_server(&added, &ours("/other")).unwrap(), added, "another memory's setup leaves it");
+        assert_eq!(remove_toml_server(&added, &ours("/r")).unwrap(), original);
+        let alone = add_toml_server("model = \"o3\"", "/usr/bin/memfold", &args, &ours("/r")).unwrap();
         assert!(!alone.contains("[mcp_servers]\n"), "{alone}");
-        assert_eq!(remove_toml_server(&alone, "memfold").unwrap().trim_end(), "model = \"o3\"");
+        assert_eq!(remove_toml_server(&alone, &ours("/r")).unwrap().trim_end(), "model = \"o3\"");
     }
 
     #[test]
@@ -327,18 +447,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
         std::fs::write(&path, "{\n    \"model\": \"opus\"\n}\n").unwrap();
-        let edit = edit_json(&path, false, |doc| add_json_server(doc, "memfold", json!({"command": "memfold"}))).unwrap();
+        let server = json!({"command": "memfold", "args": ["--root", "/r"]});
+        let edit = edit_json(&path, false, |doc| add_json_server(doc, &[], server.clone(), &ours("/r"))).unwrap();
         assert!(edit.after.as_deref().unwrap().contains("\n    \"mcpServers\": {\n        \"memfold\""), "{:?}", edit.after);
         let fresh = dir.path().join(".mcp.json");
-        let add = edit_json(&fresh, false, |doc| add_json_server(doc, "memfold", json!({"command": "memfold"}))).unwrap();
+        let add = edit_json(&fresh, false, |doc| add_json_server(doc, &[], server.clone(), &ours("/r"))).unwrap();
         apply(&add).unwrap();
         let remove = edit_json(&fresh, true, |doc| {
-            remove_json_server(doc, "memfold");
+            remove_json_server(doc, &[], &ours("/r"));
             Ok(())
         })
         .unwrap();
         assert_eq!(remove.after, None);
         apply(&remove).unwrap();
         assert!(!fresh.exists());
+    }
+
+    #[test]
+    fn a_projects_server_goes_under_its_path_and_leaves_the_rest_of_it() {
+        let mut doc = json!({"projects": {"/p": {"allowedTools": ["Bash"]}}, "numStartups": 3});
+        let original = doc.clone();
+        let server = json!({"command": "memfold", "args": ["--root", "/r", "mcp"]});
+        add_json_server(&mut doc, &["projects", "/p"], server, &ours("/r")).unwrap();
+        assert_eq!(doc["projects"]["/p"]["mcpServers"]["memfold"]["args"][1], "/r");
+        assert_eq!(doc["projects"]["/p"]["allowedTools"][0], "Bash");
+        remove_json_server(&mut doc, &["projects", "/p"], &ours("/r"));
+        assert_eq!(doc, original);
     }
 }
