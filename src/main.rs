@@ -10,6 +10,7 @@ fn main() {
     memfold::doors::cli::private_umask();
     memfold::doors::cli::process_settings();
     let cli = memfold::doors::cli::Cli::parse();
+    memfold::doors::cli::quiet_on_closed_pipe(&cli.command);
     // The daemon logs what it does; any other command prints its result on stdout, so by
     // default it logs only what a person should act on.
     let level = match cli.command {

@@ -220,3 +220,37 @@ fn linked_memory_files_stay_linked_and_get_every_write() {
     let verify = json(&memfold(root, &["verify", "--json"], &[]));
     assert_eq!(verify["ok"], true, "{verify}");
 }
+
+#[test]
+fn output_read_only_in_part_ends_the_command_quietly() {
+    let dir = init();
+    let root = dir.path();
+    let texts: Vec<String> = (0..40).map(|i| format!("Fact number {i} about the quiet pipe")).collect();
+    let mut args = vec!["add"];
+    args.extend(texts.iter().map(String::as_str));
+    assert!(memfold(root, &args, &[]).status.success());
+    // As `memfold search q | true` and `memfold status | head -1`: the reader closes its end
+    // before the command has written everything.
+    for args in
+        [vec!["search", "quiet pipe", "-k", "40"], vec!["status"], vec!["search", "quiet", "--json", "-k", "40"]]
+    {
+        let mut child = crate::common::bin()
+            .arg("--root")
+            .arg(root)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before a byte is written
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            out.status.code() == Some(0) || out.status.signal() == Some(libc::SIGPIPE),
+            "{args:?}: {:?}",
+            out.status
+        );
+    }
+}

@@ -818,6 +818,22 @@ pub fn process_settings() {
     }
 }
 
+/// A command that prints its answer and ends dies quietly when whoever reads its output stops
+/// (`memfold search q | head -1`), as git and ripgrep do, instead of panicking on the closed
+/// pipe: the default action of SIGPIPE, which Rust's runtime sets aside. The daemon, the
+/// stdio MCP server and the hooks keep ignoring it: a client or an agent that goes away must
+/// not end them.
+pub fn quiet_on_closed_pipe(command: &Command) {
+    if matches!(command, Command::Serve { .. } | Command::Mcp | Command::Hook { .. }) {
+        return;
+    }
+    // SAFETY: called from `main` before any other thread exists; only the disposition of one
+    // signal changes.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Whether progress bars make sense (stderr is a terminal).
 pub fn interactive() -> bool {
     std::io::stderr().is_terminal()
