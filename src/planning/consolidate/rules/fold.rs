@@ -38,7 +38,7 @@ use chrono::{Datelike, NaiveDate};
 
 use super::super::aspects::{Key, compatible};
 use super::super::ops::{Candidate, Neighbor, Op, ProposedOp};
-use super::text::{Said, Tok, content_words, strip_time, tokens};
+use super::text::{Said, Tok, claim, content_words, strip_time, tokens};
 use super::words::{is_date, is_name, is_number, word_stem};
 
 /// What the pass knows about the texts of a call besides the texts.
@@ -232,7 +232,8 @@ struct Found {
 /// order); an ADD of one candidate becomes a DUPLICATE or a proposal when a rule above fires.
 pub fn fold(ops: Vec<ProposedOp>, candidates: &[Candidate], neighbours: &[Neighbor], today: NaiveDate, hints: &Hints) -> Vec<ProposedOp> {
     let by_id: FxHashMap<&str, &Candidate> = candidates.iter().map(|c| (c.id.as_str(), c)).collect();
-    let neighbour_words: Vec<Words> = neighbours.iter().map(|n| Words::new(&n.content)).collect();
+    // An entry is weighed by what it says now, not by what it says was true before.
+    let neighbour_words: Vec<Words> = neighbours.iter().map(|n| Words::new(&claim(&n.content))).collect();
     // Entries an op of the rules already changes, and those a fold below takes: one op each.
     let mut taken: FxHashSet<String> = ops.iter().filter_map(|op| op.op.target().map(str::to_string)).collect();
     ops.into_iter()

@@ -873,3 +873,19 @@ fn a_role_swap_is_never_applied_as_a_duplicate_and_a_moved_phrase_still_is() {
     assert_eq!(op.op.kind(), OpKind::Duplicate, "{op:?}");
     assert!(op.confidence.unwrap_or(0.0) >= fold::VOUCHED, "{op:?}");
 }
+
+#[test]
+fn what_an_entry_says_was_true_before_is_not_its_claim() {
+    // The entry's claim is the tomato; its past clause says he was not slicing potatoes. A fact
+    // that repeats the past clause is not said by the entry (it was folded into it, "covered").
+    let old = "Now the man is slicing a tomato (since 2026-05-30); previously: The man is not slicing potatoes.";
+    for hints in [Hints::default(), employer_hints(0.95)] {
+        let op = folded(old, "The man is not slicing a potato", &hints);
+        assert_ne!(op.op.kind(), OpKind::Duplicate, "folded into the past clause: {op:?}");
+    }
+    // The claim itself, said again, still is.
+    assert_eq!(folded(old, "The man is slicing a tomato", &Hints::default()).op.kind(), OpKind::Duplicate);
+    assert_eq!(claim(old), "Now the man is slicing a tomato (since 2026-05-30)");
+    assert_eq!(claim("Cuts a potato (previously recorded: Cut potatoes.) daily."), "Cuts a potato  daily.");
+    assert_eq!(claim("Has a dog. Likes tea."), "Has a dog. Likes tea.");
+}

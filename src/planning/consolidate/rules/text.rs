@@ -64,6 +64,34 @@ pub(super) fn is_history(clause: &str) -> bool {
     HISTORY_OPENERS.iter().any(|h| lower.starts_with(h))
 }
 
+/// What a text says now: the text before its first clause of history (`; previously: …`),
+/// without asides of history (`(previously recorded: …)`). An entry's past clauses say what
+/// was true before; a fact that repeats one of them is not said by the entry.
+pub(super) fn claim(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    // Asides that open with a history word go.
+    while let Some(open) = rest.find('(') {
+        let inner = &rest[open + 1..];
+        let close = inner.find(')').map_or(rest.len(), |c| open + 1 + c + 1);
+        out.push_str(&rest[..open]);
+        if !is_history(inner) {
+            out.push_str(&rest[open..close]);
+        }
+        rest = &rest[close..];
+    }
+    out.push_str(rest);
+    // Then everything from the first clause of history on.
+    let chars: Vec<(usize, char)> = out.char_indices().collect();
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        let end = c == '\n' || (".!?;:".contains(c) && chars.get(k + 1).is_none_or(|(_, n)| n.is_whitespace()));
+        if end && at > 0 && is_history(&out[at + c.len_utf8()..]) {
+            return out[..at].trim_end().to_string();
+        }
+    }
+    out.trim_end().to_string()
+}
+
 /// The clause that states the current value: the first one, when every later one is history.
 /// `None` when the text states several things (it is then never part of a contradiction).
 pub(super) fn current_clause(text: &str) -> Option<String> {
