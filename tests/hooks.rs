@@ -719,3 +719,103 @@ async fn a_compaction_summary_and_the_exchange_after_it_are_both_extracted() {
     assert!(stored.contains(&"The checkout service moved to port 8443".to_string()), "the summary: {stored:?}");
     daemon.stop().await;
 }
+
+fn git_in(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A transcript in which the person asks to remember `text`.
+fn asked(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, said_line(&format!("Remember that {text}"))).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn worktrees_and_clones_of_one_repository_share_one_space_and_older_spaces_merge() {
+    let home = crate::common::home::Home::new(&[], &[], "auto_create = true\n");
+    let work = std::fs::canonicalize(home.dir.path()).unwrap().join("work");
+    let app = work.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    git_in(&app, &["init", "--quiet"]);
+    git_in(&app, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "--allow-empty", "-m", "first"]);
+    git_in(&app, &["worktree", "add", "--quiet", "../app-feature"]);
+    let feature = work.join("app-feature");
+    // What an older memfold left: a space per work tree, each recording its folder.
+    for (space, folder, fact) in
+        [("app", &app, "The app deploys on Fridays"), ("app-feature", &feature, "The feature flag is called new-cart")]
+    {
+        home.ok(Some(space), &["init"]);
+        std::fs::write(home.space(space).join(".memfold/project"), format!("{}\n", folder.display())).unwrap();
+        home.ok(Some(space), &["add", fact]);
+        home.ok(Some(space), &["consolidate", "--force"]);
+    }
+    let before: usize = ["app", "app-feature"]
+        .iter()
+        .map(|s| home.json(Some(s), &["verify", "--json"])["facts"].as_u64().unwrap() as usize)
+        .sum();
+    // A session in the linked work tree: its memory goes to the repository's space, and the
+    // other space is named with the command that joins it.
+    let transcript = asked(home.dir.path(), "t1.jsonl", "the checkout tests need Redis running.");
+    let ran = home_hook(
+        &home,
+        "stop",
+        &json!({"session_id": "w1", "cwd": feature.join("src"), "transcript_path": transcript}),
+    );
+    check_shape("stop", &ran);
+    assert!(
+        ran.stderr.contains("space app-feature also holds memory of this repository")
+            && ran.stderr.contains("--merge app app-feature"),
+        "{}",
+        ran.stderr
+    );
+    let in_app = home.json(Some("app"), &["search", "checkout tests Redis", "--json"]);
+    assert!(in_app.to_string().contains("Redis"), "{in_app}");
+    // Joined: every fact of both in one archive, verify ok, the other space gone (kept aside).
+    let joined = home.json(None, &["spaces", "--merge", "app", "app-feature", "--json"]);
+    assert_eq!(joined["from"], "app-feature", "{joined}");
+    let report = home.json(Some("app"), &["verify", "--json"]);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["facts"].as_u64().unwrap() as usize, before + 1, "{report}");
+    let listed = home.json(None, &["spaces", "--json"]);
+    let names: Vec<&str> = listed["spaces"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["app"], "{listed}");
+    assert!(std::path::Path::new(joined["kept_at"].as_str().unwrap()).join("archive").is_dir(), "kept whole");
+    let found = home.json(Some("app"), &["search", "feature flag", "--json"]);
+    assert!(found.to_string().contains("new-cart"), "{found}");
+    let again = home_hook(&home, "stop", &json!({"session_id": "w2", "cwd": feature, "transcript_path": transcript}));
+    assert!(!again.stderr.contains("also holds"), "{}", again.stderr);
+
+    // With an origin, a clone of the same remote in another folder lands in the same space.
+    git_in(&app, &["remote", "add", "origin", "git@github.com:Me/App.git"]);
+    let copy = work.join("elsewhere/app-copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    git_in(&copy, &["init", "--quiet"]);
+    git_in(&copy, &["remote", "add", "origin", "https://github.com/me/app.git"]);
+    let transcript = asked(home.dir.path(), "t2.jsonl", "staging runs on fly.io.");
+    check_shape(
+        "stop",
+        &home_hook(&home, "stop", &json!({"session_id": "c1", "cwd": copy, "transcript_path": transcript})),
+    );
+    let found = home.json(Some("app"), &["search", "staging fly.io", "--json"]);
+    assert!(found.to_string().contains("fly.io"), "the clone's fact is in app: {found}");
+    let listed = home.json(None, &["spaces", "--json"]);
+    assert_eq!(listed["spaces"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        std::fs::read_to_string(home.space("app").join(".memfold/project")).unwrap().trim(),
+        "remote:github.com/me/app"
+    );
+
+    // A folder outside git keeps a space of its own, named after it.
+    let notes = work.join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    let transcript = asked(home.dir.path(), "t3.jsonl", "the notes are in markdown.");
+    check_shape(
+        "stop",
+        &home_hook(&home, "stop", &json!({"session_id": "n1", "cwd": notes, "transcript_path": transcript})),
+    );
+    let listed = home.json(None, &["spaces", "--json"]);
+    let names: Vec<&str> = listed["spaces"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["app", "notes"], "{listed}");
+}

@@ -126,6 +126,11 @@ pub enum Command {
     Add(AddArgs),
     /// List the spaces of a home: entries, pending facts, last pass, disk, last use.
     Spaces {
+        /// Join the second space into the first: every fact, entry, tombstone and hand-written
+        /// line of it (as a sync joins two machines); its folder is then kept aside under the
+        /// home's `.memfold/merged/`. For spaces made per work tree or clone of one repository.
+        #[arg(long, num_args = 2, value_names = ["INTO", "FROM"])]
+        merge: Option<Vec<String>>,
         #[arg(long)]
         json: bool,
     },
@@ -374,8 +379,9 @@ pub fn run(cli: Cli) -> Result<i32> {
     // An agent starts `memfold --home H mcp` in its project: the project's space.
     if let (Command::Mcp, Some(home), None) = (&cli.command, &config.home, &config.space) {
         let cwd = std::env::current_dir().context("the current folder")?;
-        let space = crate::doors::hook::project_space(&config, &Home::new(home), &crate::store::home::project_of(&cwd))
-            .map_err(anyhow::Error::msg)?;
+        let space =
+            crate::doors::hook::project_space(&config, &Home::new(home), &crate::store::project::Project::of(&cwd))
+                .map_err(anyhow::Error::msg)?;
         config =
             Config::load(&Overrides { space: Some(space), ..overrides.clone() }).context("loading configuration")?;
     }
@@ -411,7 +417,8 @@ pub fn run(cli: Cli) -> Result<i32> {
                 Command::Serve { bind } => {
                     crate::doors::daemon::serve_home(config, bind).await.map(|()| 0).map_err(Into::into)
                 }
-                Command::Spaces { json } => spaces(config, json).await,
+                Command::Spaces { merge: Some(names), json } => join_spaces(config, &names, json).await,
+                Command::Spaces { merge: None, json } => spaces(config, json).await,
                 _ => unreachable!("only these work on a whole home"),
             };
         }
@@ -564,6 +571,24 @@ async fn spaces(config: Config, json: bool) -> Result<i32> {
     let (spaces, _) = Spaces::home(config)?;
     let list = spaces.summaries().await;
     print(json, &json!({ "spaces": list }), || render::spaces(&list))
+}
+
+/// `spaces --merge INTO FROM`.
+async fn join_spaces(config: Config, names: &[String], json: bool) -> Result<i32> {
+    let [into, from] = names else { bail!("--merge takes two spaces: INTO FROM") };
+    let home = Home::new(config.home.clone().context("--merge joins spaces of a home: give --home DIR")?);
+    let other = home.space(from).map_err(anyhow::Error::msg)?;
+    other.check_initialized().map_err(|e| anyhow::anyhow!("space {from}: {e}"))?;
+    home.space(into)
+        .map_err(anyhow::Error::msg)?
+        .check_initialized()
+        .map_err(|e| anyhow::anyhow!("space {into}: {e}"))?;
+    let flags = Overrides { home: Some(home.dir().to_path_buf()), space: Some(into.clone()), ..Overrides::default() };
+    let memory = Memory::open(Config::load(&flags).context("loading configuration")?).await?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let aside = home.state_dir().join("merged").join(format!("{from}-{stamp}"));
+    let joined = memory.join_space(other, from.clone(), aside).await?;
+    print(json, &joined, || render::joined(into, &joined))
 }
 
 fn ui(config: &Config, bind: Option<String>) -> Result<i32> {

@@ -193,6 +193,29 @@ pub fn synced(report: &crate::memory::SyncReport) -> String {
     out
 }
 
+/// `memfold spaces --merge INTO FROM`.
+pub fn joined(into: &str, joined: &crate::memory::JoinedSpace) -> String {
+    let m = &joined.merged;
+    let mut out = format!(
+        "space {} joined into {into}: {} fact{} and {} entr{} came in, {} tombstone{}; its folder is kept at {}",
+        joined.from,
+        m.facts,
+        plural(m.facts),
+        m.entries,
+        if m.entries == 1 { "y" } else { "ies" },
+        m.tombstones,
+        plural(m.tombstones),
+        joined.kept_at.display()
+    );
+    if let Some(plan) = &m.plan {
+        out.push_str(&format!(
+            "\n  entries both spaces held with different texts: plan {plan} offers the other version of each \
+             (`memfold --space {into} plan {plan}`)"
+        ));
+    }
+    out
+}
+
 /// `memfold sync --status`.
 pub fn sync_status(status: &crate::memory::SyncStatus) -> String {
     if !status.enabled {

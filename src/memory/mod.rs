@@ -42,7 +42,7 @@ pub mod views;
 pub use curation::Undo;
 pub use ingest::CheckedFacts;
 pub use sweeps::{SweepOptions, SweepReport};
-pub use sync::{SyncReport, SyncState, SyncStatus, due as sync_due};
+pub use sync::{JoinedSpace, SyncReport, SyncState, SyncStatus, due as sync_due};
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -370,6 +370,17 @@ impl Memory {
         self.inner.hold_vectors.store(true, Ordering::SeqCst);
         if let Some(index) = self.inner.index.get() {
             index.hold_vectors();
+        }
+    }
+
+    /// As [`Memory::hold_vectors`], reading the vectors now rather than once the index has
+    /// been quiet for a while: for a space a daemon opens on a request, so that the requests
+    /// after the first are answered from them. Errors are logged (searches go to lance).
+    pub(crate) async fn hold_vectors_now(&self) {
+        self.inner.hold_vectors.store(true, Ordering::SeqCst);
+        match self.index().await {
+            Ok(index) => index.hold_vectors_now().await,
+            Err(e) => tracing::warn!(error = %e, "the index's vectors are not held; searches ask lance"),
         }
     }
 

@@ -491,3 +491,96 @@ fn remove_marker(root: &Root) {
         Err(e) => tracing::warn!(error = %e, "could not remove .memfold/sync-merge"),
     }
 }
+
+/// What joining another space into this one did.
+#[derive(Debug, Clone, Serialize)]
+pub struct JoinedSpace {
+    /// The space taken in.
+    pub from: String,
+    /// Where its folder was moved, whole, once its memory was in this one.
+    pub kept_at: std::path::PathBuf,
+    pub merged: Merged,
+}
+
+impl Memory {
+    /// Take the memory of `other` (another space's root, named `name`) into this one, the way a
+    /// sync takes another machine's (`planning::sync`, with nothing in common): every fact of
+    /// its archive (by id), its tombstones, its entries (by id; one id holding two texts keeps
+    /// the later and offers the other for review), its history and the lines a person wrote in
+    /// its `MEMORY.md`. Then its folder is moved, whole, to `aside`. Refused while a daemon
+    /// serves it or another writer holds it.
+    pub async fn join_space(&self, other: Root, name: String, aside: std::path::PathBuf) -> Result<JoinedSpace, Error> {
+        let me = self.clone();
+        let joined = blocking(move || me.join_blocking(&other, &name, &aside)).await?;
+        self.tell(Rewritten::Memory);
+        self.tell(Rewritten::Promoted);
+        self.refresh_after_change().await;
+        Ok(joined)
+    }
+
+    fn join_blocking(&self, other: &Root, name: &str, aside: &std::path::Path) -> Result<JoinedSpace, Error> {
+        let root = &self.inner.root;
+        if other.dir() == root.dir() {
+            return Err(Error::BadInput(format!("space {name} is this space: nothing to join")));
+        }
+        other.check_initialized().map_err(Error::BadInput)?;
+        // Nobody else may read or write it meanwhile: no daemon serves it, no pass runs in it.
+        let _served = LockGuard::try_acquire(&other.serve_lock(), "memfold spaces --merge")?;
+        let theirs_lock = LockGuard::try_acquire(&other.consolidate_lock(), "memfold spaces --merge")?;
+        commit::recover(other, &theirs_lock)?;
+        let lock = self.lock()?;
+        self.reconcile_locked(&lock)?;
+        let read = |dir: &std::path::Path, path: &str| -> Result<Option<String>, Error> {
+            match std::fs::read(dir.join(path)) {
+                Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(Error::Read { path: format!("{}/{path}", dir.display()), source }),
+            }
+        };
+        let days = |dir: &std::path::Path| -> Vec<String> {
+            std::fs::read_dir(dir.join("archive"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| format!("archive/{}", e.file_name().to_string_lossy()))
+                .filter(|p| sync::allowed(p))
+                .collect()
+        };
+        let mut paths: Vec<String> = days(other.dir());
+        paths.extend(days(root.dir()));
+        paths.extend([sync::MEMORY, sync::HISTORY, sync::TOMBSTONES, sync::PROMOTED].map(String::from));
+        paths.sort_unstable();
+        paths.dedup();
+        let mut files = BTreeMap::new();
+        for path in paths {
+            let side = Side { base: None, ours: read(root.dir(), &path)?, theirs: read(other.dir(), &path)? };
+            files.insert(path, side);
+        }
+        let ledger = Ledger::load(root)?;
+        let now = self.inner.clock.now();
+        let other_name = format!("space {name}");
+        let run = format!("r-{}-join-{}", now.format("%Y%m%dT%H%M%SZ"), &crate::store::content_hash(name)[..4]);
+        let request = sync::Request {
+            ledger: &ledger,
+            files: &files,
+            other: &other_name,
+            run: &run,
+            now,
+            today: self.inner.clock.day_of(now),
+            secrets: self.inner.config.ingest.secrets,
+        };
+        let (change, merged) = sync::plan(&request).map_err(Error::Unreadable)?;
+        commit::commit(root, &change, &lock)?;
+        drop(lock);
+        // Its memory is in this one now: the folder goes aside whole (nothing of it is lost),
+        // its locks still held until it has moved.
+        if let Some(parent) = aside.parent() {
+            crate::sys::access::create_dir(parent)
+                .map_err(|source| Error::Read { path: parent.display().to_string(), source })?;
+        }
+        std::fs::rename(other.dir(), aside)
+            .map_err(|source| Error::Read { path: other.dir().display().to_string(), source })?;
+        tracing::info!(from = name, facts = merged.facts, entries = merged.entries, "space joined");
+        Ok(JoinedSpace { from: name.to_string(), kept_at: aside.to_path_buf(), merged })
+    }
+}

@@ -222,7 +222,7 @@ impl Spaces {
         let config = memory.config().clone();
         let (spaces, worker) = Spaces::new(Served::Root, config, daemon);
         let service = spaces.service_over(String::new(), memory);
-        let stop = spaces.start_space(&service);
+        let stop = spaces.start_space(&service, false);
         lock(&spaces.open).push(Open { name: String::new(), service, used: Instant::now(), _stop: stop, _lock: None });
         (spaces, worker)
     }
@@ -238,7 +238,7 @@ impl Spaces {
         };
         let (spaces, worker) = Spaces::new(Served::Home(Home::new(dir)), config, false);
         let service = spaces.service_over(name.clone(), memory);
-        let stop = spaces.start_space(&service);
+        let stop = spaces.start_space(&service, false);
         lock(&spaces.open).push(Open { name, service, used: Instant::now(), _stop: stop, _lock: None });
         (spaces, worker)
     }
@@ -497,7 +497,7 @@ impl Spaces {
         };
         let memory = Memory::open_with(config, self.models.clone()).await.map_err(|e| unavailable(e.to_string()))?;
         let service = self.service_over(name.to_string(), memory);
-        let stop_tx = self.start_space(&service);
+        let stop_tx = self.start_space(&service, true);
         if let Some(watcher) = lock(&self.watcher).as_ref()
             && let Err(e) = watcher.add(name, root.dir())
         {
@@ -526,13 +526,23 @@ impl Spaces {
 
     /// In a daemon: have a space just opened hold its rows, catch up with what changed while
     /// it was closed, and index in the background until the returned sender is dropped.
-    fn start_space(&self, service: &Service) -> watch::Sender<bool> {
+    /// `on_request`: a home's space opened for a request, whose rows are read at once.
+    fn start_space(&self, service: &Service, on_request: bool) -> watch::Sender<bool> {
         let (stop_tx, stop) = watch::channel(false);
         if self.daemon {
-            service.hold_rows();
             service.mark_dirty();
             service.resume_spool();
-            lock(&self.indexers).spawn(super::workers::indexer_worker(service.indexing(), stop));
+            let mut indexers = lock(&self.indexers);
+            if on_request {
+                // The rows read now, not after a quiet second: the request that opened the
+                // space is answered by lance, the ones after it from the held rows.
+                let (memory, _) = service.indexing();
+                indexers.spawn(async move { memory.hold_vectors_now().await });
+            } else {
+                // A lone root's daemon reads them in its warm-up, after the settle.
+                service.hold_rows();
+            }
+            indexers.spawn(super::workers::indexer_worker(service.indexing(), stop));
         }
         stop_tx
     }

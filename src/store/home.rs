@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Root;
+use super::project::Project;
 
 /// Longest space name, in bytes.
 pub const MAX_NAME: usize = 64;
@@ -48,9 +49,40 @@ pub fn project_name(project: &Path) -> String {
 }
 
 /// The project a folder belongs to: the top of its git work tree (the nearest folder up that
-/// holds `.git`), else the folder itself.
+/// holds `.git`), else the folder itself. (The repository it belongs to, whichever work tree or
+/// clone: [`Project`].)
 pub fn project_of(dir: &Path) -> PathBuf {
     dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(dir).to_path_buf()
+}
+
+/// A space name made from a remote's address (`github.com/org/app` → `github.com-org-app`).
+pub fn remote_name(address: &str) -> String {
+    let mut name: String = address
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_') { c } else { '-' })
+        .collect();
+    while name.contains("--") {
+        name = name.replace("--", "-");
+    }
+    let name = name.trim_matches(['.', '_', '-']);
+    let mut name = name.to_string();
+    if name.len() > MAX_NAME {
+        // The end of an address names the project; the host is the part to lose.
+        name = name[name.len() - MAX_NAME..].trim_start_matches(['.', '_', '-']).to_string();
+    }
+    if name.is_empty() { "project".to_string() } else { name }
+}
+
+/// Where a project's memory is kept in a home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectSpace {
+    pub name: String,
+    /// Whether the space exists yet.
+    pub exists: bool,
+    /// Other spaces that hold memory of the same project: made per work tree or per clone by
+    /// an older memfold (`memfold spaces --merge` joins them).
+    pub also: Vec<String>,
 }
 
 /// The folders and files of a home.
@@ -101,44 +133,87 @@ impl Home {
         Ok(Root::new(self.spaces_dir().join(name)))
     }
 
-    /// The space that holds the memory of the project at `project` (a folder): named after the
-    /// folder, with a short hash of its path when another project already has that name. The
-    /// space records its project (`.memfold/project`), so the same project always finds the
-    /// same space; a space made by hand under that name is adopted by the first project to
-    /// use it. Whether the space exists yet is the second value.
-    pub fn space_for_project(&self, project: &Path) -> (String, bool) {
-        let base = project_name(project);
-        let path = project.to_string_lossy().into_owned();
-        let hash: String = sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(path.as_bytes()))
-            .iter()
-            .take(3)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let suffixed = format!("{}-{hash}", &base[..base.len().min(MAX_NAME - 7)]);
-        for name in [base, suffixed.clone()] {
-            let Ok(root) = self.space(&name) else { continue };
+    /// The space that holds the memory of `project`: the one that records its identity
+    /// (`.memfold/project`); else one an older memfold made for one of its folders, adopted
+    /// (its record is brought up to date by [`Home::record_project`]); else a new one, named from
+    /// the remote (`github.com-org-app`) or the main work tree's folder, with a short hash of the
+    /// identity when another project has that name.
+    pub fn space_for_project(&self, project: &Project) -> ProjectSpace {
+        let identity = project.identity();
+        let base = match &project.remote {
+            Some(remote) => remote_name(remote),
+            None => project_name(&project.main),
+        };
+        let suffixed = format!("{}-{}", &base[..base.len().min(MAX_NAME - 7)], short_hash(&identity));
+        let record = |name: &str| -> Option<Option<String>> {
+            let root = self.space(name).ok()?;
             if !root.is_initialized() {
-                return (name, false);
+                return None;
             }
             match std::fs::read_to_string(project_file(&root)) {
-                Ok(recorded) if recorded.trim_end_matches('\n') == path => return (name, true),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (name, true),
-                _ => {}
+                Ok(recorded) => Some(Some(recorded.trim_end_matches('\n').to_string())),
+                Err(_) => Some(None),
+            }
+        };
+        // What an older memfold recorded: a folder's path, its space named after the folder.
+        let old_style: Vec<(String, String)> = project
+            .folders()
+            .into_iter()
+            .map(|folder| folder.to_string_lossy().into_owned())
+            .flat_map(|path| {
+                let name = project_name(Path::new(&path));
+                let hashed = format!("{}-{}", &name[..name.len().min(MAX_NAME - 7)], short_hash(&path));
+                [(name, path.clone()), (hashed, path)]
+            })
+            .collect();
+        // A record of one of this project's folders: its path (older memfold), or `path:` and
+        // the path (before the repository had a remote).
+        let of_a_folder = |recorded: &str| {
+            let path = recorded.strip_prefix("path:").unwrap_or(recorded);
+            old_style.iter().any(|(_, folder)| folder == path)
+        };
+        let mut found: Vec<String> = Vec::new();
+        for name in [&base, &suffixed] {
+            if let Some(recorded) = record(name) {
+                let ours = recorded.as_deref().is_none_or(|r| r == identity || of_a_folder(r));
+                if ours {
+                    found.push(name.clone());
+                }
             }
         }
-        let exists = self.space(&suffixed).is_ok_and(|r| r.is_initialized());
-        (suffixed, exists)
+        for (name, _) in &old_style {
+            if !found.contains(name) && record(name).is_some_and(|r| r.as_deref().is_some_and(of_a_folder)) {
+                found.push(name.clone());
+            }
+        }
+        if found.is_empty() {
+            // A clone elsewhere, or a space kept under an older name: any space that records
+            // this identity, or a folder that is (still) this project.
+            let same = |recorded: &str| {
+                recorded == identity || {
+                    let path = Path::new(recorded.strip_prefix("path:").unwrap_or(recorded));
+                    !recorded.starts_with("remote:") && path.is_dir() && Project::of(path).identity() == identity
+                }
+            };
+            found.extend(self.names().into_iter().filter(|n| record(n).is_some_and(|r| r.as_deref().is_some_and(same))));
+        }
+        if let Some((first, also)) = found.split_first() {
+            return ProjectSpace { name: first.clone(), exists: true, also: also.to_vec() };
+        }
+        let taken = |name: &str| self.space(name).is_ok_and(|r| r.is_initialized());
+        let name = if taken(&base) { suffixed } else { base };
+        ProjectSpace { exists: taken(&name), name, also: Vec::new() }
     }
 
-    /// Record that space `name` holds the memory of `project`.
-    pub fn record_project(&self, name: &str, project: &Path) -> std::io::Result<()> {
+    /// Record that space `name` holds the memory of the project known as `identity`
+    /// ([`Project::identity`]); a record an older memfold wrote (a folder's path) is replaced.
+    pub fn record_project(&self, name: &str, identity: &str) -> std::io::Result<()> {
         let root = self.space(name).map_err(std::io::Error::other)?;
         let file = project_file(&root);
-        if std::fs::read_to_string(&file).is_ok() {
+        if std::fs::read_to_string(&file).is_ok_and(|t| t.trim_end_matches('\n') == identity) {
             return Ok(());
         }
-        super::atomic::write_atomic(&file, format!("{}\n", project.to_string_lossy()).as_bytes(), None)
-            .map_err(std::io::Error::other)
+        super::atomic::write_atomic(&file, format!("{identity}\n").as_bytes(), None).map_err(std::io::Error::other)
     }
 
     /// Refuse a folder that is a memory root: a root's files are not spaces, and serving it as
@@ -175,6 +250,15 @@ impl Home {
         names.sort();
         names
     }
+}
+
+/// Six hex digits of a text's sha256.
+fn short_hash(text: &str) -> String {
+    sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(text.as_bytes()))
+        .iter()
+        .take(3)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod git;
 pub mod home;
 pub mod ledger;
 pub mod listening;
+pub mod project;
 pub mod promoted;
 pub mod recall;
 pub mod secrets;

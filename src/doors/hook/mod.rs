@@ -34,8 +34,9 @@ use crate::store::agents::Agent;
 use crate::store::agents::capture::{Capture, Position, Spooled};
 use crate::store::agents::transcript::{self, Role, Said};
 use crate::store::archive::{Appender, NewFact};
-use crate::store::home::{self, Home};
+use crate::store::home::Home;
 use crate::store::listening::Listening;
+use crate::store::project::Project;
 use client::Daemon;
 
 /// The events a hook answers.
@@ -166,8 +167,8 @@ struct Target {
 /// first use when `spaces.auto_create` is on) or `--space`; else the root.
 fn target(overrides: &Overrides, payload: &Payload) -> Result<Target, String> {
     let cwd = payload.cwd.as_deref().map(PathBuf::from).or_else(|| std::env::current_dir().ok()).unwrap_or_default();
-    let project = home::project_of(&cwd);
-    let project_name = project.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let project = Project::of(&cwd);
+    let project_name = project.name();
     let base = Config::load(overrides).map_err(|e| format!("configuration: {e}"))?;
     let Some(home_dir) = base.home.clone() else {
         let root = Root::new(&base.root);
@@ -201,16 +202,18 @@ fn target(overrides: &Overrides, payload: &Payload) -> Result<Target, String> {
 }
 
 /// The space of the home that holds `project`'s memory, made now if it is new and
-/// `spaces.auto_create` is on.
-pub fn project_space(config: &Config, home: &Home, project: &Path) -> Result<String, String> {
-    let (space, exists) = home.space_for_project(project);
+/// `spaces.auto_create` is on. Spaces an older memfold made for other work trees or clones of
+/// the same repository are named on stderr, with the command that joins them.
+pub fn project_space(config: &Config, home: &Home, project: &Project) -> Result<String, String> {
+    let found = home.space_for_project(project);
+    let space = found.name;
     let root = home.space(&space)?;
-    if !exists {
+    if !found.exists {
         if !config.spaces.auto_create {
             return Err(format!(
                 "no space {space} for the project {} in the home {}: `memfold --home {} --space {space} init` makes it, \
                  or set spaces.auto_create = true",
-                project.display(),
+                project.top.display(),
                 home.dir().display(),
                 home.dir().display()
             ));
@@ -218,8 +221,15 @@ pub fn project_space(config: &Config, home: &Home, project: &Path) -> Result<Str
         root.init().map_err(|e| format!("making space {space}: {e}"))?;
         token::ensure(&root.token_file()).map_err(|e| e.to_string())?;
     }
-    if let Err(e) = home.record_project(&space, project) {
+    if let Err(e) = home.record_project(&space, &project.identity()) {
         warn(&format!("space {space} does not record its project: {e}"));
+    }
+    for other in &found.also {
+        warn(&format!(
+            "space {other} also holds memory of this repository (made for another work tree or clone): \
+             `memfold --home {} spaces --merge {space} {other}` joins it into {space}",
+            home.dir().display()
+        ));
     }
     Ok(space)
 }
