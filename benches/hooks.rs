@@ -2,9 +2,10 @@
 //! payload on stdin, the answer read from stdout, on a root of N entries (default 100,000)
 //! with a running daemon, then with the daemon stopped.
 //!
-//! It prints p50 and p95 over R runs (default 30) of
+//! It prints p50, p95 and p99 over R runs (default 30) of
 //! - `hook session-start` (MEMORY.md, then the project's entries through the daemon);
-//! - `hook user-prompt-submit` (a search with the similarity floor, counted in the recall log);
+//! - `hook user-prompt-submit` (`POST /recall`: the entries chosen for the prompt, counted in the
+//!   recall log and in the session's record of what it was told);
 //! - `hook stop` without an LLM (the transcript read from the session's position, a request to
 //!   remember stored through `POST /facts`), and with an LLM configured (the exchange spooled
 //!   and handed to the daemon, which extracts it in the background; the hook does not wait);
@@ -55,9 +56,10 @@ fn hook(root: &Path, event: &str, payload: &serde_json::Value, env: &[(&str, &st
 
 fn report(what: &str, times: &mut [Duration], target: &str) {
     println!(
-        "  {what}: p50 {:.1} ms, p95 {:.1} ms over {} runs ({target})",
+        "  {what}: p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms over {} runs ({target})",
         ms(quantile(times, 0.5)),
         ms(quantile(times, 0.95)),
+        ms(quantile(times, 0.99)),
         times.len()
     );
 }

@@ -16,23 +16,18 @@
 //! `minilm` with `MEMFOLD_TEST_MINILM_DIR`), `MEMFOLD_BENCH_FOLDS` (`on`; `off`: the text rules
 //! alone, as before folds existed). Run: `cargo bench --bench locomo --profile dev`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+#[path = "common/locomo.rs"]
+mod locomo;
 
-use chrono::NaiveDate;
+use std::collections::{BTreeMap, HashMap};
+
 use memfold::config::{Config, EmbeddingProvider};
 use memfold::memory::{Memory, SearchRequest};
 use memfold::planning::consolidate::pass::PassOptions;
-use memfold::store::archive::NewFact;
 use serde_json::Value;
 
 fn setting(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
-}
-
-/// "1:56 pm on 8 May, 2023" → 2023-05-08.
-fn session_day(stamp: &str) -> NaiveDate {
-    let date = stamp.split(" on ").nth(1).unwrap_or(stamp).trim();
-    NaiveDate::parse_from_str(date, "%d %B, %Y").unwrap_or_else(|e| panic!("session date {stamp:?}: {e}"))
 }
 
 #[tokio::main]
@@ -66,33 +61,17 @@ async fn main() {
         let memory = Memory::open(config).await.unwrap();
 
         // Sessions in order, each consolidated before the next is told.
-        let conversation = &sample["conversation"];
-        let observations = sample["observation"].as_object().unwrap();
-        let mut sessions: Vec<usize> = observations
-            .keys()
-            .filter_map(|k| k.strip_prefix("session_")?.strip_suffix("_observation")?.parse().ok())
-            .collect();
-        sessions.sort_unstable();
         let mut fact_text: HashMap<String, String> = HashMap::new();
         let mut fact_of_dia: HashMap<String, Vec<String>> = HashMap::new();
         let mut facts_told = 0;
         let mut applied: Vec<(String, String, Vec<String>, Option<f64>)> = Vec::new();
         let mut proposed: BTreeMap<String, usize> = BTreeMap::new();
-        for s in sessions {
-            let day = session_day(conversation[format!("session_{s}_date_time")].as_str().unwrap());
-            let mut news = Vec::new();
-            for said in observations[&format!("session_{s}_observation")].as_object().unwrap().values() {
-                for item in said.as_array().unwrap() {
-                    let (text, dia) = (item[0].as_str().unwrap(), item[1].as_str().unwrap_or_default());
-                    news.push(NewFact { text: text.to_string(), date: Some(day), source: Some(dia.to_string()) });
-                }
-            }
+        for news in locomo::sessions(sample) {
             let added = memory.add(memory.check_facts(news.clone()).unwrap()).unwrap();
             facts_told += added.len();
             for (fact, new) in added.iter().zip(&news) {
                 fact_text.insert(fact.id.clone(), new.text.clone());
-                // One observation may cite several dialogue turns ("D1:3; D1:5").
-                for dia in new.source.as_deref().unwrap_or_default().split([';', ',', ' ']).filter(|d| !d.is_empty()) {
+                for dia in locomo::turns(new.source.as_deref().unwrap_or_default()) {
                     fact_of_dia.entry(dia.to_string()).or_default().push(fact.id.clone());
                 }
             }
@@ -128,24 +107,10 @@ async fn main() {
 
         // Evidence recall@10.
         let (mut asked, mut hit) = (0usize, 0usize);
-        for qa in sample["qa"].as_array().unwrap() {
-            if qa["category"].as_i64() == Some(5) {
-                continue;
-            }
-            let evidence: HashSet<&String> = qa["evidence"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|d| d.as_str())
-                .filter_map(|d| fact_of_dia.get(d.trim()))
-                .flatten()
-                .collect();
-            if evidence.is_empty() {
-                continue;
-            }
+        for (question, evidence) in locomo::questions(sample, &fact_of_dia) {
             asked += 1;
             let request = SearchRequest { k: Some(10), ..SearchRequest::default() };
-            let hits = memory.search(qa["question"].as_str().unwrap(), &request).await.unwrap();
+            let hits = memory.search(question, &request).await.unwrap();
             if hits.iter().any(|h| evidence.contains(&h.id) || h.sources.iter().any(|s| evidence.contains(s))) {
                 hit += 1;
             }

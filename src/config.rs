@@ -349,8 +349,17 @@ pub struct SyncConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
-    /// Recall for a prompt only entries at least this similar to it (cosine, -1 to 1).
-    pub min_similarity: f64,
+    /// Recall for a prompt only entries at least this similar to it (cosine, -1 to 1); absent:
+    /// the bar measured for the embedder in use (`models::embed::recall_bar`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_similarity: Option<f64>,
+    /// A line recalled after the best needs a score at least the best's less this (the score is
+    /// the cosine plus `prompt_words_weight` times the share of the prompt's words it holds).
+    pub prompt_gap: f64,
+    /// Weight of the prompt's own words, against the cosine, in a line's score.
+    pub prompt_words_weight: f64,
+    /// Added to the score of a line dated in a month or year the prompt names ("in June").
+    pub prompt_dates_weight: f64,
     /// Entries recalled for a prompt, at most.
     pub prompt_k: usize,
     /// Characters recalled for a prompt, at most.
@@ -365,8 +374,11 @@ pub struct HooksConfig {
 impl Default for HooksConfig {
     fn default() -> Self {
         HooksConfig {
-            min_similarity: 0.35,
-            prompt_k: 5,
+            min_similarity: None,
+            prompt_gap: 0.15,
+            prompt_words_weight: 0.75,
+            prompt_dates_weight: 0.3,
+            prompt_k: 3,
             prompt_max_chars: 2_000,
             session_start_max_chars: 10_000,
             daemon_timeout_ms: 1_500,
@@ -656,7 +668,22 @@ impl Config {
         for entry in &self.server.allowed_hosts {
             check_allowed_host(entry).or_else(|message| bad("server.allowed_hosts", &message))?;
         }
+        if let Some(bar) = self.hooks.min_similarity
+            && !(-1.0..=1.0).contains(&bar)
+        {
+            return bad("hooks.min_similarity", "must be a cosine, from -1 to 1");
+        }
         for (key, value) in [
+            ("hooks.prompt_gap", self.hooks.prompt_gap),
+            ("hooks.prompt_words_weight", self.hooks.prompt_words_weight),
+            ("hooks.prompt_dates_weight", self.hooks.prompt_dates_weight),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return bad(key, "must be a number, 0 or more");
+            }
+        }
+        for (key, value) in [
+            ("hooks.prompt_k", self.hooks.prompt_k),
             ("server.header_timeout_secs", self.server.header_timeout_secs as usize),
             ("server.body_timeout_secs", self.server.body_timeout_secs as usize),
             ("server.max_mcp_sessions", self.server.max_mcp_sessions),
@@ -924,6 +951,27 @@ mod tests {
             Config::load_with_env(&Overrides { root: None, config: Some(file), ..Overrides::default() }, &env(&[]))
                 .unwrap_err();
         assert!(err.to_string().contains("consolidation.call_budget_tokens"), "{err}");
+    }
+
+    #[test]
+    fn the_recall_settings_out_of_range_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, key) in [
+            ("[hooks]\nmin_similarity = 2.0\n", "hooks.min_similarity"),
+            ("[hooks]\nprompt_gap = -0.1\n", "hooks.prompt_gap"),
+            ("[hooks]\nprompt_words_weight = nan\n", "hooks.prompt_words_weight"),
+            ("[hooks]\nprompt_k = 0\n", "hooks.prompt_k"),
+        ] {
+            let file = write(dir.path(), text);
+            let err =
+                Config::load_with_env(&Overrides { root: None, config: Some(file), ..Overrides::default() }, &env(&[]))
+                    .unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+        let file = write(dir.path(), "[hooks]\nmin_similarity = 0.5\n");
+        let c = Config::load_with_env(&Overrides { root: None, config: Some(file), ..Overrides::default() }, &env(&[]))
+            .unwrap();
+        assert_eq!(c.hooks.min_similarity, Some(0.5));
     }
 
     #[test]

@@ -319,6 +319,66 @@ async fn a_prompt_recalls_what_is_relevant_above_the_floor_and_the_recall_is_log
 }
 
 #[tokio::test]
+async fn within_a_session_an_unchanged_entry_is_told_once_and_what_session_start_told_is_not_repeated() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let daemon = fixture.serve(&[]).await;
+    daemon.add(&["The staging database listens on port 5433", "The shop checkout takes payments through Stripe"]).await;
+    let (code, _) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200);
+    let (project, transcript) = project_with_transcript(fixture.dir.path(), "claude-code");
+    let ask = |session: &str, text: &str| {
+        let mut prompt = payload("claude-code", "user-prompt-submit", &project, &transcript, session);
+        prompt["prompt"] = json!(text);
+        check_shape("user-prompt-submit", &hook(&root, "user-prompt-submit", &prompt, &[]))
+    };
+    let port = "which port does the staging database listen on?";
+    // Both entries are in MEMORY.md, which session start hands over whole: nothing to add.
+    assert!(std::fs::read_to_string(root.join("MEMORY.md")).unwrap().contains("port 5433"));
+    assert_eq!(ask("s-0", port), None, "MEMORY.md is in the agent's context already");
+    std::fs::write(root.join("MEMORY.md"), "# Notes\nAlways answer in English.\n").unwrap();
+    let first = ask("s-1", port).expect("the entry is recalled");
+    assert!(first.contains("port 5433") && first.contains("[m-"), "each line names its entry: {first}");
+    assert_eq!(ask("s-1", port), None, "told once in the session");
+    // Over HTTP: a budget too small for the line hands nothing over; no session, nothing held back.
+    let (code, small) = daemon.post("/recall", json!({"prompt": port, "budget": 20})).await;
+    assert_eq!((code, small["lines"].as_array().map(Vec::len)), (200, Some(0)), "{small}");
+    let (_, whole) = daemon.post("/recall", json!({"prompt": port})).await;
+    assert_eq!(whole["lines"][0]["kind"], "entry", "{whole}");
+    assert!(whole["text"].as_str().unwrap().contains("port 5433"), "{whole}");
+    assert!(ask("s-2", port).is_some_and(|c| c.contains("port 5433")), "another session is told again");
+    // A person edits the entry by hand: changed, it is told again in the same session.
+    let memory = root.join("consolidated/memory.md");
+    let edited = std::fs::read_to_string(&memory).unwrap().replace("port 5433", "port 6543");
+    std::fs::write(&memory, edited).unwrap();
+    eventually(Duration::from_secs(30), "the edit indexed", async || {
+        let (_, found) = daemon.get("/search?q=staging%20database%20port").await;
+        found.to_string().contains("6543").then_some(())
+    })
+    .await;
+    assert!(ask("s-1", port).is_some_and(|c| c.contains("port 6543")), "changed since: told again");
+    assert_eq!(ask("s-1", port), None);
+    // What session start handed over (the entries relevant to the project) is not repeated.
+    let start = payload("claude-code", "session-start", &project, &transcript, "s-3");
+    let context = check_shape("session-start", &hook(&root, "session-start", &start, &[])).unwrap();
+    assert!(context.contains("Stripe"), "relevant to the shop: {context}");
+    assert_eq!(ask("s-3", "how does the shop checkout take payments? Stripe?"), None, "{context}");
+    // A session's record of what it was told ends with it.
+    let told = || {
+        std::fs::read_dir(root.join(".memfold/hooks"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".told.json"))
+            .count()
+    };
+    assert_eq!(told(), 3, "s-1, s-2, s-3");
+    let end = payload("claude-code", "session-end", &project, &transcript, "s-1");
+    check_shape("session-end", &hook(&root, "session-end", &end, &[]));
+    assert_eq!(told(), 2, "s-1 pruned with the session");
+    daemon.stop().await;
+}
+
+#[tokio::test]
 async fn with_an_llm_the_daemon_extracts_a_captured_exchange_once_even_after_being_down() {
     let fake = memfold::testkit::FakeOpenAi::start_in_thread();
     fake.set_chat_handler(|_| {

@@ -231,6 +231,9 @@ async fn errors_are_json_with_fitting_statuses() {
     check(daemon.get("/search?q=x&k=0").await, 400, "k zero");
     check(daemon.get("/search?q=x&as_of=someday").await, 400, "bad as_of");
     check(daemon.post("/consolidate", json!({"force": "yes"})).await, 400, "force not a bool");
+    check(daemon.post("/recall", json!({})).await, 400, "no prompt");
+    check(daemon.post("/recall", json!({"prompt": "x", "sesion": "s"})).await, 400, "misspelt key");
+    check(daemon.post("/recall", json!({"prompt": "x", "budget": -1})).await, 400, "budget not a count");
     check(
         daemon.post("/turns", json!({"text": "a", "messages": [{"role": "user", "content": "b"}]})).await,
         400,

@@ -682,7 +682,8 @@ async fn a_stored_secret_never_reaches_an_agent_through_a_hook_or_an_mcp_answer(
         ("session-start", json!({"session_id": "s", "cwd": fixture.dir.path(), "hook_event_name": "SessionStart"})),
         (
             "user-prompt-submit",
-            json!({"session_id": "s", "cwd": fixture.dir.path(), "prompt": "which kubernetes deploy credential do we use?"}),
+            // Another session: the one above was told its project's entries already.
+            json!({"session_id": "s2", "cwd": fixture.dir.path(), "prompt": "which kubernetes deploy credential do we use?"}),
         ),
     ] {
         let mut hook = crate::common::bin()

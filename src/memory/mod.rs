@@ -30,6 +30,7 @@ mod curation;
 mod ingest;
 mod passes;
 mod reads;
+mod recall;
 mod search;
 pub(crate) mod status;
 mod sweeps;
@@ -41,6 +42,7 @@ pub mod views;
 
 pub use curation::Undo;
 pub use ingest::CheckedFacts;
+pub use recall::{RecallRequest, Recalled, RecalledLine};
 pub use sweeps::{SweepOptions, SweepReport};
 pub use sync::{JoinedSpace, SyncReport, SyncState, SyncStatus, due as sync_due};
 

@@ -4,7 +4,8 @@
 //!
 //! [`consolidate`] plans a pass, [`promote`] the lines of `MEMORY.md`, [`review`] the apply,
 //! reject and undo of stored plans and runs, [`forget`] forgetting, pinning and hand deletions,
-//! [`curate`] merging and superseding entries by hand;
+//! [`curate`] merging and superseding entries by hand, [`recall`] the lines handed to an agent
+//! for a prompt;
 //! [`diff`] renders the unified diffs plans carry.
 
 pub mod consolidate;
@@ -12,6 +13,7 @@ pub mod curate;
 pub mod diff;
 pub mod forget;
 pub mod promote;
+pub mod recall;
 pub mod remember;
 pub mod review;
 pub mod sweep;

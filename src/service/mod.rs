@@ -39,7 +39,10 @@ use crate::memory::views::{
     Added, AppliedPlan, Chain, Curated, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail, PlanView,
     Reindexed, RejectedPlan, RunDetail, RunView, Status, Successor, Undone,
 };
-use crate::memory::{CheckedFacts, Memory, Rewritten, SearchRequest, SweepOptions, SweepReport, Turn, Undo};
+use crate::memory::{
+    CheckedFacts, Memory, RecallRequest, Recalled, Rewritten, SearchRequest, SweepOptions, SweepReport, Turn, Undo,
+};
+use crate::planning::recall::Candidate;
 use crate::store::archive::{Fact, NewFact};
 use metrics::Metrics;
 use scheduler::PassQueue;
@@ -94,6 +97,7 @@ pub enum Verb {
     Supersede,
     Run,
     Sweep,
+    Recall,
 }
 
 impl Verb {
@@ -123,6 +127,7 @@ impl Verb {
             Verb::Supersede => "supersede",
             Verb::Run => "run",
             Verb::Sweep => "sweep",
+            Verb::Recall => "recall",
         }
     }
 }
@@ -474,6 +479,33 @@ impl Service {
 
     // ---- search and the index ------------------------------------------------------------------
 
+    /// The lines to hand an agent for a prompt ([`Memory::recall`]), weighed among this space's
+    /// candidates and, in a home, its shared spaces' (not recorded in their recall logs).
+    pub async fn recall(&self, door: Door, prompt: &str, request: &RecallRequest) -> Result<Recalled, Error> {
+        self.count(Verb::Recall, door);
+        let mut candidates = self.memory.recall_candidates(prompt).await?;
+        if let Some(spaces) = self.spaces.upgrade().filter(|s| s.is_home()) {
+            let shared: Vec<String> =
+                spaces.config().spaces.shared.iter().filter(|s| **s != self.name).cloned().collect();
+            for name in shared {
+                let found = match spaces.service(&name, false).await {
+                    Ok(space) => space.memory.recall_candidates(prompt).await,
+                    Err(Error::NoSpace(_)) => continue,
+                    Err(e) => Err(e),
+                };
+                match found {
+                    Ok(found) => {
+                        candidates.extend(found.into_iter().map(|c| Candidate { space: Some(name.clone()), ..c }))
+                    }
+                    Err(e) => {
+                        tracing::warn!(space = %self.name, shared = %name, error = %e, "a shared space could not be recalled from")
+                    }
+                }
+            }
+        }
+        self.memory.recall_from(prompt, candidates, request).await
+    }
+
     /// Hybrid search; the hits are recorded in the recall log. A space of a home also reads
     /// the home's shared spaces (`spaces.shared`): their hits say which space they came from,
     /// are ranked among its own by score, and are not recorded in anyone's recall log.
@@ -818,6 +850,7 @@ mod tests {
             Verb::Supersede,
             Verb::Run,
             Verb::Sweep,
+            Verb::Recall,
         ];
         let names: std::collections::BTreeSet<&str> = verbs.iter().map(|v| v.as_str()).collect();
         assert_eq!(names.len(), verbs.len());

@@ -31,7 +31,7 @@ use crate::planning::remember;
 use crate::service::token;
 use crate::store::Root;
 use crate::store::agents::Agent;
-use crate::store::agents::capture::{Capture, Position, Spooled};
+use crate::store::agents::capture::{Capture, Position, Spooled, Told};
 use crate::store::agents::transcript::{self, Role, Said};
 use crate::store::archive::{Appender, NewFact};
 use crate::store::home::Home;
@@ -73,6 +73,8 @@ struct Payload {
     prompt: Option<String>,
     compact_summary: Option<String>,
     turn_id: Option<String>,
+    /// Why a session starts: `startup`, `resume`, `clear`, `compact`.
+    source: Option<String>,
 }
 
 /// The most a payload may be (a prompt can be long; a payload is never megabytes of JSON).
@@ -144,6 +146,7 @@ fn lenient(value: &Value) -> Payload {
         prompt: field("prompt"),
         compact_summary: field("compact_summary"),
         turn_id: field("turn_id"),
+        source: field("source"),
     }
 }
 
@@ -259,12 +262,17 @@ fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) 
             if target.config.llm.enabled() {
                 hand_over(&target);
             }
-            Some(context(event, &session_start(&target)))
+            Some(context(event, &session_start(&target, agent, payload)))
         }
-        Event::UserPromptSubmit => prompt(&target, payload).map(|text| context(event, &text)),
+        Event::UserPromptSubmit => prompt(&target, agent, payload).map(|text| context(event, &text)),
         Event::Stop | Event::PreCompact | Event::PostCompact | Event::SessionEnd => {
             if let Err(e) = capture(&target, agent, payload) {
                 warn(&e);
+            }
+            if event == Event::SessionEnd
+                && let Some(session) = payload.session_id.as_deref().filter(|s| !s.is_empty())
+            {
+                Told::remove(&target.root, agent.name(), session);
             }
             None
         }
@@ -323,8 +331,9 @@ fn hit_line(hit: &Value) -> String {
 }
 
 /// `MEMORY.md`, then the entries most relevant to the project, within the cap, ending with
-/// how to see more.
-fn session_start(target: &Target) -> String {
+/// how to see more. What it tells starts the session's record of what it was told (a new
+/// session, or one whose context was compacted), so the prompts do not repeat it.
+fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
     let cap = target.config.hooks.session_start_max_chars;
     let project = target.project.replace(['-', '_', '.'], " ");
     let mut footer = format!(
@@ -342,10 +351,10 @@ fn session_start(target: &Target) -> String {
     } else if !project.trim().is_empty() {
         match target.search(&project, &[("k", "10".into()), ("recall", "false".into())]) {
             Ok(hits) => {
-                for hit in hits.iter().filter(|h| h["kind"] == "entry") {
+                for hit in hits.into_iter().filter(|h| h["kind"] == "entry") {
                     let text = hit["text"].as_str().unwrap_or_default();
                     if !memory_md.contains(text.trim()) {
-                        relevant.push(hit_line(hit));
+                        relevant.push((hit_line(&hit), hit));
                     }
                 }
             }
@@ -358,15 +367,28 @@ fn session_start(target: &Target) -> String {
     let mut out = String::new();
     let budget = cap.saturating_sub(footer.chars().count() + 2);
     let mut relevant_text = String::new();
+    let session = payload.session_id.as_deref().filter(|s| !s.is_empty());
+    // A resumed session still holds what it was told; a new, cleared or compacted one does not.
+    let mut told = match (session, payload.source.as_deref()) {
+        (Some(session), Some("resume")) => Told::load(&target.root, agent.name(), session),
+        _ => Told::default(),
+    };
     if !relevant.is_empty() {
         relevant_text = format!("\n## Relevant to {} (memfold)\n", target.project);
-        for line in &relevant {
+        for (line, hit) in &relevant {
             if relevant_text.chars().count() + line.chars().count() + 1 > budget / 3 {
                 break;
             }
             relevant_text.push_str(line);
             relevant_text.push('\n');
+            let (id, text) = (hit["id"].as_str().unwrap_or_default(), hit["text"].as_str().unwrap_or_default());
+            told.entries.insert(id.to_string(), crate::planning::recall::told_key_of(text));
         }
+    }
+    if let Some(session) = session
+        && let Err(e) = told.save(&target.root, agent.name(), session)
+    {
+        warn(&format!("recording what the session was told: {e}"));
     }
     let memory_budget = budget.saturating_sub(relevant_text.chars().count());
     if !memory_md.trim().is_empty() {
@@ -406,36 +428,38 @@ fn fit_lines(text: &str, budget: usize, more: usize) -> String {
     out
 }
 
-/// The entries relevant to the prompt, above the floor and within the cap; none, nothing.
-fn prompt(target: &Target, payload: &Payload) -> Option<String> {
+/// The entries the daemon recalls for the prompt (`POST /recall`): above the embedder's bar,
+/// close to the best, none the session was told already, within the budget; none, nothing.
+/// Each line names its entry and date, so the agent can ask for its history.
+fn prompt(target: &Target, agent: Agent, payload: &Payload) -> Option<String> {
     let prompt = payload.prompt.as_deref().unwrap_or_default().trim();
     if prompt.is_empty() {
         return None;
     }
-    let query: String = prompt.chars().take(1_000).collect();
-    let hooks = &target.config.hooks;
-    let params = [("k", hooks.prompt_k.to_string()), ("min_similarity", hooks.min_similarity.to_string())];
-    let hits = match target.search(&query, &params) {
-        Ok(hits) => hits,
+    let daemon = target.daemon.as_ref()?;
+    let body = json!({
+        "prompt": prompt.chars().take(1_000).collect::<String>(),
+        "agent": agent.name(),
+        "session": payload.session_id.as_deref().unwrap_or_default(),
+    });
+    match daemon.request("POST", "/recall", Some(&body), target.deadline()) {
+        Ok((200, answer)) => {
+            let text = answer["text"].as_str().unwrap_or_default();
+            (!text.trim().is_empty())
+                .then(|| format!("Recalled by memfold (ids for memory_get and `memfold history`):\n{text}"))
+        }
+        Ok((status, answer)) => {
+            warn(&format!(
+                "recall for the prompt: the daemon answered {status}: {}",
+                answer["error"]["message"].as_str().unwrap_or_default()
+            ));
+            None
+        }
         Err(e) => {
-            if target.daemon.is_some() {
-                warn(&format!("recall for the prompt: {e}"));
-            }
-            return None;
+            warn(&format!("recall for the prompt: {e}"));
+            None
         }
-    };
-    let mut out = String::from("Recalled by memfold:\n");
-    let mut n = 0;
-    for hit in &hits {
-        let line = hit_line(hit);
-        if out.chars().count() + line.chars().count() + 1 > hooks.prompt_max_chars {
-            break;
-        }
-        out.push_str(&line);
-        out.push('\n');
-        n += 1;
     }
-    (n > 0).then_some(out)
 }
 
 /// The most characters of conversation in one spooled turn (a longer capture is spooled in

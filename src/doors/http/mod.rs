@@ -57,7 +57,7 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use crate::doors::mcp::McpDoors;
 use crate::error::{Error, Kind};
 use crate::memory::views::{PassOptions, Successor};
-use crate::memory::{SearchRequest, SweepOptions, TurnRequest, Undo};
+use crate::memory::{RecallRequest, SearchRequest, SweepOptions, TurnRequest, Undo};
 use crate::service::workers::stopped;
 use crate::service::{Access, Door, PassAnswer, Service, Spaces};
 use crate::store::archive::NewFact;
@@ -178,6 +178,7 @@ fn router(state: Api, bound: SocketAddr) -> Router {
         .route("/turns", post(post_turns))
         .route("/turns/spooled", post(drain_spool))
         .route("/search", get(search))
+        .route("/recall", post(recall))
         .route("/consolidate", post(consolidate))
         .route("/status", get(status))
         .route("/entries", get(entries))
@@ -514,6 +515,32 @@ async fn search(Space(service): Space, params: Result<Query<SearchParams>, Query
     };
     let hits = service.search(DOOR, &params.q.unwrap_or_default(), &request).await?;
     ok(json!({ "hits": hits }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecallBody {
+    /// The prompt, as the person wrote it.
+    prompt: String,
+    /// The agent (`claude-code`, `codex`) and its session id: an entry the session was told
+    /// already, unchanged since, is not told again.
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    session: Option<String>,
+    /// Characters, at most (default `hooks.prompt_max_chars`).
+    #[serde(default)]
+    budget: Option<usize>,
+}
+
+async fn recall(Space(service): Space, JsonBody(body): JsonBody<RecallBody>) -> ApiResult {
+    let session = match (body.agent, body.session) {
+        (Some(agent), Some(session)) if !session.is_empty() => Some((agent, session)),
+        (None, Some(session)) if !session.is_empty() => Some(("agent".to_string(), session)),
+        _ => None,
+    };
+    let request = RecallRequest { session, budget: body.budget };
+    ok(json!(service.recall(DOOR, &body.prompt, &request).await?))
 }
 
 // ---- consolidation -----------------------------------------------------------------------------

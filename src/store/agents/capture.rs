@@ -40,6 +40,46 @@ fn hooks_dir(root: &Root) -> PathBuf {
     root.state_dir().join("hooks")
 }
 
+/// What the recall of one agent session told the agent so far: entry id → the content hash it
+/// had then (`.memfold/hooks/<session>.told.json`). An entry told once is not told again in the
+/// session unless it changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Told {
+    pub entries: std::collections::HashMap<String, String>,
+}
+
+fn told_file(root: &Root, agent: &str, session: &str) -> PathBuf {
+    hooks_dir(root).join(format!("{}.told.json", session_key(agent, session)))
+}
+
+impl Told {
+    /// What `agent`'s `session` was told (nothing, for a new session or an unreadable file).
+    pub fn load(root: &Root, agent: &str, session: &str) -> Told {
+        std::fs::read(told_file(root, agent, session)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    pub fn save(&self, root: &Root, agent: &str, session: &str) -> Result<(), WriteError> {
+        let dir = hooks_dir(root);
+        crate::sys::access::create_dir(&dir).map_err(|source| WriteError::Io { path: dir.clone(), source })?;
+        let bytes = serde_json::to_vec(self).expect("a map of strings serialises");
+        write_atomic(&told_file(root, agent, session), &bytes, None)
+    }
+
+    /// Forget the session (it ended), and any session untouched for a week (its end was
+    /// never heard).
+    pub fn remove(root: &Root, agent: &str, session: &str) {
+        let _ = std::fs::remove_file(told_file(root, agent, session));
+        let Ok(dir) = std::fs::read_dir(hooks_dir(root)) else { return };
+        let week = std::time::Duration::from_secs(7 * 24 * 3600);
+        for entry in dir.flatten() {
+            let stale = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age > week));
+            if stale && entry.file_name().to_string_lossy().ends_with(".told.json") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 /// The spool of turns waiting for extraction.
 pub fn spool_dir(root: &Root) -> PathBuf {
     root.state_dir().join("spool")
