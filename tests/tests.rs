@@ -11,6 +11,7 @@ mod cli;
 mod consolidate;
 mod crash;
 mod curation;
+mod doctor;
 mod hooks;
 mod http;
 mod index;

@@ -93,6 +93,19 @@ pub enum Command {
         #[arg(long)]
         remove: bool,
     },
+    /// Run the daemon as this user's service (a systemd user unit, or a launchd agent on
+    /// macOS), written with this binary's absolute path and this root or home.
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
+    /// Check that memfold is set up and running: configuration, memory, daemon, token,
+    /// privacy, embedder, the agents' hooks, the service; each failure with its fix. Exit 1
+    /// when one fails.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// Every request sent to an LLM or embedding endpoint: time, host, purpose, bytes, the
     /// secrets masked in it.
     Egress {
@@ -359,6 +372,33 @@ pub struct AddArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ServiceAction {
+    /// Write the unit (or plist), then enable and start it.
+    Install {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// Stop and disable it, and remove the file it was installed with.
+    Uninstall {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    /// systemd or launchd [default: this system's].
+    #[arg(long, value_enum)]
+    pub manager: Option<crate::doors::unit::Manager>,
+    /// Print the file and the commands; write and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write (or remove) the file, but leave the service manager alone.
+    #[arg(long)]
+    pub no_start: bool,
+}
+
 /// Run a parsed command; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
     let overrides = Overrides {
@@ -370,7 +410,26 @@ pub fn run(cli: Cli) -> Result<i32> {
     if let Command::Hook { event, agent } = cli.command {
         return Ok(crate::doors::hook::run(&overrides, event, agent));
     }
+    if let Command::Doctor { json } = cli.command {
+        return Ok(crate::doors::doctor::run(&overrides, json));
+    }
     let mut config = Config::load(&overrides).context("loading configuration")?;
+    if let Command::Service { action } = cli.command {
+        let (remove, how) = match action {
+            ServiceAction::Install { how } => (false, how),
+            ServiceAction::Uninstall { how } => (true, how),
+        };
+        let user_home = crate::store::agents::user_home().map_err(anyhow::Error::msg)?;
+        let service = crate::doors::unit::Service::of(&config, overrides.config.as_deref(), &user_home)
+            .map_err(anyhow::Error::msg)?;
+        let request = crate::doors::unit::Request {
+            manager: how.manager.unwrap_or_else(crate::doors::unit::Manager::here),
+            remove,
+            dry_run: how.dry_run,
+            no_start: how.no_start,
+        };
+        return crate::doors::unit::run(&service, &request).map_err(anyhow::Error::msg);
+    }
     if let Command::Setup { agent, scope, dry_run, remove } = cli.command {
         let config_file = overrides.config.clone();
         let request = crate::doors::setup::Request { agent, scope, dry_run, remove, config_file };
@@ -430,6 +489,8 @@ pub fn run(cli: Cli) -> Result<i32> {
             | Command::Spaces { .. }
             | Command::Hook { .. }
             | Command::Egress { .. }
+            | Command::Service { .. }
+            | Command::Doctor { .. }
             | Command::Setup { .. } => {
                 unreachable!("handled above")
             }

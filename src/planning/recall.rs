@@ -129,6 +129,8 @@ pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
 /// Each candidate's score for the prompt: its cosine, plus `settings.words` times the share of
 /// the prompt's words (weighted by rarity among the candidates) it holds, plus `settings.dates`
 /// when it is dated in a month or year the prompt names.
+// Read by the recall bench's analysis (`MEMFOLD_BENCH_ANALYZE`), through the testkit.
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub fn scores(prompt: &str, candidates: &[Candidate], settings: &Settings) -> Vec<f64> {
     let held: Vec<HashSet<String>> = candidates.iter().map(|c| words(&c.text)).collect();
     scores_of(prompt, candidates, &held, settings)

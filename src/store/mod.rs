@@ -22,6 +22,7 @@ pub mod secrets;
 pub mod signin;
 pub mod sources;
 pub mod state;
+pub mod unit;
 pub mod verify;
 
 use std::fmt;

