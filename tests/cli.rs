@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::process::Stdio;
 
-use crate::common::{json, memfold};
+use crate::common::{bin, json, memfold};
 
 fn init() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -252,5 +252,41 @@ fn output_read_only_in_part_ends_the_command_quietly() {
             "{args:?}: {:?}",
             out.status
         );
+    }
+}
+
+#[test]
+fn completions_parse_in_bash_and_every_command_has_a_man_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin().args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let script = dir.path().join("memfold.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let checked = std::process::Command::new("bash").arg("-n").arg(&script).output().unwrap();
+    assert!(checked.status.success(), "bash -n: {}", String::from_utf8_lossy(&checked.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("complete") && text.contains("doctor") && text.contains("service"), "{text}");
+    for shell in ["zsh", "fish"] {
+        let out = bin().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success() && !out.stdout.is_empty(), "{shell}");
+    }
+
+    let pages = dir.path().join("man");
+    let out = bin().arg("man").arg(&pages).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Every command, and every command of a command, from the same definitions the binary parses.
+    use clap::CommandFactory;
+    fn names(command: &clap::Command, prefix: &str, out: &mut Vec<String>) {
+        out.push(format!("{prefix}.1"));
+        for sub in command.get_subcommands() {
+            names(sub, &format!("{prefix}-{}", sub.get_name()), out);
+        }
+    }
+    let mut wanted = Vec::new();
+    names(&memfold::doors::cli::Cli::command(), "memfold", &mut wanted);
+    assert!(wanted.len() > 30, "{wanted:?}");
+    for page in &wanted {
+        let text = std::fs::read_to_string(pages.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(text.starts_with(".ie") || text.contains(".TH"), "{page} is roff");
     }
 }

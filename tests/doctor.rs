@@ -214,8 +214,12 @@ fn install_sh_puts_memfold_in_the_prefix_with_its_service_and_uninstall_takes_bo
         "{unit}"
     );
 
+    assert!(prefix.join("share/bash-completion/completions/memfold").is_file());
+    assert!(prefix.join("share/man/man1/memfold-doctor.1").is_file());
+
     let said = install(&["--uninstall", "--no-start"]);
     assert!(!installed.exists(), "{said}");
+    assert!(files(&prefix).is_empty(), "{:?}", files(&prefix));
     assert!(files(&home).is_empty(), "{:?}", files(&home));
     assert!(root.join("archive").is_dir(), "the memory stays");
 }

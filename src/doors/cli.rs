@@ -99,6 +99,18 @@ pub enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell), e.g.
+    /// `memfold completions bash > ~/.local/share/bash-completion/completions/memfold`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write a man page for memfold and for each of its commands into DIR
+    /// (`memfold.1`, `memfold-search.1`, `memfold-service-install.1`, …).
+    Man {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
     /// Check that memfold is set up and running: configuration, memory, daemon, token,
     /// privacy, embedder, the agents' hooks, the service; each failure with its fix. Exit 1
     /// when one fails.
@@ -407,6 +419,24 @@ pub fn run(cli: Cli) -> Result<i32> {
         home: cli.global.home.clone(),
         space: cli.global.space.clone(),
     };
+    match &cli.command {
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(*shell, &mut Cli::command(), "memfold", &mut std::io::stdout());
+            return Ok(0);
+        }
+        Command::Man { dir } => {
+            use clap::CommandFactory;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(Cli::command(), dir).with_context(|| format!("writing into {}", dir.display()))?;
+            let pages = std::fs::read_dir(dir)?
+                .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "1")))
+                .count();
+            println!("{pages} man pages in {} (MANPATH, or copy them into ~/.local/share/man/man1)", dir.display());
+            return Ok(0);
+        }
+        _ => {}
+    }
     if let Command::Hook { event, agent } = cli.command {
         return Ok(crate::doors::hook::run(&overrides, event, agent));
     }
@@ -491,6 +521,8 @@ pub fn run(cli: Cli) -> Result<i32> {
             | Command::Egress { .. }
             | Command::Service { .. }
             | Command::Doctor { .. }
+            | Command::Completions { .. }
+            | Command::Man { .. }
             | Command::Setup { .. } => {
                 unreachable!("handled above")
             }
