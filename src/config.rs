@@ -87,7 +87,7 @@ impl Default for Config {
 pub struct IngestConfig {
     /// Longest fact text (and source) accepted, in bytes as stored (whitespace runs collapsed).
     pub max_fact_bytes: usize,
-    /// What a credential in a fact becomes (README, "Secrets").
+    /// What a credential in a fact becomes (docs/security.md, "Secrets").
     pub secrets: SecretsPolicy,
 }
 

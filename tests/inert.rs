@@ -300,7 +300,7 @@ fn an_archive_line_edited_in_place_is_reported_and_left_alone_until_resolved() {
     let status = json(&memfold(root, &["status", "--json"], &[]));
     assert_eq!((status["pending_facts"].clone(), status["held_facts"].clone()), (json!(1), json!(1)), "{status}");
 
-    // Resolved as the README says: one edit put back, the other accepted by dropping its hash.
+    // Resolved as docs/files.md says: one edit put back, the other accepted by dropping its hash.
     std::fs::write(&day1, read(root, "archive/2026-06-01.md").replace("Berlin", "Porto")).unwrap();
     let text = read(root, "archive/2026-06-02.md");
     let accepted: String = text

@@ -1,6 +1,7 @@
 //! The layout docs/ARCHITECTURE.md describes, checked against the source: the folders are the
 //! layers, dependencies point down, planning writes nothing, doors reach memory through the
-//! service, and the code map names every folder there is.
+//! service, and the code map names every folder there is. Also: every relative link in
+//! README.md and docs/ leads to a file, and to a heading of it when it names one.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -191,4 +192,108 @@ fn the_code_map_names_every_folder_and_only_those() {
             assert!(name == "src" || names.contains(name), "the code map names `{named}`, which is no folder of src/");
         }
     }
+}
+
+/// GitHub's anchor for a heading: lowercase, every character but letters, digits, spaces, `-`
+/// and `_` removed, spaces made `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The lines of a markdown file outside fenced code blocks, with their line numbers.
+fn prose(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            out.push((n + 1, line));
+        }
+    }
+    out
+}
+
+/// The anchors of a markdown file's headings (a repeated heading gets `-1`, `-2`, … as on GitHub).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (_, line) in prose(text) {
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
+            let base = anchor(line[hashes..].trim());
+            let mut name = base.clone();
+            let mut n = 0;
+            while out.contains(&name) {
+                n += 1;
+                name = format!("{base}-{n}");
+            }
+            out.insert(name);
+        }
+    }
+    out
+}
+
+/// The targets of a line's markdown links and images, `[text](target)`, code spans left out.
+fn link_targets(line: &str) -> Vec<String> {
+    let mut plain = String::new();
+    for (i, part) in line.split('`').enumerate() {
+        plain.push_str(if i % 2 == 0 { part } else { "code" });
+    }
+    plain
+        .match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &plain[at + 2..];
+            rest.find(')').map(|end| rest[..end].trim().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_relative_link_in_the_docs_resolves() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![repo.join("README.md")];
+    for entry in std::fs::read_dir(repo.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    assert!(files.len() > 2, "README.md and the pages of docs/: {files:?}");
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(repo).unwrap().display().to_string();
+        for (n, line) in prose(&text) {
+            for target in link_targets(line) {
+                if ["http://", "https://", "mailto:"].iter().any(|s| target.starts_with(s)) {
+                    continue;
+                }
+                checked += 1;
+                let (path, fragment) = match target.split_once('#') {
+                    Some((path, fragment)) => (path, Some(fragment)),
+                    None => (target.as_str(), None),
+                };
+                let to = if path.is_empty() { file.clone() } else { file.parent().unwrap().join(path) };
+                if !to.exists() {
+                    broken.push(format!("{name}:{n}: {target} (no such file)"));
+                    continue;
+                }
+                if let Some(fragment) = fragment
+                    && to.extension().is_some_and(|e| e == "md")
+                    && !anchors(&std::fs::read_to_string(&to).unwrap()).contains(fragment)
+                {
+                    broken.push(format!("{name}:{n}: {target} (no such heading)"));
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} relative links found: is the link parser right?");
+    assert!(broken.is_empty(), "links that lead nowhere:\n{}", broken.join("\n"));
 }

@@ -4,7 +4,7 @@
 //! The MCP server over HTTP (`/mcp` on `memfold serve`) is driven in tests/http.rs, with the
 //! same tour (tests/common/mcp.rs). `tools/list` must equal tests/mcp_tools.json; after a
 //! deliberate change, rewrite it with `WRITE_MCP_TOOLS_SNAPSHOT=1 cargo test --test mcp
-//! tools_list` and update the README's tool list.
+//! tools_list` and update docs/mcp.md's tool list.
 
 use std::time::{Duration, Instant};
 
@@ -58,11 +58,11 @@ async fn tools_list() {
         std::fs::write(&path, serde_json::to_string_pretty(&listed).unwrap() + "\n").unwrap();
     }
     let snapshot: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(listed, snapshot, "tools/list changed: update tests/mcp_tools.json and the README's tool list");
+    assert_eq!(listed, snapshot, "tools/list changed: update tests/mcp_tools.json and docs/mcp.md's tool list");
     let names: Vec<&str> = snapshot["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/mcp.md")).unwrap();
     for name in &names {
-        assert!(readme.contains(&format!("| `{name}`")), "the README's tool list lacks {name}");
+        assert!(doc.contains(&format!("| `{name}`")), "docs/mcp.md's tool list lacks {name}");
     }
     assert_eq!(names.len(), 19, "{names:?}");
     // The hints an agent's client acts on.
@@ -82,7 +82,7 @@ async fn tools_list() {
 }
 
 /// Spawn to `initialize` answered, on the embedded default (local embedder, no LLM), which
-/// README's Performance table reports. Printed, not asserted beyond a sanity bound: the target
+/// docs/performance.md's table reports. Printed, not asserted beyond a sanity bound: the target
 /// is under a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_answers_initialize_without_opening_the_index() {

@@ -761,7 +761,7 @@ proptest::proptest! {
         let found = memfold::store::secrets::find(&text);
         let covered = |i: usize| found.iter().any(|f| f.start <= i && i < f.end);
         // Caught: a password by its name alone; a token, a secret or a key when it is long and
-        // varied enough to be one (README: 12 characters, 8 of them different, 3 bits each).
+        // varied enough to be one (docs/security.md: 12 characters, 8 of them different, 3 bits each).
         let password = ["PASSWORD", "PASS", "PWD"].contains(&word);
         let mut counts = std::collections::HashMap::new();
         for c in value.chars() {

@@ -32,7 +32,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The paths of one memory root (README, "Files").
+/// The paths of one memory root (docs/files.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Root {
     dir: PathBuf,

@@ -179,7 +179,7 @@ pub async fn tour<S: rmcp::Service<RoleClient>>(
         &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_tools.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(listed, snapshot, "tools/list changed: update tests/mcp_tools.json and the README's tool list");
+    assert_eq!(listed, snapshot, "tools/list changed: update tests/mcp_tools.json and docs/mcp.md's tool list");
 
     let added =
         ok(client, "memory_add", json!({"facts": ["Lives in Porto.", "Has a dog named Rex."], "source": "chat"})).await;

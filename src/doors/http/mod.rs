@@ -1,4 +1,4 @@
-//! The HTTP API (README, "HTTP API"): axum routes whose handlers parse, call the library and answer JSON.
+//! The HTTP API (docs/http.md): axum routes whose handlers parse, call the library and answer JSON.
 //!
 //! Bodies mirror the CLI's `--json` output. Every error is
 //! `{"error":{"code","message"}}` (plus `ids` when a 409 can name what is in the way) with a

@@ -71,7 +71,7 @@ impl Chosen {
 }
 
 /// The least cosine to a prompt a recalled line needs with this embedder, as measured on the
-/// recall benchmark (README, "What a prompt recalls"): each embedder's cosines have a scale of
+/// recall benchmark (docs/agents.md, "What a prompt recalls"): each embedder's cosines have a scale of
 /// their own, so a bar that suits one lets everything, or nothing, through another. An
 /// endpoint's model is not known here: MiniLM's bar, the scale most sentence embedders share.
 pub fn recall_bar(chosen: &Chosen) -> f64 {

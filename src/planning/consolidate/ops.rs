@@ -152,7 +152,7 @@ pub struct ProposedOp {
     /// Which rules or reasons fired (the offline decider always fills this).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signals: Vec<String>,
-    /// 0.0–1.0 when the decider offers one; low values go to review (README, "Review and undo").
+    /// 0.0–1.0 when the decider offers one; low values go to review (docs/consolidation.md, "Review and undo").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
 }

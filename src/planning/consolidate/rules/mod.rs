@@ -1,6 +1,6 @@
 //! The offline decider: the text rules that turn one cluster into ops when no LLM is configured.
 //!
-//! [`decide`] is a pure function of a [`ClusterDoc`] (README, "How consolidation works"). It compares texts, never
+//! [`decide`] is a pure function of a [`ClusterDoc`] (docs/consolidation.md). It compares texts, never
 //! vectors, and prefers a missed merge to a wrong one:
 //!
 //! - DUPLICATE when a candidate's text equals a neighbour's (or the neighbour's current clause,
