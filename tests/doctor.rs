@@ -80,7 +80,20 @@ async fn doctor_passes_a_healthy_set_up_and_names_exactly_what_broke_each_with_i
     assert_eq!((code, failed(&answer)), (0, Vec::<String>::new()), "{answer:#}");
     assert_eq!(answer["ok"], true);
     let names: Vec<&str> = answer["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    for name in ["configuration", "memory", "daemon", "token", "privacy", "embedder", "hooks claude-code", "service"] {
+    for name in [
+        "memfold",
+        "configuration",
+        "memory",
+        "daemon",
+        "last pass",
+        "disk",
+        "secrets",
+        "token",
+        "privacy",
+        "embedder",
+        "hooks claude-code",
+        "service",
+    ] {
         assert!(names.contains(&name), "{name} checked: {names:?}");
     }
 
@@ -104,11 +117,19 @@ async fn doctor_passes_a_healthy_set_up_and_names_exactly_what_broke_each_with_i
     assert!(text.contains(&format!("chmod 600 {}", token.display())), "{text}");
     assert!(text.contains("/nonexistent/bin/memfold") && text.contains("memfold setup claude-code"), "{text}");
 
+    // A warning is not a failure: secrets kept as they came.
+    std::fs::write(root.join("memfold.toml"), "[ingest]\nsecrets = \"allow\"\n").unwrap();
+    std::fs::set_permissions(root.join("memfold.toml"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_, answer) = doctor(&root, &home);
+    let secrets = answer["checks"].as_array().unwrap().iter().find(|c| c["name"] == "secrets").unwrap().clone();
+    assert_eq!((secrets["level"].as_str(), secrets["ok"].as_bool()), (Some("warn"), Some(true)), "{secrets}");
+    assert_eq!(failed(&answer), ["daemon", "token", "hooks claude-code"]);
+
     // A configuration that does not load is the one line, naming the key.
     std::fs::write(root.join("memfold.toml"), "[hooks]\nprompt_k = 0\n").unwrap();
     let (code, answer) = doctor(&root, &home);
     assert_eq!((code, failed(&answer)), (1, vec!["configuration".to_string()]));
-    assert!(answer["checks"][0]["detail"].as_str().unwrap().contains("hooks.prompt_k"), "{answer}");
+    assert!(answer["checks"][1]["detail"].as_str().unwrap().contains("hooks.prompt_k"), "{answer}");
 }
 
 #[test]
@@ -118,6 +139,11 @@ fn service_install_writes_a_unit_systemd_accepts_and_a_plist_that_parses_and_uni
     let home = fixture.dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let exe = PathBuf::from(bin().get_program()).canonicalize().unwrap();
+
+    // Nothing installed: nothing to start.
+    let out = run(&root, &home, &["service", "start", "--manager", "systemd"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("service install"));
 
     // A dry run prints the unit and the commands and writes nothing.
     let dry = stdout(&run(&root, &home, &["service", "install", "--manager", "systemd", "--dry-run"]));
@@ -140,6 +166,14 @@ fn service_install_writes_a_unit_systemd_accepts_and_a_plist_that_parses_and_uni
     }
     let again = stdout(&run(&root, &home, &["service", "install", "--manager", "systemd", "--no-start"]));
     assert!(again.contains("unchanged"), "{again}");
+    for (action, command) in [
+        ("start", "systemctl --user start memfold.service"),
+        ("restart", "systemctl --user restart memfold.service"),
+        ("logs", "journalctl --user -u memfold.service -n 100 --no-pager"),
+    ] {
+        let said = stdout(&run(&root, &home, &["service", action, "--manager", "systemd", "--dry-run"]));
+        assert_eq!(said.trim(), format!("would run: {command}"), "{action}");
+    }
 
     // launchd: a property list with absolute paths.
     stdout(&run(&root, &home, &["service", "install", "--manager", "launchd", "--no-start"]));

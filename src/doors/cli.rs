@@ -396,6 +396,34 @@ pub enum ServiceAction {
         #[command(flatten)]
         how: ServiceArgs,
     },
+    /// Start the installed service.
+    Start {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// Stop it (gracefully: open requests finish, a pass in flight is dropped intact).
+    Stop {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// Restart it (a new binary or configuration takes effect).
+    Restart {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// What the service manager says of it.
+    Status {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// The last 100 lines of its log.
+    Logs {
+        /// And what comes after, until interrupted.
+        #[arg(long, short)]
+        follow: bool,
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -403,10 +431,10 @@ pub struct ServiceArgs {
     /// systemd or launchd [default: this system's].
     #[arg(long, value_enum)]
     pub manager: Option<crate::doors::unit::Manager>,
-    /// Print the file and the commands; write and run nothing.
+    /// Print the file and the commands (or the command); write and run nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Write (or remove) the file, but leave the service manager alone.
+    /// install, uninstall: write (or remove) the file, but leave the service manager alone.
     #[arg(long)]
     pub no_start: bool,
 }
@@ -445,19 +473,24 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
     let mut config = Config::load(&overrides).context("loading configuration")?;
     if let Command::Service { action } = cli.command {
-        let (remove, how) = match action {
-            ServiceAction::Install { how } => (false, how),
-            ServiceAction::Uninstall { how } => (true, how),
+        use crate::doors::unit::Control;
+        let (remove, how, control) = match action {
+            ServiceAction::Install { how } => (false, how, None),
+            ServiceAction::Uninstall { how } => (true, how, None),
+            ServiceAction::Start { how } => (false, how, Some(Control::Start)),
+            ServiceAction::Stop { how } => (false, how, Some(Control::Stop)),
+            ServiceAction::Restart { how } => (false, how, Some(Control::Restart)),
+            ServiceAction::Status { how } => (false, how, Some(Control::Status)),
+            ServiceAction::Logs { follow, how } => (false, how, Some(Control::Logs { follow })),
         };
         let user_home = crate::store::agents::user_home().map_err(anyhow::Error::msg)?;
         let service = crate::doors::unit::Service::of(&config, overrides.config.as_deref(), &user_home)
             .map_err(anyhow::Error::msg)?;
-        let request = crate::doors::unit::Request {
-            manager: how.manager.unwrap_or_else(crate::doors::unit::Manager::here),
-            remove,
-            dry_run: how.dry_run,
-            no_start: how.no_start,
-        };
+        let manager = how.manager.unwrap_or_else(crate::doors::unit::Manager::here);
+        if let Some(control) = control {
+            return crate::doors::unit::control(&service, manager, control, how.dry_run).map_err(anyhow::Error::msg);
+        }
+        let request = crate::doors::unit::Request { manager, remove, dry_run: how.dry_run, no_start: how.no_start };
         return crate::doors::unit::run(&service, &request).map_err(anyhow::Error::msg);
     }
     if let Command::Setup { agent, scope, dry_run, remove } = cli.command {

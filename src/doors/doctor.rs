@@ -18,7 +18,10 @@ use crate::store::listening::Listening;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
     pub name: String,
+    /// Not failed (a warning is ok).
     pub ok: bool,
+    /// `ok`, `warn` (works, but worth a look) or `fail`.
+    pub level: &'static str,
     /// What was found.
     pub detail: String,
     /// What to run (a failure only).
@@ -27,11 +30,15 @@ pub struct Check {
 }
 
 fn ok(name: &str, detail: impl Into<String>) -> Check {
-    Check { name: name.into(), ok: true, detail: detail.into(), fix: None }
+    Check { name: name.into(), ok: true, level: "ok", detail: detail.into(), fix: None }
+}
+
+fn warned(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { name: name.into(), ok: true, level: "warn", detail: detail.into(), fix: Some(fix.into()) }
 }
 
 fn failed(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check { name: name.into(), ok: false, detail: detail.into(), fix: Some(fix.into()) }
+    Check { name: name.into(), ok: false, level: "fail", detail: detail.into(), fix: Some(fix.into()) }
 }
 
 /// The `memfold` words that name the memory checked (`--root DIR` or `--home DIR`).
@@ -42,26 +49,29 @@ fn target_words(config: &Config) -> String {
     }
 }
 
-/// Every check, in order. A configuration that does not load is the one line.
+/// Every check, in order. A configuration that does not load ends them.
 pub fn checks(overrides: &Overrides) -> Vec<Check> {
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default();
+    let mut out = vec![ok("memfold", format!("{} at {exe}", env!("CARGO_PKG_VERSION")))];
     let config = match Config::load(overrides) {
         Ok(config) => config,
         Err(e) => {
-            return vec![failed(
+            out.push(failed(
                 "configuration",
                 e.to_string(),
                 "correct the file or variable named above (config.example.toml lists every key)",
-            )];
+            ));
+            return out;
         }
     };
     let words = target_words(&config);
-    let mut out = vec![ok(
+    out.push(ok(
         "configuration",
         match &overrides.config {
             Some(file) => format!("loaded, with {}", file.display()),
             None => "loaded".to_string(),
         },
-    )];
+    ));
     let root = Root::new(&config.root);
     let home = config.home.as_ref().filter(|_| config.space.is_none()).map(Home::new);
     let initialized = match &home {
@@ -74,6 +84,33 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
         false => failed("memory", format!("{} is not a memory yet", memory.display()), format!("memfold {words} init")),
     });
     out.push(daemon(&config, &root, home.as_ref(), &words));
+    if home.is_none() && initialized {
+        out.push(match crate::store::state::State::load(&root.state_json()) {
+            Ok(state) => match state.last_run {
+                Some(run) => ok(
+                    "last pass",
+                    format!(
+                        "{} at {}: {} facts, {} ops",
+                        run.id,
+                        run.finished.format("%Y-%m-%d %H:%M UTC"),
+                        run.facts,
+                        run.ops
+                    ),
+                ),
+                None => ok("last pass", "none yet"),
+            },
+            Err(e) => failed("last pass", e.to_string(), format!("memfold {words} verify (it names what to mend)")),
+        });
+        out.push(ok("disk", format!("{} MB", crate::store::tree_bytes(&config.root).div_ceil(1 << 20))));
+    }
+    out.push(match config.ingest.secrets {
+        crate::config::SecretsPolicy::Allow => warned(
+            "secrets",
+            "ingest.secrets = \"allow\": credentials in facts are stored as they came (still masked towards agents and LLMs)",
+            "set ingest.secrets = \"redact\" (the default) unless this memory must keep them",
+        ),
+        policy => ok("secrets", format!("ingest.secrets = {}", serde_json::to_string(&policy).unwrap_or_default())),
+    });
     let token_file = home.as_ref().map_or_else(|| root.token_file(), Home::token_file);
     out.push(token(&config, &token_file));
     if home.is_none() && initialized {
@@ -144,7 +181,18 @@ fn daemon(config: &Config, root: &Root, home: Option<&Home>, words: &str) -> Che
     let daemon = Daemon { addr: listening.addr, token: None, prefix: String::new() };
     let deadline = Duration::from_millis(config.hooks.daemon_timeout_ms.max(500));
     match daemon.request("GET", "/healthz", None, deadline) {
-        Ok((200, _)) => ok("daemon", format!("running (pid {}), listening on {}", listening.pid, listening.addr)),
+        Ok((200, answer)) => {
+            let version = answer["version"].as_str().unwrap_or("?").to_string();
+            let detail = format!("{version} running (pid {}), listening on {}", listening.pid, listening.addr);
+            match version == env!("CARGO_PKG_VERSION") {
+                true => ok("daemon", detail),
+                false => warned(
+                    "daemon",
+                    format!("{detail}; this memfold is {}", env!("CARGO_PKG_VERSION")),
+                    format!("memfold {words} service restart (or restart `memfold serve`) to run this version"),
+                ),
+            }
+        }
         Ok((status, _)) => {
             failed("daemon", format!("pid {} answers {status} on {}", listening.pid, listening.addr), fix)
         }
@@ -270,7 +318,7 @@ pub fn run(overrides: &Overrides, json: bool) -> i32 {
         println!("{}", serde_json::json!({ "ok": all_ok, "checks": checks }));
     } else {
         for c in &checks {
-            println!("{} {}: {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+            println!("{:<4} {}: {}", c.level, c.name, c.detail);
             if let Some(fix) = &c.fix {
                 println!("     fix: {fix}");
             }

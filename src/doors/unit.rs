@@ -315,6 +315,66 @@ pub fn run(service: &Service, request: &Request) -> Result<i32, String> {
     Ok(0)
 }
 
+/// What `service start|stop|restart|status|logs` asks of the service manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Start,
+    Stop,
+    Restart,
+    Status,
+    /// The last lines of its log, and with `follow` what comes after.
+    Logs {
+        follow: bool,
+    },
+}
+
+/// The command that does `control` with `manager`.
+pub fn control_command(service: &Service, manager: Manager, control: Control) -> Vec<String> {
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let target = format!("gui/{}/com.memfold", crate::sys::access::user_id());
+    let log = service.log_file().to_string_lossy().into_owned();
+    match (manager, control) {
+        (Manager::Systemd, Control::Start) => words(&["systemctl", "--user", "start", "memfold.service"]),
+        (Manager::Systemd, Control::Stop) => words(&["systemctl", "--user", "stop", "memfold.service"]),
+        (Manager::Systemd, Control::Restart) => words(&["systemctl", "--user", "restart", "memfold.service"]),
+        (Manager::Systemd, Control::Status) => {
+            words(&["systemctl", "--user", "status", "--no-pager", "memfold.service"])
+        }
+        (Manager::Systemd, Control::Logs { follow }) => {
+            let mut c = words(&["journalctl", "--user", "-u", "memfold.service", "-n", "100", "--no-pager"]);
+            if follow {
+                c.push("--follow".into());
+            }
+            c
+        }
+        (Manager::Launchd, Control::Start) => words(&["launchctl", "kickstart", &target]),
+        (Manager::Launchd, Control::Stop) => words(&["launchctl", "kill", "SIGTERM", &target]),
+        (Manager::Launchd, Control::Restart) => words(&["launchctl", "kickstart", "-k", &target]),
+        (Manager::Launchd, Control::Status) => words(&["launchctl", "print", &target]),
+        (Manager::Launchd, Control::Logs { follow }) => match follow {
+            true => words(&["tail", "-n", "100", "-f", &log]),
+            false => words(&["tail", "-n", "100", &log]),
+        },
+    }
+}
+
+/// Run `control`, its output going to the person; its exit code is the command's.
+pub fn control(service: &Service, manager: Manager, control: Control, dry_run: bool) -> Result<i32, String> {
+    if !service.file(manager).exists() {
+        return Err(format!(
+            "memfold is not installed as a service here ({} is not there): `memfold service install` first",
+            service.file(manager).display()
+        ));
+    }
+    let command = control_command(service, manager, control);
+    if dry_run {
+        println!("would run: {}", command.join(" "));
+        return Ok(0);
+    }
+    let status = Command::new(&command[0]).args(&command[1..]).status().map_err(|e| format!("{}: {e}", command[0]))?;
+    Ok(status.code().unwrap_or(1))
+}
+
 /// Run one step; its failure names the command and what it said.
 fn execute(command: &[String]) -> Result<(), String> {
     println!("running: {}", command.join(" "));
