@@ -290,3 +290,24 @@ fn completions_parse_in_bash_and_every_command_has_a_man_page() {
         assert!(text.starts_with(".ie") || text.contains(".TH"), "{page} is roff");
     }
 }
+
+#[test]
+fn runs_are_listed_newest_first_as_git_log_lists_commits_and_reverse_turns_them() {
+    let dir = init();
+    let mut made = Vec::new();
+    for text in ["Has a dog named Rex.", "Plays the cello on Sundays."] {
+        assert!(memfold(dir.path(), &["add", text], &[]).status.success());
+        let report = json(&memfold(dir.path(), &["consolidate", "--force", "--json"], &[]));
+        made.push(report["run"].as_str().expect("a run").to_string());
+    }
+    let ids = |args: &[&str]| -> Vec<String> {
+        json(&memfold(dir.path(), args, &[]))["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&["runs", "--json"]), [made[1].clone(), made[0].clone()]);
+    assert_eq!(ids(&["runs", "--reverse", "--json"]), made);
+}

@@ -280,8 +280,11 @@ pub enum Curate {
 /// Review and reversal: runs, undo, plans, apply, reject, history.
 #[derive(Debug, Subcommand)]
 pub enum ReviewVerb {
-    /// List applied consolidation runs: time, ops by kind, facts, LLM cost.
+    /// List applied consolidation runs, newest first: time, ops by kind, facts, LLM cost.
     Runs {
+        /// Oldest first.
+        #[arg(long)]
+        reverse: bool,
         #[arg(long)]
         json: bool,
     },
@@ -307,11 +310,15 @@ pub enum ReviewVerb {
         #[arg(long)]
         json: bool,
     },
-    /// List stored plans (review mode, low-confidence ops, sweeps) with their ops and diffs.
+    /// List stored plans (review mode, low-confidence ops, sweeps), newest first, with their
+    /// ops and diffs.
     Plans {
         /// Also the applied, rejected and expired ones.
         #[arg(long)]
         all: bool,
+        /// Oldest first.
+        #[arg(long)]
+        reverse: bool,
         #[arg(long)]
         json: bool,
     },
@@ -891,8 +898,12 @@ async fn curate(memory: &Memory, verb: Curate) -> Result<i32> {
 
 async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
     match verb {
-        ReviewVerb::Runs { json } => {
-            let runs = memory.runs().await?;
+        ReviewVerb::Runs { reverse, json } => {
+            // Newest first, as `git log` lists commits.
+            let mut runs = memory.runs().await?;
+            if !reverse {
+                runs.reverse();
+            }
             print(json, &json!({ "runs": runs }), || render::runs(&runs))
         }
         ReviewVerb::Run { run, json } => {
@@ -903,8 +914,11 @@ async fn review(memory: &Memory, verb: ReviewVerb) -> Result<i32> {
             let done = memory.undo_part(&run, &Undo { ops: op, groups: group, note }).await?;
             print(json, &done, || render::undone(&done, READER))
         }
-        ReviewVerb::Plans { all, json } => {
-            let plans = if all { memory.all_plans().await? } else { memory.plans().await? };
+        ReviewVerb::Plans { all, reverse, json } => {
+            let mut plans = if all { memory.all_plans().await? } else { memory.plans().await? };
+            if !reverse {
+                plans.reverse();
+            }
             print(json, &json!({ "plans": plans }), || render::plans(&plans))
         }
         ReviewVerb::Apply { plan, groups, note, json } => {
