@@ -297,3 +297,85 @@ fn every_relative_link_in_the_docs_resolves() {
     assert!(checked > 20, "only {checked} relative links found: is the link parser right?");
     assert!(broken.is_empty(), "links that lead nowhere:\n{}", broken.join("\n"));
 }
+
+/// The lines of a markdown file's fenced code blocks, with their line numbers.
+fn code_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if fenced {
+            out.push((n + 1, line));
+        }
+    }
+    out
+}
+
+/// A command line's words, as a shell splits them (quotes kept together), up to the first
+/// comment, pipe, redirection, `&&` or `;`.
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quote, mut in_word) = (Vec::new(), String::new(), None, false);
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '#' | '|' | '>' | '<' | ';' | '&') if !in_word => break,
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+#[test]
+fn every_memfold_command_line_in_the_docs_names_commands_and_flags_that_exist() {
+    use clap::Parser;
+    use clap::error::ErrorKind;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![repo.join("README.md")];
+    for entry in std::fs::read_dir(repo.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    let (mut checked, mut wrong) = (0, Vec::new());
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(repo).unwrap().display().to_string();
+        for (n, line) in code_lines(&text) {
+            let line = line.trim_start().trim_start_matches("$ ");
+            let words = shell_words(line);
+            if words.first().map(String::as_str) != Some("memfold") {
+                continue;
+            }
+            checked += 1;
+            // Placeholders and missing values are the reader's to fill in; a command or flag
+            // the binary does not know is the docs' mistake.
+            if let Err(e) = memfold::doors::cli::Cli::try_parse_from(&words)
+                && matches!(e.kind(), ErrorKind::UnknownArgument | ErrorKind::InvalidSubcommand)
+            {
+                wrong.push(format!("{name}:{n}: {line}\n    {}", e.to_string().lines().next().unwrap_or_default()));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} memfold command lines found in the docs' code blocks");
+    assert!(wrong.is_empty(), "command lines the binary does not take:\n{}", wrong.join("\n"));
+}
