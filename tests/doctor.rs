@@ -238,7 +238,8 @@ fn install_sh_puts_memfold_in_the_prefix_with_its_service_and_uninstall_takes_bo
     assert!(dry.contains("would run: install -m 755") && dry.contains("service install"), "{dry}");
     assert!(!prefix.exists() && !root.exists() && files(&home).is_empty(), "a dry run writes nothing");
 
-    let said = install(&["--service", "--no-start"]);
+    assert!(install(&["--help"]).contains("--prefix DIR"));
+    let said = install(&["--service", "--no-start", "--no-minilm"]);
     let installed = prefix.join("bin/memfold");
     assert!(installed.is_file(), "{said}");
     assert!(root.join("archive").is_dir(), "the memory is made");
