@@ -379,3 +379,48 @@ fn every_memfold_command_line_in_the_docs_names_commands_and_flags_that_exist() 
     assert!(checked > 20, "only {checked} memfold command lines found in the docs' code blocks");
     assert!(wrong.is_empty(), "command lines the binary does not take:\n{}", wrong.join("\n"));
 }
+
+#[test]
+fn every_command_has_a_row_in_the_commands_page() {
+    use clap::CommandFactory;
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/commands.md")).unwrap();
+    let rows: Vec<&str> = page.lines().filter(|l| l.starts_with("| `")).collect();
+    let missing: Vec<String> = memfold::doors::cli::Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|name| {
+            !rows.iter().any(|row| {
+                // The command's cell: `name …`, or one of several names split by / or \|.
+                let cell = row.split(" | ").next().unwrap_or_default();
+                cell.split(['/', '`']).any(|part| part.trim().split([' ', '\\']).next() == Some(name.as_str()))
+            })
+        })
+        .collect();
+    assert!(missing.is_empty(), "commands without a row in docs/commands.md: {missing:?}");
+}
+
+#[test]
+fn every_configuration_key_is_in_config_example_toml() {
+    let example = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml")).unwrap();
+    let defaults = serde_json::to_value(memfold::config::Config::default()).unwrap();
+    let mut missing = Vec::new();
+    for (section, table) in defaults.as_object().unwrap() {
+        let Some(table) = table.as_object() else { continue };
+        let header = format!("[{section}]");
+        let Some(start) = example.lines().position(|l| l.trim() == header) else {
+            missing.push(header);
+            continue;
+        };
+        let body: Vec<&str> = example.lines().skip(start + 1).take_while(|l| !l.starts_with('[')).collect();
+        for key in table.keys() {
+            let named = body.iter().any(|l| {
+                let l = l.trim_start_matches('#').trim();
+                l.starts_with(&format!("{key} =")) || l.starts_with(&format!("{key}="))
+            });
+            if !named {
+                missing.push(format!("{section}.{key}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "settings config.example.toml does not show: {missing:?}");
+}
