@@ -424,3 +424,26 @@ fn every_configuration_key_is_in_config_example_toml() {
     }
     assert!(missing.is_empty(), "settings config.example.toml does not show: {missing:?}");
 }
+
+#[test]
+fn the_debian_package_names_files_that_exist_and_a_unit_systemd_accepts() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml::Table = std::fs::read_to_string(repo.join("Cargo.toml")).unwrap().parse().unwrap();
+    let assets = manifest["package"]["metadata"]["deb"]["assets"].as_array().expect("[package.metadata.deb] assets");
+    for asset in assets {
+        let source = asset[0].as_str().unwrap();
+        if source.starts_with("target/") {
+            continue; // built by `cargo build --release`
+        }
+        let found = match source.split_once('*') {
+            Some((dir, suffix)) => std::fs::read_dir(repo.join(dir))
+                .unwrap()
+                .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(suffix)),
+            None => repo.join(source).is_file(),
+        };
+        assert!(found, "the package's {source} is not in the repository");
+    }
+    let unit = repo.join("contrib/deb/memfold.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains("ExecStart=/usr/bin/memfold ") && text.contains("RestartPreventExitStatus=2"));
+}
