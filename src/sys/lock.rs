@@ -24,21 +24,29 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    /// Take the lock or fail at once, naming the holder. `what` names the activity, e.g. "consolidation".
+    /// Take the lock or fail, naming the holder. `what` names the activity, e.g. "consolidation".
+    ///
+    /// A holder that has not stamped the file is a reader asking [`holder`] (it takes the lock
+    /// for an instant, there being no way to ask `flock` without taking it), or a holder in
+    /// the instant before it stamps: for those the lock is tried again for up to 0.2 s, so a
+    /// hook asking whether a daemon runs never makes that daemon's start fail.
     pub fn try_acquire(path: &Path, what: &str) -> Result<LockGuard, LockError> {
         let mut file = open(path)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(LockError::Held {
-                    what: what.to_string(),
-                    path: path.to_path_buf(),
-                    holder: read_holder(&mut file),
-                });
+        let mut tries = 0;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return LockGuard::stamp(file, path),
+                Err(TryLockError::WouldBlock) => {
+                    let holder = read_holder(&mut file);
+                    tries += 1;
+                    if holder != UNNAMED || tries >= 20 {
+                        return Err(LockError::Held { what: what.to_string(), path: path.to_path_buf(), holder });
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(TryLockError::Error(source)) => return Err(LockError::Io { path: path.to_path_buf(), source }),
             }
-            Err(TryLockError::Error(source)) => return Err(LockError::Io { path: path.to_path_buf(), source }),
         }
-        LockGuard::stamp(file, path)
     }
 
     /// Wait for the lock (blocking; call from a blocking context).
@@ -99,8 +107,11 @@ fn open(path: &Path) -> Result<File, LockError> {
 fn read_holder(file: &mut File) -> String {
     let mut text = String::new();
     let _ = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut text));
-    if text.trim().is_empty() { "another process".into() } else { text.trim().to_string() }
+    if text.trim().is_empty() { UNNAMED.into() } else { text.trim().to_string() }
 }
+
+/// What a lock held by a process that did not say who it is is said to be held by.
+const UNNAMED: &str = "another process";
 
 #[cfg(test)]
 mod tests {
@@ -119,5 +130,27 @@ mod tests {
         drop(guard);
         assert!(holder(&path).is_none());
         LockGuard::try_acquire(&path, "consolidation").unwrap();
+    }
+
+    #[test]
+    fn a_reader_asking_who_holds_the_lock_does_not_make_the_taker_fail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("serve.lock");
+        drop(LockGuard::try_acquire(&path, "memfold serve").unwrap());
+        // A reader holds it, unstamped, for longer than a probe ever does.
+        let probe = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        probe.try_lock().unwrap();
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            probe.unlock().unwrap();
+        });
+        let guard = LockGuard::try_acquire(&path, "memfold serve").expect("taken once the reader let go");
+        released.join().unwrap();
+        drop(guard);
+        // A reader that never lets go is reported, after a bounded wait.
+        let stuck = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        stuck.try_lock().unwrap();
+        let err = LockGuard::try_acquire(&path, "memfold serve").unwrap_err().to_string();
+        assert!(err.contains("held by another process"), "{err}");
     }
 }
