@@ -279,6 +279,26 @@ proptest! {
     }
 }
 
+/// The case the property above found: an entry deleted by hand on one machine while the other
+/// edits it and promotes it into MEMORY.md. The merge removes the entry on both; the machine
+/// that had deleted it must not take the other's MEMORY.md line for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_deleted_here_and_promoted_there_leaves_no_memory_md_line_anywhere() {
+    let lab = Lab::new();
+    let (a, b, mut facts) = lab.joined().await;
+    let steps = [
+        (true, Step::Add(11)),
+        (false, Step::HandDelete),
+        (true, Step::HandEdit),
+        (true, Step::Pass),
+        (true, Step::Sync),
+    ];
+    for (n, (on_a, step)) in steps.iter().enumerate() {
+        run_step(if *on_a { &a } else { &b }, step, n, &mut facts).await;
+    }
+    converge(&a, &b, &facts, &format!("{steps:?}")).await;
+}
+
 /// Three roots through one remote converge; each one's facts reach the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_roots_converge() {

@@ -237,7 +237,14 @@ pub fn plan(req: &Request) -> Result<(Change, Merged), Problem> {
     let promoted_side = side(PROMOTED);
     let promoted_now = promoted_side.ours().to_string();
     let mut promoted_text = merge_promoted(promoted_side).unwrap_or_else(|| promoted_now.clone());
-    let gone: Vec<String> = ledger_ids(req.ledger).filter(|id| !current_ids.contains(id)).map(str::to_string).collect();
+    // Gone: an entry current here or promoted on either side that the merge leaves out (the
+    // other side's MEMORY.md may promote an entry this side had already removed).
+    let promoted_ids: Vec<String> = promoted::parse(&promoted_text).generated.into_iter().map(|l| l.entry).collect();
+    let gone: Vec<String> = ledger_ids(req.ledger)
+        .map(str::to_string)
+        .chain(promoted_ids)
+        .filter(|id| !current_ids.contains(id.as_str()))
+        .collect();
     if let Some(without) = promoted::without_lines(&promoted_text, &gone) {
         promoted_text = without;
     }
