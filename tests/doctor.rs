@@ -11,7 +11,12 @@ use crate::common::daemon::Fixture;
 
 /// `memfold --root ROOT ARGS` with HOME (and Codex's folder) in `home`.
 fn run(root: &Path, home: &Path, args: &[&str]) -> Output {
+    run_with(root, home, args, &[])
+}
+
+fn run_with(root: &Path, home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     bin()
+        .envs(env.iter().copied())
         .arg("--root")
         .arg(root)
         .args(args)
@@ -49,7 +54,11 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn doctor(root: &Path, home: &Path) -> (i32, Value) {
-    let out = run(root, home, &["doctor", "--json"]);
+    doctor_with(root, home, &[])
+}
+
+fn doctor_with(root: &Path, home: &Path, env: &[(&str, &str)]) -> (i32, Value) {
+    let out = run_with(root, home, &["doctor", "--json"], env);
     let answer: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("doctor --json: {e}: {}", String::from_utf8_lossy(&out.stdout)));
     (out.status.code().unwrap(), answer)
@@ -92,6 +101,10 @@ async fn doctor_passes_a_healthy_set_up_and_names_exactly_what_broke_each_with_i
         "privacy",
         "embedder",
         "hooks claude-code",
+        "mcp claude-code",
+        "hooks codex",
+        "mcp codex",
+        "llm",
         "service",
     ] {
         assert!(names.contains(&name), "{name} checked: {names:?}");
@@ -116,6 +129,15 @@ async fn doctor_passes_a_healthy_set_up_and_names_exactly_what_broke_each_with_i
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("chmod 600 {}", token.display())), "{text}");
     assert!(text.contains("/nonexistent/bin/memfold") && text.contains("memfold setup claude-code"), "{text}");
+
+    // An LLM whose server is not there fails; one that is takes connections (nothing is sent).
+    let (_, answer) = doctor_with(&root, &home, &[("MEMFOLD_LLM__BASE_URL", "http://127.0.0.1:9/v1")]);
+    assert_eq!(failed(&answer), ["daemon", "token", "llm", "hooks claude-code"], "{answer:#}");
+    let fake = memfold::testkit::FakeOpenAi::start_in_thread();
+    let url = fake.base_url();
+    let (_, answer) = doctor_with(&root, &home, &[("MEMFOLD_LLM__BASE_URL", url.as_str())]);
+    assert_eq!(failed(&answer), ["daemon", "token", "hooks claude-code"], "{answer:#}");
+    assert_eq!(fake.chat_calls(), 0);
 
     // A warning is not a failure: secrets kept as they came.
     std::fs::write(root.join("memfold.toml"), "[ingest]\nsecrets = \"allow\"\n").unwrap();

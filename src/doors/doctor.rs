@@ -137,13 +137,7 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
         ),
         _ => ok("embedder", why),
     });
-    out.push(ok(
-        "llm",
-        match config.llm.enabled() {
-            true => format!("{} at {}", config.llm.model, config.llm.base_url),
-            false => "none: consolidation uses the offline decider".to_string(),
-        },
-    ));
+    out.push(llm(&config));
     if let Ok(user_home) = crate::store::agents::user_home() {
         let cwd = std::env::current_dir().unwrap_or_default();
         let project = crate::store::home::project_of(&cwd);
@@ -152,17 +146,12 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
             &[user_home.join(".claude/settings.json"), project.join(".claude/settings.local.json")],
             "claude-code",
         ));
+        out.push(servers("mcp claude-code", &user_home.join(".claude.json"), "claude-code"));
         let codex = crate::store::agents::codex_home(&user_home);
         out.push(hooks("hooks codex", &[codex.join("hooks.json")], "codex"));
+        out.push(servers("mcp codex", &codex.join("config.toml"), "codex"));
         if let Ok(service) = Service::of(&config, overrides.config.as_deref(), &user_home) {
-            let file = service.file(Manager::here());
-            out.push(ok(
-                "service",
-                match file.exists() {
-                    true => format!("installed: {}", file.display()),
-                    false => format!("not installed (`memfold {words} service install` runs memfold as a service)"),
-                },
-            ));
+            out.push(service_state(&service, &words));
         }
     }
     out
@@ -307,6 +296,119 @@ fn hooks(name: &str, files: &[PathBuf], agent: &str) -> Check {
             format!("the hooks run a memfold that is not there: {}", missing.join(", ")),
             format!("memfold setup {agent} (from the memfold to run: it rewrites the hooks with its own path)"),
         ),
+    }
+}
+
+/// Whether the LLM's server takes connections: a TCP connection, timed, and nothing sent
+/// (every request to an LLM is in the egress log; this is none).
+fn llm(config: &Config) -> Check {
+    if !config.llm.enabled() {
+        return ok("llm", "none: consolidation uses the offline decider");
+    }
+    let base = &config.llm.base_url;
+    let fix = "start the server, or correct llm.base_url (MEMFOLD_LLM__BASE_URL)";
+    let Ok(url) = reqwest::Url::parse(base) else {
+        return failed("llm", format!("llm.base_url {base:?} is not a URL"), fix);
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return failed("llm", format!("llm.base_url {base:?} names no host"), fix);
+    };
+    use std::net::ToSocketAddrs;
+    let started = std::time::Instant::now();
+    let addr = match (host.trim_start_matches('[').trim_end_matches(']'), port).to_socket_addrs() {
+        Ok(mut addrs) => addrs.next(),
+        Err(e) => return failed("llm", format!("{host}: {e}"), fix),
+    };
+    let Some(addr) = addr else { return failed("llm", format!("{host} resolves to no address"), fix) };
+    if let Err(e) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+        return failed("llm", format!("{} at {base}: no connection to {addr}: {e}", config.llm.model), fix);
+    }
+    let detail = format!(
+        "{} at {base}: takes connections ({} ms; nothing sent)",
+        config.llm.model,
+        started.elapsed().as_millis()
+    );
+    let key = config.llm.api_key_env.trim();
+    let loopback = addr.ip().is_loopback();
+    match !key.is_empty() && !loopback && std::env::var(key).map_or(true, |v| v.trim().is_empty()) {
+        true => warned("llm", format!("{detail}; ${key} is not set"), format!("export {key}=… where memfold runs")),
+        false => ok("llm", detail),
+    }
+}
+
+/// The memfold MCP servers in an agent's file (Claude Code's `~/.claude.json`, Codex's
+/// `config.toml`), and whether the memfold each runs is there.
+fn servers(name: &str, file: &Path, agent: &str) -> Check {
+    let Ok(Some(text)) = crate::store::agents::settings::read(file) else {
+        return ok(name, "not set up");
+    };
+    let mut commands: Vec<String> = Vec::new();
+    let mut take = |server: &Value| {
+        let command = server["command"].as_str().unwrap_or_default();
+        let is_mcp = server["args"].as_array().is_some_and(|a| a.iter().any(|x| x == "mcp"));
+        let memfold = Path::new(command).file_name().is_some_and(|f| f.to_string_lossy().starts_with("memfold"));
+        if is_mcp && memfold && !commands.iter().any(|c| c == command) {
+            commands.push(command.to_string());
+        }
+    };
+    let parsed: Option<Value> = match file.extension().is_some_and(|e| e == "toml") {
+        true => text.parse::<toml::Table>().ok().and_then(|t| serde_json::to_value(t).ok()),
+        false => serde_json::from_str(&text).ok(),
+    };
+    let Some(doc) = parsed else {
+        return failed(name, format!("{} does not parse", file.display()), format!("fix {} by hand", file.display()));
+    };
+    for key in ["mcpServers", "mcp_servers"] {
+        doc[key].as_object().into_iter().flat_map(|m| m.values()).for_each(&mut take);
+    }
+    for project in doc["projects"].as_object().into_iter().flat_map(|p| p.values()) {
+        project["mcpServers"].as_object().into_iter().flat_map(|m| m.values()).for_each(&mut take);
+    }
+    if commands.is_empty() {
+        return ok(name, format!("not set up (`memfold setup {agent}` adds memfold's server)"));
+    }
+    let missing: Vec<&String> = commands.iter().filter(|c| !Path::new(c).is_file()).collect();
+    match missing.is_empty() {
+        true => ok(name, format!("runs {}", commands.join(", "))),
+        false => failed(
+            name,
+            format!(
+                "the MCP server runs a memfold that is not there: {} (in {})",
+                missing.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "),
+                file.display()
+            ),
+            format!("memfold setup {agent} (from the memfold to run)"),
+        ),
+    }
+}
+
+/// The service file, and what the service manager says of it.
+fn service_state(service: &Service, words: &str) -> Check {
+    let manager = Manager::here();
+    let file = service.file(manager);
+    if !file.exists() {
+        return ok("service", format!("not installed (`memfold {words} service install` runs memfold as a service)"));
+    }
+    if manager == Manager::Launchd {
+        return ok("service", format!("installed: {}", file.display()));
+    }
+    let ask = |verb: &str| {
+        std::process::Command::new("systemctl")
+            .args(["--user", verb, "memfold.service"])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match (ask("is-enabled"), ask("is-active")) {
+        (Some(enabled), Some(active)) if enabled == "enabled" && active == "active" => {
+            ok("service", format!("{}: enabled, active", file.display()))
+        }
+        (Some(enabled), Some(active)) if !enabled.is_empty() => warned(
+            "service",
+            format!("{}: {enabled}, {active}", file.display()),
+            format!("memfold {words} service install (enables and starts it), then `memfold service logs`"),
+        ),
+        _ => ok("service", format!("installed: {} (systemctl --user does not answer here)", file.display())),
     }
 }
 
