@@ -115,7 +115,9 @@ fi
 step "$bin" man "$prefix/share/man/man1"
 if [ "$service" = 1 ]; then
     # shellcheck disable=SC2086
-    step "$bin" $memory service install $no_start
+    if ! step "$bin" $memory service install $no_start; then
+        echo "install.sh: the service could not be started here (no user systemd or launchd?); run \`$bin $memory serve\` instead" >&2
+    fi
 fi
 case ":$PATH:" in
     *":$prefix/bin:"*) ;;

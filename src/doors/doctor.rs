@@ -405,7 +405,10 @@ fn service_state(service: &Service, words: &str) -> Check {
         }
         (Some(enabled), Some(active)) if !enabled.is_empty() => warned(
             "service",
-            format!("{}: {enabled}, {active}", file.display()),
+            match active.is_empty() {
+                true => format!("{}: {enabled} (systemd says nothing more here)", file.display()),
+                false => format!("{}: {enabled}, {active}", file.display()),
+            },
             format!("memfold {words} service install (enables and starts it), then `memfold service logs`"),
         ),
         _ => ok("service", format!("installed: {} (systemctl --user does not answer here)", file.display())),
