@@ -205,18 +205,24 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
-/// The lines of a markdown file outside fenced code blocks, with their line numbers.
-fn prose(text: &str) -> Vec<(usize, &str)> {
+/// The lines of a markdown file inside fenced code blocks (`code`) or outside them, with
+/// their line numbers.
+fn lines_of(text: &str, code: bool) -> Vec<(usize, &str)> {
     let mut fenced = false;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
-        } else if !fenced {
+        } else if fenced == code {
             out.push((n + 1, line));
         }
     }
     out
+}
+
+/// The lines of a markdown file outside fenced code blocks, with their line numbers.
+fn prose(text: &str) -> Vec<(usize, &str)> {
+    lines_of(text, false)
 }
 
 /// The anchors of a markdown file's headings (a repeated heading gets `-1`, `-2`, … as on GitHub).
@@ -253,9 +259,8 @@ fn link_targets(line: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn every_relative_link_in_the_docs_resolves() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+/// README.md and the pages of docs/, sorted.
+fn doc_files(repo: &Path) -> Vec<PathBuf> {
     let mut files = vec![repo.join("README.md")];
     for entry in std::fs::read_dir(repo.join("docs")).unwrap() {
         let path = entry.unwrap().path();
@@ -264,6 +269,13 @@ fn every_relative_link_in_the_docs_resolves() {
         }
     }
     files.sort();
+    files
+}
+
+#[test]
+fn every_relative_link_in_the_docs_resolves() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = doc_files(repo);
     assert!(files.len() > 2, "README.md and the pages of docs/: {files:?}");
     let mut broken = Vec::new();
     let mut checked = 0;
@@ -296,20 +308,6 @@ fn every_relative_link_in_the_docs_resolves() {
     }
     assert!(checked > 20, "only {checked} relative links found: is the link parser right?");
     assert!(broken.is_empty(), "links that lead nowhere:\n{}", broken.join("\n"));
-}
-
-/// The lines of a markdown file's fenced code blocks, with their line numbers.
-fn code_lines(text: &str) -> Vec<(usize, &str)> {
-    let mut fenced = false;
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        } else if fenced {
-            out.push((n + 1, line));
-        }
-    }
-    out
 }
 
 /// A command line's words, as a shell splits them (quotes kept together), up to the first
@@ -348,19 +346,12 @@ fn every_memfold_command_line_in_the_docs_names_commands_and_flags_that_exist() 
     use clap::Parser;
     use clap::error::ErrorKind;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![repo.join("README.md")];
-    for entry in std::fs::read_dir(repo.join("docs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            files.push(path);
-        }
-    }
-    files.sort();
+    let files = doc_files(repo);
     let (mut checked, mut wrong) = (0, Vec::new());
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let name = file.strip_prefix(repo).unwrap().display().to_string();
-        for (n, line) in code_lines(&text) {
+        for (n, line) in lines_of(&text, true) {
             let line = line.trim_start().trim_start_matches("$ ");
             let words = shell_words(line);
             if words.first().map(String::as_str) != Some("memfold") {
