@@ -485,25 +485,39 @@ impl Service {
         self.count(Verb::Recall, door);
         let mut candidates = self.memory.recall_candidates(prompt).await?;
         if let Some(spaces) = self.spaces.upgrade().filter(|s| s.is_home()) {
-            let shared: Vec<String> =
-                spaces.config().spaces.shared.iter().filter(|s| **s != self.name).cloned().collect();
-            for name in shared {
-                let found = match spaces.service(&name, false).await {
-                    Ok(space) => space.memory.recall_candidates(prompt).await,
-                    Err(Error::NoSpace(_)) => continue,
-                    Err(e) => Err(e),
-                };
-                match found {
+            for (name, space) in self.shared_services(&spaces).await {
+                match space.memory.recall_candidates(prompt).await {
                     Ok(found) => {
                         candidates.extend(found.into_iter().map(|c| Candidate { space: Some(name.clone()), ..c }))
                     }
-                    Err(e) => {
-                        tracing::warn!(space = %self.name, shared = %name, error = %e, "a shared space could not be recalled from")
-                    }
+                    Err(e) => self.shared_failed(&name, &e),
                 }
             }
         }
         self.memory.recall_from(prompt, candidates, request).await
+    }
+
+    /// The home's shared spaces, this one aside.
+    fn shared(&self, spaces: &Spaces) -> Vec<String> {
+        spaces.config().spaces.shared.iter().filter(|s| **s != self.name).cloned().collect()
+    }
+
+    /// The home's shared spaces (this one aside), opened. One that fails is left out and
+    /// logged: the caller's own space still answers, and the operator sees the shared one fail.
+    async fn shared_services(&self, spaces: &Spaces) -> Vec<(String, Arc<Service>)> {
+        let mut out = Vec::new();
+        for name in self.shared(spaces) {
+            match spaces.service(&name, false).await {
+                Ok(space) => out.push((name, space)),
+                Err(Error::NoSpace(_)) => {}
+                Err(e) => self.shared_failed(&name, &e),
+            }
+        }
+        out
+    }
+
+    fn shared_failed(&self, shared: &str, e: &Error) {
+        tracing::warn!(space = %self.name, shared = %shared, error = %e, "a shared space could not be read");
     }
 
     /// Hybrid search; the hits are recorded in the recall log. A space of a home also reads
@@ -517,23 +531,14 @@ impl Service {
         for hit in &mut hits {
             hit.space = Some(self.name.clone());
         }
-        let shared: Vec<String> = spaces.config().spaces.shared.iter().filter(|s| **s != self.name).cloned().collect();
-        if shared.is_empty() {
+        if self.shared(&spaces).is_empty() {
             return Ok(hits);
         }
         let quiet = SearchRequest { skip_recall: true, ..request.clone() };
-        for name in shared {
-            let found = match spaces.service(&name, false).await {
-                Ok(space) => space.memory.search(query, &quiet).await,
-                Err(Error::NoSpace(_)) => continue,
-                Err(e) => Err(e),
-            };
-            match found {
+        for (name, space) in self.shared_services(&spaces).await {
+            match space.memory.search(query, &quiet).await {
                 Ok(found) => hits.extend(found.into_iter().map(|hit| Hit { space: Some(name.clone()), ..hit })),
-                // The caller's own space still answers; the operator sees the shared one fail.
-                Err(e) => {
-                    tracing::warn!(space = %self.name, shared = %name, error = %e, "a shared space could not be searched")
-                }
+                Err(e) => self.shared_failed(&name, &e),
             }
         }
         // Best first; on a tie the caller's own space first.
