@@ -30,14 +30,14 @@ fn payload(agent: &str, event: &str, project: &Path, transcript: &Path, session:
 }
 
 /// What a hook process did.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Run `command` (a `memfold … hook EVENT`) with `stdin` piped in; what it did.
-fn pipe(mut command: std::process::Command, stdin: &[u8]) -> Ran {
+pub fn pipe(mut command: std::process::Command, stdin: &[u8]) -> Ran {
     let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     let out = child.wait_with_output().unwrap();

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod agents;
 mod aspects;
 mod cli;
 mod consolidate;

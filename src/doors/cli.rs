@@ -78,14 +78,26 @@ pub enum Command {
         #[arg(long, value_parser = parse_agent)]
         agent: Option<Agent>,
     },
-    /// Add memfold's hooks and MCP server to an agent's settings (merged into what is there,
-    /// backed up first); --remove takes them out again.
+    /// Add memfold's hooks and MCP server to an agent's settings (claude-code, codex, gemini,
+    /// cursor, copilot, opencode), or the MCP server alone to a client's (`setup mcp --client
+    /// claude-desktop|vscode|windsurf|zed|cursor`): merged into what is there, backed up first;
+    /// --remove takes them out again; --list shows what is set up on this machine.
     Setup {
-        #[arg(value_parser = parse_agent)]
-        agent: Agent,
-        /// Claude Code: every project (user) or the project in the current folder.
+        /// The agent, or `mcp` (with --client).
+        #[arg(required_unless_present = "list")]
+        agent: Option<String>,
+        /// With `mcp`: the MCP client whose settings get memfold's server.
+        #[arg(long, value_enum)]
+        client: Option<crate::doors::setup::Client>,
+        /// Every project of this user (user) or the project in the current folder.
         #[arg(long, value_enum, default_value = "user")]
         scope: crate::doors::setup::Scope,
+        /// Which agents and clients this machine has, which are set up, and with which memfold
+        /// (a binary that is no longer there is flagged).
+        #[arg(long, conflicts_with_all = ["agent", "remove", "dry_run"])]
+        list: bool,
+        #[arg(long, requires = "list")]
+        json: bool,
         /// Print the change; write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -128,9 +140,11 @@ pub enum Command {
         json: bool,
     },
     /// Bring in what an agent already remembers, as facts: Claude Code's auto memory of the
-    /// project in the current folder (or DIR), Codex's memories (or DIR), a mem0 export FILE.
+    /// project in the current folder (or DIR), Codex's memories (or DIR), Gemini CLI's
+    /// GEMINI.md memories (or FILE), Cursor's rules or Copilot's instructions of the project in
+    /// the current folder (or DIR), a mem0 export FILE.
     Import {
-        /// claude-code, codex or mem0.
+        /// claude-code, codex, gemini, cursor, copilot or mem0.
         #[arg(long = "from")]
         from: String,
         /// The folder or file [default: the agent's own, for claude-code and codex].
@@ -500,10 +514,20 @@ pub fn run(cli: Cli) -> Result<i32> {
         let request = crate::doors::unit::Request { manager, remove, dry_run: how.dry_run, no_start: how.no_start };
         return crate::doors::unit::run(&service, &request).map_err(anyhow::Error::msg);
     }
-    if let Command::Setup { agent, scope, dry_run, remove } = cli.command {
+    if let Command::Setup { agent, client, scope, list, json, dry_run, remove } = cli.command {
+        use crate::doors::setup::{self, Target};
+        if list {
+            return setup::list(json).map_err(anyhow::Error::msg);
+        }
+        let target = match (agent.as_deref().unwrap_or_default(), client) {
+            ("mcp", Some(client)) => Target::Mcp(client),
+            ("mcp", None) => bail!("setup mcp takes --client: claude-desktop, vscode, windsurf, zed or cursor"),
+            (_, Some(_)) => bail!("--client goes with `setup mcp`; `setup AGENT` sets up the agent's hooks and server"),
+            (name, None) => Target::Agent(Agent::parse(name).map_err(anyhow::Error::msg)?),
+        };
         let config_file = overrides.config.clone();
-        let request = crate::doors::setup::Request { agent, scope, dry_run, remove, config_file };
-        return crate::doors::setup::run(&config, &request).map_err(anyhow::Error::msg);
+        let request = setup::Request { target, scope, dry_run, remove, config_file };
+        return setup::run(&config, &request).map_err(anyhow::Error::msg);
     }
     // An agent starts `memfold --home H mcp` in its project: the project's space.
     if let (Command::Mcp, Some(home), None) = (&cli.command, &config.home, &config.space) {
@@ -607,7 +631,7 @@ fn parse_agent(name: &str) -> Result<Agent, String> {
     Agent::parse(name)
 }
 
-/// `import --from claude-code|codex|mem0 [PATH]`.
+/// `import --from claude-code|codex|gemini|cursor|copilot|mem0 [PATH]`.
 async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) -> Result<i32> {
     use crate::store::agents::{claude_memory_dir, codex_home, imports, user_home};
     let home = || user_home().map_err(anyhow::Error::msg).context("finding the agent's own folder (or give PATH)");
@@ -626,8 +650,22 @@ async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) 
             Some(dir) => dir,
             None => codex_home(&home()?).join("memories"),
         }),
+        "gemini" => imports::gemini(&match path {
+            Some(file) => file,
+            None => home()?.join(".gemini/GEMINI.md"),
+        }),
+        "cursor" | "copilot" => {
+            let project = match path {
+                Some(dir) => dir,
+                None => crate::store::home::project_of(&std::env::current_dir().context("the current folder")?),
+            };
+            match from {
+                "cursor" => imports::cursor(&project),
+                _ => imports::copilot(&project, &crate::store::agents::copilot_home(&home()?)),
+            }
+        }
         "mem0" => imports::mem0(&path.context("--from mem0 takes the export's file: memfold import --from mem0 FILE")?),
-        other => bail!("--from {other:?}: memfold imports from claude-code, codex or mem0"),
+        other => bail!("--from {other:?}: memfold imports from claude-code, codex, gemini, cursor, copilot or mem0"),
     };
     for problem in &found.problems {
         eprintln!("skipped: {problem}");

@@ -1,16 +1,16 @@
 //! `memfold doctor`: whether this machine's memfold is set up and running, one line per check,
 //! each failure with the command that fixes it. It reads and asks; it changes nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::config::{Config, Overrides};
 use crate::doors::hook::client::Daemon;
 use crate::doors::unit::{Manager, Service};
 use crate::store::Root;
+use crate::store::agents::Agent;
 use crate::store::home::Home;
 use crate::store::listening::Listening;
 
@@ -140,16 +140,7 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
     out.push(llm(&config));
     if let Ok(user_home) = crate::store::agents::user_home() {
         let cwd = std::env::current_dir().unwrap_or_default();
-        let project = crate::store::home::project_of(&cwd);
-        out.push(hooks(
-            "hooks claude-code",
-            &[user_home.join(".claude/settings.json"), project.join(".claude/settings.local.json")],
-            "claude-code",
-        ));
-        out.push(servers("mcp claude-code", &user_home.join(".claude.json"), "claude-code"));
-        let codex = crate::store::agents::codex_home(&user_home);
-        out.push(hooks("hooks codex", &[codex.join("hooks.json")], "codex"));
-        out.push(servers("mcp codex", &codex.join("config.toml"), "codex"));
+        out.extend(agent_checks(&user_home, &cwd));
         if let Ok(service) = Service::of(&config, overrides.config.as_deref(), &user_home) {
             out.push(service_state(&service, &words));
         }
@@ -219,84 +210,62 @@ fn token(config: &Config, file: &Path) -> Check {
     }
 }
 
-/// The first word of a shell command as memfold's setup writes it (plain, or in single quotes).
-fn first_word(command: &str) -> String {
-    let command = command.trim_start();
-    if !command.starts_with('\'') {
-        return command.split_whitespace().next().unwrap_or_default().to_string();
-    }
-    let mut out = String::new();
-    let mut rest = &command[1..];
-    loop {
-        match rest.find('\'') {
-            None => return out + rest,
-            Some(at) => {
-                out.push_str(&rest[..at]);
-                rest = &rest[at + 1..];
-                match rest.strip_prefix("\\''") {
-                    Some(more) => {
-                        out.push('\'');
-                        rest = more;
-                    }
-                    None => return out,
-                }
+/// memfold's part in each agent's files (user scope, and the project of `cwd`): its hooks (or
+/// plugin) and its MCP server, each failing when the memfold it runs is not there; MCP clients
+/// only where memfold is set up in them.
+fn agent_checks(user_home: &Path, cwd: &Path) -> Vec<Check> {
+    use crate::doors::setup::{Client, Target, installed};
+    let targets = Agent::ALL.map(Target::Agent).into_iter().chain(Client::ALL.map(Target::Mcp));
+    let mut out = Vec::new();
+    for target in targets {
+        let name = target.name();
+        let client = matches!(target, Target::Mcp(_));
+        let found = match installed(target, user_home, cwd) {
+            Ok(found) => found,
+            Err(e) => {
+                let check = if client {
+                    format!("mcp {}", target.name().trim_start_matches("mcp --client "))
+                } else {
+                    format!("hooks {name}")
+                };
+                out.push(failed(&check, e.clone(), format!("fix the file by hand ({e})")));
+                continue;
             }
-        }
-    }
-}
-
-/// The commands of memfold's hooks in an agent's settings file.
-fn memfold_hooks(doc: &Value) -> Vec<String> {
-    let mut found = Vec::new();
-    if let Some(events) = doc["hooks"].as_object() {
-        for groups in events.values().filter_map(Value::as_array) {
-            for group in groups {
-                for handler in group["hooks"].as_array().into_iter().flatten() {
-                    let command = handler["command"].as_str().unwrap_or_default();
-                    if command.contains(" hook ") && command.contains(" --agent ") {
-                        found.push(command.to_string());
-                    }
-                }
-            }
-        }
-    }
-    found
-}
-
-/// Whether the memfold an agent's hooks run is still there.
-fn hooks(name: &str, files: &[PathBuf], agent: &str) -> Check {
-    let mut binaries: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for file in files {
-        let Ok(Some(text)) = crate::store::agents::settings::read(file) else { continue };
-        let Ok(doc) = serde_json::from_str::<Value>(&text) else {
-            return failed(name, format!("{} is not JSON", file.display()), format!("fix {} by hand", file.display()));
         };
-        for command in memfold_hooks(&doc) {
-            let exe = PathBuf::from(first_word(&command));
-            if !binaries.iter().any(|(e, _)| *e == exe) {
-                binaries.push((exe, file.clone()));
+        let kinds: &[(&str, &[&str])] = match client {
+            true => &[("mcp", &["mcp"])],
+            false => &[("hooks", &["hooks", "plugin"]), ("mcp", &["mcp"])],
+        };
+        for (label, kinds) in kinds {
+            let check = match target {
+                Target::Mcp(c) => format!("mcp {}", c.name()),
+                Target::Agent(a) => format!("{label} {}", a.name()),
+            };
+            let parts: Vec<_> = found.iter().filter(|i| kinds.contains(&i.kind)).collect();
+            if parts.is_empty() {
+                if !client {
+                    out.push(ok(&check, format!("not set up (`memfold setup {name}` adds memfold's {label})")));
+                }
+                continue;
             }
+            let missing: Vec<String> = parts
+                .iter()
+                .filter(|i| !i.binary_exists)
+                .map(|i| format!("{} (in {})", i.binary.display(), i.file.display()))
+                .collect();
+            let mut binaries: Vec<String> = parts.iter().map(|i| i.binary.display().to_string()).collect();
+            binaries.dedup();
+            out.push(match missing.is_empty() {
+                true => ok(&check, format!("run {}", binaries.join(", "))),
+                false => failed(
+                    &check,
+                    format!("the {label} run a memfold that is not there: {}", missing.join(", ")),
+                    format!("memfold setup {name} (from the memfold to run: it rewrites them with its own path)"),
+                ),
+            });
         }
     }
-    if binaries.is_empty() {
-        return ok(name, format!("not set up (`memfold setup {agent}` adds memfold's hooks)"));
-    }
-    let missing: Vec<String> = binaries
-        .iter()
-        .filter(|(exe, _)| !exe.is_file())
-        .map(|(exe, file)| format!("{} (in {})", exe.display(), file.display()))
-        .collect();
-    match missing.is_empty() {
-        true => ok(
-            name,
-            format!("run {}", binaries.iter().map(|(e, _)| e.display().to_string()).collect::<Vec<_>>().join(", ")),
-        ),
-        false => failed(
-            name,
-            format!("the hooks run a memfold that is not there: {}", missing.join(", ")),
-            format!("memfold setup {agent} (from the memfold to run: it rewrites the hooks with its own path)"),
-        ),
-    }
+    out
 }
 
 /// Whether the LLM's server takes connections: a TCP connection, timed, and nothing sent
@@ -333,52 +302,6 @@ fn llm(config: &Config) -> Check {
     match !key.is_empty() && !loopback && std::env::var(key).map_or(true, |v| v.trim().is_empty()) {
         true => warned("llm", format!("{detail}; ${key} is not set"), format!("export {key}=… where memfold runs")),
         false => ok("llm", detail),
-    }
-}
-
-/// The memfold MCP servers in an agent's file (Claude Code's `~/.claude.json`, Codex's
-/// `config.toml`), and whether the memfold each runs is there.
-fn servers(name: &str, file: &Path, agent: &str) -> Check {
-    let Ok(Some(text)) = crate::store::agents::settings::read(file) else {
-        return ok(name, "not set up");
-    };
-    let mut commands: Vec<String> = Vec::new();
-    let mut take = |server: &Value| {
-        let command = server["command"].as_str().unwrap_or_default();
-        let is_mcp = server["args"].as_array().is_some_and(|a| a.iter().any(|x| x == "mcp"));
-        let memfold = Path::new(command).file_name().is_some_and(|f| f.to_string_lossy().starts_with("memfold"));
-        if is_mcp && memfold && !commands.iter().any(|c| c == command) {
-            commands.push(command.to_string());
-        }
-    };
-    let parsed: Option<Value> = match file.extension().is_some_and(|e| e == "toml") {
-        true => text.parse::<toml::Table>().ok().and_then(|t| serde_json::to_value(t).ok()),
-        false => serde_json::from_str(&text).ok(),
-    };
-    let Some(doc) = parsed else {
-        return failed(name, format!("{} does not parse", file.display()), format!("fix {} by hand", file.display()));
-    };
-    for key in ["mcpServers", "mcp_servers"] {
-        doc[key].as_object().into_iter().flat_map(|m| m.values()).for_each(&mut take);
-    }
-    for project in doc["projects"].as_object().into_iter().flat_map(|p| p.values()) {
-        project["mcpServers"].as_object().into_iter().flat_map(|m| m.values()).for_each(&mut take);
-    }
-    if commands.is_empty() {
-        return ok(name, format!("not set up (`memfold setup {agent}` adds memfold's server)"));
-    }
-    let missing: Vec<&String> = commands.iter().filter(|c| !Path::new(c).is_file()).collect();
-    match missing.is_empty() {
-        true => ok(name, format!("runs {}", commands.join(", "))),
-        false => failed(
-            name,
-            format!(
-                "the MCP server runs a memfold that is not there: {} (in {})",
-                missing.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "),
-                file.display()
-            ),
-            format!("memfold setup {agent} (from the memfold to run)"),
-        ),
     }
 }
 
@@ -430,16 +353,4 @@ pub fn run(overrides: &Overrides, json: bool) -> i32 {
         }
     }
     i32::from(!all_ok)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_binary_of_a_hook_command_is_read_as_setup_quotes_it() {
-        assert_eq!(first_word("/usr/bin/memfold --root /m hook stop --agent codex"), "/usr/bin/memfold");
-        assert_eq!(first_word("'/opt/my tools/memfold' --root /m hook stop"), "/opt/my tools/memfold");
-        assert_eq!(first_word(r"'/opt/it'\''s/memfold' hook stop"), "/opt/it's/memfold");
-    }
 }

@@ -1,5 +1,7 @@
-//! `memfold hook EVENT`: the door an agent's lifecycle hooks come through (Claude Code,
-//! Codex). The hook reads the agent's JSON from stdin and answers in the agent's shape:
+//! `memfold hook EVENT`: the door an agent's lifecycle hooks come through (Claude Code, Codex,
+//! Gemini CLI, Cursor, Copilot CLI, and OpenCode through memfold's plugin). The hook reads the
+//! agent's JSON from stdin and answers in the agent's shape (its event names and fields, see
+//! [`context`]):
 //!
 //! - `session-start`: `MEMORY.md`, then the entries most relevant to the project, as
 //!   `additionalContext` (at most `hooks.session_start_max_chars`), ending with how to see more;
@@ -23,7 +25,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::config::{Config, Overrides};
@@ -51,30 +52,102 @@ pub enum Event {
 }
 
 impl Event {
-    /// The agent's name for the event, as its answers name it.
-    fn agent_name(self) -> &'static str {
+    /// memfold's name for the event (`memfold hook <name>`).
+    fn ours(self) -> &'static str {
         match self {
-            Event::SessionStart => "SessionStart",
-            Event::UserPromptSubmit => "UserPromptSubmit",
-            Event::Stop => "Stop",
+            Event::SessionStart => "session-start",
+            Event::UserPromptSubmit => "user-prompt-submit",
+            Event::Stop => "stop",
+            Event::PreCompact => "pre-compact",
+            Event::PostCompact => "post-compact",
+            Event::SessionEnd => "session-end",
+        }
+    }
+
+    /// `agent`'s name for the event, as its answers name it.
+    fn agent_name(self, agent: Agent) -> &'static str {
+        agent.event_name(self.ours()).unwrap_or(match self {
             Event::PreCompact => "PreCompact",
             Event::PostCompact => "PostCompact",
-            Event::SessionEnd => "SessionEnd",
-        }
+            _ => "Stop",
+        })
     }
 }
 
-/// What the agents send (the fields memfold reads; others are ignored).
-#[derive(Debug, Default, Deserialize)]
+/// What the agents send (the fields memfold reads; others are ignored). The agents spell them
+/// differently: Claude Code, Codex and Gemini CLI `session_id`, `transcript_path`, `cwd`;
+/// Copilot CLI `sessionId`, `transcriptPath`, `cwd`; Cursor `conversation_id` and
+/// `workspace_roots`; memfold's OpenCode plugin sends the session's `messages`.
+#[derive(Debug, Default)]
 struct Payload {
     session_id: Option<String>,
     transcript_path: Option<String>,
     cwd: Option<String>,
     prompt: Option<String>,
     compact_summary: Option<String>,
-    turn_id: Option<String>,
-    /// Why a session starts: `startup`, `resume`, `clear`, `compact`.
+    /// Why a session starts: `startup`, `resume`, `clear`, `compact` (Copilot CLI: `new`).
     source: Option<String>,
+    /// Gemini CLI's `AfterAgent`: the model's answer to `prompt`.
+    prompt_response: Option<String>,
+    /// The whole conversation so far, where the agent gives no transcript file (OpenCode).
+    messages: Option<Vec<Said>>,
+    /// Which agent's spelling the payload is in, where it tells.
+    spelled_by: Option<Agent>,
+}
+
+impl Payload {
+    /// The fields of a JSON payload, by any of the agents' spellings; a field of the wrong type
+    /// is left out and named.
+    fn from_value(value: &Value) -> Payload {
+        let text = |keys: &[&str]| {
+            keys.iter().find_map(|k| match value.get(*k) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Null) | None => None,
+                Some(other) => {
+                    warn(&format!("the payload's {k} is not a string ({other}); left out"));
+                    None
+                }
+            })
+        };
+        let cwd = text(&["cwd"])
+            .or_else(|| value.get("workspace_roots").and_then(Value::as_array)?.first()?.as_str().map(str::to_string));
+        let messages = value.get("messages").and_then(Value::as_array).map(|list| {
+            list.iter()
+                .filter_map(|m| {
+                    let role = match m.get("role").and_then(Value::as_str)? {
+                        "user" => Role::User,
+                        "assistant" => Role::Assistant,
+                        "summary" => Role::Summary,
+                        _ => return None,
+                    };
+                    Some(Said { role, text: m.get("text").and_then(Value::as_str)?.to_string() })
+                })
+                .collect()
+        });
+        let spelled_by = if value.get("conversation_id").is_some() || value.get("workspace_roots").is_some() {
+            Some(Agent::Cursor)
+        } else if value.get("sessionId").is_some() {
+            Some(Agent::Copilot)
+        } else if value.get("turn_id").is_some() {
+            Some(Agent::Codex)
+        } else {
+            match value.get("hook_event_name").and_then(Value::as_str) {
+                Some("BeforeAgent" | "AfterAgent" | "PreCompress") => Some(Agent::Gemini),
+                _ => None,
+            }
+        };
+        Payload {
+            session_id: text(&["session_id", "conversation_id", "sessionId"]),
+            transcript_path: text(&["transcript_path", "transcriptPath"]),
+            cwd,
+            prompt: text(&["prompt"]),
+            compact_summary: text(&["compact_summary"]),
+            source: text(&["source"]),
+            prompt_response: text(&["prompt_response"]),
+            messages,
+            spelled_by,
+        }
+    }
 }
 
 /// The most a payload may be (a prompt can be long; a payload is never megabytes of JSON).
@@ -125,10 +198,11 @@ fn read_payload() -> Payload {
         return Payload::default();
     }
     match serde_json::from_slice::<Value>(&bytes) {
-        Ok(value) => serde_json::from_value(value.clone()).unwrap_or_else(|e| {
-            warn(&format!("the payload has an unexpected field type ({e}); the rest is used"));
-            lenient(&value)
-        }),
+        Ok(value) if value.is_object() => Payload::from_value(&value),
+        Ok(_) => {
+            warn("the payload is not a JSON object");
+            Payload::default()
+        }
         Err(e) => {
             warn(&format!("the payload is not JSON ({e})"));
             Payload::default()
@@ -136,25 +210,15 @@ fn read_payload() -> Payload {
     }
 }
 
-/// The string fields of a payload whose types did not all match.
-fn lenient(value: &Value) -> Payload {
-    let field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_string);
-    Payload {
-        session_id: field("session_id"),
-        transcript_path: field("transcript_path"),
-        cwd: field("cwd"),
-        prompt: field("prompt"),
-        compact_summary: field("compact_summary"),
-        turn_id: field("turn_id"),
-        source: field("source"),
-    }
-}
-
-/// Codex sends a `turn_id` on turn events and writes its transcripts in its own shape;
-/// Claude Code neither (`setup` names the agent, so this is for hooks wired by hand).
+/// The agent of a hook wired by hand (`setup` names it): told by the payload's spelling, a
+/// Codex transcript, else Claude Code.
 fn guess_agent(payload: &Payload) -> Agent {
     let codex_transcript = payload.transcript_path.as_deref().is_some_and(|p| transcript::is_codex(Path::new(p)));
-    if payload.turn_id.is_some() || codex_transcript { Agent::Codex } else { Agent::ClaudeCode }
+    match payload.spelled_by {
+        Some(agent) => agent,
+        None if codex_transcript => Agent::Codex,
+        None => Agent::ClaudeCode,
+    }
 }
 
 /// Where the hook reads and writes: the root (a space's, in a home), the project's name,
@@ -252,8 +316,8 @@ fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) 
         Err(e) => {
             warn(&e);
             return match event {
-                Event::SessionStart => Some(context(event, &format!("memfold: {e}"))),
-                _ => None,
+                Event::SessionStart => context(agent, event, Some(&format!("memfold: {e}"))),
+                _ => context(agent, event, None),
             };
         }
     };
@@ -262,9 +326,9 @@ fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) 
             if target.config.llm.enabled() {
                 hand_over(&target);
             }
-            Some(context(event, &session_start(&target, agent, payload)))
+            context(agent, event, Some(&session_start(&target, agent, payload)))
         }
-        Event::UserPromptSubmit => prompt(&target, agent, payload).map(|text| context(event, &text)),
+        Event::UserPromptSubmit => context(agent, event, prompt(&target, agent, payload).as_deref()),
         Event::Stop | Event::PreCompact | Event::PostCompact | Event::SessionEnd => {
             if let Err(e) = capture(&target, agent, payload) {
                 warn(&e);
@@ -274,17 +338,37 @@ fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) 
             {
                 Told::remove(&target.root, agent.name(), session);
             }
-            None
+            context(agent, event, None)
         }
     }
 }
 
-/// The agents' shape for text added to the model's context. The context goes to the agent's
-/// model: every secret in it is masked, whatever `ingest.secrets` let into the files (a hand
-/// edit of `MEMORY.md` or `memory.md`, `allow`).
-fn context(event: Event, text: &str) -> String {
+/// The agent's shape for text added to the model's context (none: what the event prints with
+/// nothing to add, mostly nothing):
+/// - Claude Code, Codex, Gemini CLI: `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`
+///   under the agent's name for the event;
+/// - Cursor: `{"additional_context"}` at session start; before a prompt `{"continue": true}`
+///   with `additional_context` (which Cursor 3.20 reads there, though its docs list only
+///   `continue` and `user_message`);
+/// - Copilot CLI and memfold's OpenCode plugin: `{"additionalContext"}`.
+///
+/// The context goes to the agent's model: every secret in it is masked, whatever
+/// `ingest.secrets` let into the files (a hand edit of `MEMORY.md` or `memory.md`, `allow`).
+fn context(agent: Agent, event: Event, text: Option<&str>) -> Option<String> {
+    let prompt = event == Event::UserPromptSubmit;
+    let Some(text) = text else {
+        return (agent == Agent::Cursor && prompt).then(|| json!({ "continue": true }).to_string());
+    };
     let text = crate::store::secrets::mask(text);
-    json!({ "hookSpecificOutput": { "hookEventName": event.agent_name(), "additionalContext": text } }).to_string()
+    let answer = match agent {
+        Agent::ClaudeCode | Agent::Codex | Agent::Gemini => {
+            json!({ "hookSpecificOutput": { "hookEventName": event.agent_name(agent), "additionalContext": text } })
+        }
+        Agent::Cursor if prompt => json!({ "continue": true, "additional_context": text }),
+        Agent::Cursor => json!({ "additional_context": text }),
+        Agent::Copilot | Agent::OpenCode => json!({ "additionalContext": text }),
+    };
+    Some(answer.to_string())
 }
 
 impl Target {
@@ -475,10 +559,24 @@ fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), Strin
         .ok_or("the payload names no session_id; nothing captured")?;
     let capture = Capture::open(&target.root, agent.name(), session).map_err(|e| e.to_string())?;
     let mut position = capture.position.clone();
-    let mut said: Vec<Said> = Vec::new();
+    let mut said: Vec<Said>;
     let mut from = position.offset;
-    if let Some(path) = payload.transcript_path.as_deref().filter(|p| !p.is_empty()) {
-        let path = crate::config::expand_tilde(Path::new(path));
+    let transcript_path = payload
+        .transcript_path
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(|p| crate::config::expand_tilde(Path::new(p)))
+        .or_else(|| derived_transcript(agent, session).filter(|p| p.is_file()));
+    if let Some(messages) = &payload.messages {
+        // The conversation in the payload (OpenCode): the messages past the last capture.
+        let path = PathBuf::from(MESSAGES);
+        if position.transcript != path || (messages.len() as u64) < position.offset {
+            position = Position { transcript: path, offset: 0, summary: position.summary };
+            from = 0;
+        }
+        said = messages[position.offset as usize..].to_vec();
+        position.offset = messages.len() as u64;
+    } else if let Some(path) = transcript_path {
         if position.transcript != path {
             position = Position { transcript: path.clone(), offset: 0, summary: position.summary };
             from = 0;
@@ -491,8 +589,13 @@ fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), Strin
                 said = read.said;
                 position.offset = read.end;
             }
-            Err(e) => warn(&format!("reading the transcript {}: {e}", path.display())),
+            Err(e) => {
+                warn(&format!("reading the transcript {}: {e}", path.display()));
+                said = turn_of(payload);
+            }
         }
+    } else {
+        said = turn_of(payload);
     }
     if let Some(summary) = payload.compact_summary.as_deref().filter(|s| !s.trim().is_empty()) {
         let hash = crate::store::content_hash(summary);
@@ -515,6 +618,34 @@ fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), Strin
         hand_over(target);
     }
     Ok(())
+}
+
+/// The turn a payload carries itself (Gemini CLI's `AfterAgent`: the prompt and the answer), for
+/// when there is no transcript to read.
+fn turn_of(payload: &Payload) -> Vec<Said> {
+    match (&payload.prompt, &payload.prompt_response) {
+        (Some(prompt), Some(response)) => vec![
+            Said { role: Role::User, text: prompt.clone() },
+            Said { role: Role::Assistant, text: response.clone() },
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// The position of a capture from a payload's messages (not a file).
+const MESSAGES: &str = "<payload messages>";
+
+/// Where an agent keeps a session's transcript when its payload does not say: Copilot CLI's
+/// `session-state/<id>/events.jsonl` (its session end names no transcript).
+fn derived_transcript(agent: Agent, session: &str) -> Option<PathBuf> {
+    let safe = !session.is_empty() && session.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    match agent {
+        Agent::Copilot if safe => {
+            let home = crate::store::agents::user_home().ok()?;
+            Some(crate::store::agents::copilot_home(&home).join("session-state").join(session).join("events.jsonl"))
+        }
+        _ => None,
+    }
 }
 
 /// Tell the daemon that turns wait in the spool (it extracts them in the background).

@@ -1,6 +1,7 @@
 //! What an agent already remembers, read as facts for `memfold import`: Claude Code's
-//! auto-memory folder (`MEMORY.md` and its topic files), Codex's memories folder, and a mem0
-//! export (`get_all`'s JSON, a list, or one memory per line).
+//! auto-memory folder (`MEMORY.md` and its topic files), Codex's memories folder, Gemini CLI's
+//! `GEMINI.md` memories, Cursor's rules, Copilot's instructions, and a mem0 export (`get_all`'s
+//! JSON, a list, or one memory per line).
 //!
 //! Each memory becomes a fact with its source (`claude-code:<file>`, `codex:<file>`,
 //! `mem0:<id>`) and, where the file says, its day. A file or line that cannot be read is
@@ -23,14 +24,21 @@ pub struct Found {
 
 /// The markdown files under `dir`, sorted (links and hidden folders left alone).
 fn markdown_files(dir: &Path) -> Vec<PathBuf> {
+    files_ending(dir, ".md")
+}
+
+/// The files under `dir` whose names end with `suffix`, sorted (links and hidden folders left
+/// alone).
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return out };
     for entry in entries.flatten() {
         let path = entry.path();
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let hidden = name.starts_with('.');
         match entry.file_type() {
-            Ok(t) if t.is_dir() && !hidden => out.extend(markdown_files(&path)),
-            Ok(t) if t.is_file() && path.extension().is_some_and(|e| e == "md") => out.push(path),
+            Ok(t) if t.is_dir() && !hidden => out.extend(files_ending(&path, suffix)),
+            Ok(t) if t.is_file() && name.ends_with(suffix) => out.push(path),
             _ => {}
         }
     }
@@ -111,6 +119,80 @@ pub fn claude_code(dir: &Path) -> Found {
 /// Codex's memories folder (`~/.codex/memories`): every markdown file in it.
 pub fn codex(dir: &Path) -> Found {
     folder(dir, "codex", "Codex keeps its memories in ~/.codex/memories")
+}
+
+/// The heading under which Gemini CLI's `save_memory` kept what it was asked to remember.
+const GEMINI_HEADING: &str = "## Gemini Added Memories";
+
+/// Gemini CLI's memories: the items under `## Gemini Added Memories` in a `GEMINI.md`
+/// (`~/.gemini/GEMINI.md`, where its `save_memory` wrote them; the rest of the file is
+/// instructions, not memories).
+pub fn gemini(file: &Path) -> Found {
+    let mut found = Found::default();
+    let text = match std::fs::read(file) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            found.problems.push(format!("{}: {e} (Gemini CLI keeps its memories in ~/.gemini/GEMINI.md)", file.display()));
+            return found;
+        }
+    };
+    let date = modified_day(file);
+    let mut inside = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('#') {
+            inside = trimmed == GEMINI_HEADING;
+            continue;
+        }
+        if let Some(item) = trimmed.strip_prefix("- ").filter(|_| inside).map(str::trim).filter(|i| i.len() >= 3) {
+            found.facts.push(NewFact { text: item.to_string(), date, source: Some("gemini:GEMINI.md".into()) });
+        }
+    }
+    if found.facts.is_empty() {
+        found.problems.push(format!("{}: no {GEMINI_HEADING:?} section", file.display()));
+    }
+    found
+}
+
+/// Cursor's rules for the project at `project`: `.cursor/rules/**/*.mdc` (their bodies; the
+/// front matter is Cursor's) and the older `.cursorrules`. (Cursor's "Memories" lived on its
+/// servers and were retired in 2.1; Cursor asked people to turn them into rules.)
+pub fn cursor(project: &Path) -> Found {
+    let mut found = Found::default();
+    let mut files = files_ending(&project.join(".cursor/rules"), ".mdc");
+    files.extend(files_ending(&project.join(".cursor/rules"), ".md"));
+    let legacy = project.join(".cursorrules");
+    if legacy.is_file() {
+        files.push(legacy);
+    }
+    project_files(project, files, "cursor", "Cursor keeps rules in .cursor/rules/*.mdc", &mut found);
+    found
+}
+
+/// Copilot's instructions: the project's `.github/copilot-instructions.md` and
+/// `.github/instructions/**/*.instructions.md`, and the user's `copilot-instructions.md` in
+/// `copilot_home` (Copilot Memory itself lives on GitHub, not in a file).
+pub fn copilot(project: &Path, copilot_home: &Path) -> Found {
+    let mut found = Found::default();
+    let mut files: Vec<PathBuf> = [project.join(".github/copilot-instructions.md")].into_iter().filter(|f| f.is_file()).collect();
+    files.extend(files_ending(&project.join(".github/instructions"), ".instructions.md"));
+    project_files(project, files, "copilot", "Copilot reads .github/copilot-instructions.md", &mut found);
+    let user = copilot_home.join("copilot-instructions.md");
+    if user.is_file() {
+        markdown(&user, "copilot:~/copilot-instructions.md", &mut found);
+    }
+    found
+}
+
+/// The memories of `files` (in `project`), each memory's source `<agent>:<file in the project>`.
+fn project_files(project: &Path, files: Vec<PathBuf>, agent: &str, hint: &str, found: &mut Found) {
+    if files.is_empty() {
+        found.problems.push(format!("{}: nothing to import ({hint})", project.display()));
+    }
+    for path in files {
+        let name = path.strip_prefix(project).unwrap_or(&path).to_string_lossy().into_owned();
+        markdown(&path, &format!("{agent}:{name}"), found);
+    }
 }
 
 /// Every markdown file under `dir`, each memory's source `<agent>:<file>`.

@@ -1,4 +1,5 @@
-//! The files of the agents memfold plugs into, Claude Code and Codex: their transcripts
+//! The files of the agents memfold plugs into (Claude Code, Codex, Gemini CLI, Cursor, GitHub
+//! Copilot CLI, OpenCode) and of the MCP clients it serves: their transcripts
 //! ([`transcript`]), what a hook's capture keeps in a root ([`capture`]), their settings files
 //! that `memfold setup` edits ([`settings`]), and the memories `memfold import` brings in
 //! ([`imports`]).
@@ -28,19 +29,57 @@ pub fn claude_memory_dir(home: &Path, project: &Path) -> PathBuf {
     home.join(".claude/projects").join(name).join("memory")
 }
 
-/// An agent memfold plugs into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An agent memfold plugs into: its lifecycle hooks (or, for OpenCode, a plugin) and its MCP
+/// server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Agent {
     ClaudeCode,
     Codex,
+    Gemini,
+    Cursor,
+    Copilot,
+    OpenCode,
+}
+
+/// How an agent's settings hold its hook handlers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookLayout {
+    /// `{"hooks": {Event: [{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}]}}`
+    /// (Claude Code, Codex, Gemini CLI); `millis`: the timeout is in milliseconds (Gemini CLI),
+    /// else seconds.
+    Grouped { millis: bool },
+    /// `{"version": 1, "hooks": {event: [{<command key>: "…", <timeout key>: seconds}]}}`
+    /// (Cursor: `command`/`timeout`; Copilot CLI: `bash`/`timeoutSec` with `"type": "command"`).
+    Flat { command: &'static str, timeout: &'static str, typed: bool },
+    /// No hooks file: a plugin memfold writes (OpenCode).
+    Plugin,
 }
 
 impl Agent {
+    pub const ALL: [Agent; 6] =
+        [Agent::ClaudeCode, Agent::Codex, Agent::Gemini, Agent::Cursor, Agent::Copilot, Agent::OpenCode];
+
     /// The name in commands, sources (`claude-code:<session>`) and messages.
     pub fn name(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "claude-code",
             Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::Cursor => "cursor",
+            Agent::Copilot => "copilot",
+            Agent::OpenCode => "opencode",
+        }
+    }
+
+    /// The agent's own name for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Claude Code",
+            Agent::Codex => "Codex",
+            Agent::Gemini => "Gemini CLI",
+            Agent::Cursor => "Cursor",
+            Agent::Copilot => "GitHub Copilot CLI",
+            Agent::OpenCode => "OpenCode",
         }
     }
 
@@ -48,9 +87,135 @@ impl Agent {
         match name {
             "claude-code" | "claude" => Ok(Agent::ClaudeCode),
             "codex" => Ok(Agent::Codex),
-            other => Err(format!("{other:?} is not an agent memfold knows: claude-code or codex")),
+            "gemini" | "gemini-cli" => Ok(Agent::Gemini),
+            "cursor" | "cursor-agent" => Ok(Agent::Cursor),
+            "copilot" | "copilot-cli" | "github-copilot" => Ok(Agent::Copilot),
+            "opencode" => Ok(Agent::OpenCode),
+            other => Err(format!(
+                "{other:?} is not an agent memfold knows: {}",
+                Agent::ALL.map(Agent::name).join(", ")
+            )),
         }
     }
+
+    /// The agent's hook events memfold answers, each with memfold's name for it (`memfold hook
+    /// <name>`), in the order a session meets them.
+    pub fn events(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Agent::ClaudeCode | Agent::Codex => &[
+                ("SessionStart", "session-start"),
+                ("UserPromptSubmit", "user-prompt-submit"),
+                ("Stop", "stop"),
+                ("PreCompact", "pre-compact"),
+                ("PostCompact", "post-compact"),
+                ("SessionEnd", "session-end"),
+            ],
+            Agent::Gemini => &[
+                ("SessionStart", "session-start"),
+                ("BeforeAgent", "user-prompt-submit"),
+                ("AfterAgent", "stop"),
+                ("PreCompress", "pre-compact"),
+                ("SessionEnd", "session-end"),
+            ],
+            Agent::Cursor => &[
+                ("sessionStart", "session-start"),
+                ("beforeSubmitPrompt", "user-prompt-submit"),
+                ("stop", "stop"),
+                ("preCompact", "pre-compact"),
+                ("sessionEnd", "session-end"),
+            ],
+            Agent::Copilot => &[
+                ("sessionStart", "session-start"),
+                ("userPromptSubmitted", "user-prompt-submit"),
+                ("agentStop", "stop"),
+                ("preCompact", "pre-compact"),
+                ("sessionEnd", "session-end"),
+            ],
+            Agent::OpenCode => &[
+                ("session.created", "session-start"),
+                ("chat.message", "user-prompt-submit"),
+                ("session.idle", "stop"),
+                ("session.compacted", "post-compact"),
+                ("session.deleted", "session-end"),
+            ],
+        }
+    }
+
+    /// The agent's name for memfold's event `ours`.
+    pub fn event_name(self, ours: &str) -> Option<&'static str> {
+        self.events().iter().find(|(_, o)| *o == ours).map(|(theirs, _)| *theirs)
+    }
+
+    pub fn hook_layout(self) -> HookLayout {
+        match self {
+            Agent::ClaudeCode | Agent::Codex => HookLayout::Grouped { millis: false },
+            Agent::Gemini => HookLayout::Grouped { millis: true },
+            Agent::Cursor => HookLayout::Flat { command: "command", timeout: "timeout", typed: false },
+            Agent::Copilot => HookLayout::Flat { command: "bash", timeout: "timeoutSec", typed: true },
+            Agent::OpenCode => HookLayout::Plugin,
+        }
+    }
+
+    /// The programs that tell the agent is installed on this machine.
+    pub fn programs(self) -> &'static [&'static str] {
+        match self {
+            Agent::ClaudeCode => &["claude"],
+            Agent::Codex => &["codex"],
+            Agent::Gemini => &["gemini"],
+            Agent::Cursor => &["cursor", "cursor-agent"],
+            Agent::Copilot => &["copilot"],
+            Agent::OpenCode => &["opencode"],
+        }
+    }
+
+    /// The agent's folder in the user's home, which it makes on first run.
+    pub fn folder(self, home: &Path) -> PathBuf {
+        match self {
+            Agent::ClaudeCode => home.join(".claude"),
+            Agent::Codex => codex_home(home),
+            Agent::Gemini => home.join(".gemini"),
+            Agent::Cursor => home.join(".cursor"),
+            Agent::Copilot => copilot_home(home),
+            Agent::OpenCode => opencode_config(home),
+        }
+    }
+}
+
+/// Copilot CLI's folder: `COPILOT_HOME`, else `~/.copilot`.
+pub fn copilot_home(home: &Path) -> PathBuf {
+    std::env::var_os("COPILOT_HOME").filter(|h| !h.is_empty()).map(PathBuf::from).unwrap_or_else(|| home.join(".copilot"))
+}
+
+/// OpenCode's configuration folder: `$XDG_CONFIG_HOME/opencode`, else `~/.config/opencode`.
+pub fn opencode_config(home: &Path) -> PathBuf {
+    config_dir(home).join("opencode")
+}
+
+/// The user's configuration folder: `XDG_CONFIG_HOME`, else `~/.config`.
+pub fn config_dir(home: &Path) -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".config"))
+}
+
+/// The files of `dir` with extension `ext`, sorted (none when there is no such folder).
+pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether a program is on `PATH`.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| p.is_file())
 }
 
 /// The first lines of a text file, up to `max` bytes (whole lines, lossy UTF-8), and how many

@@ -1,5 +1,7 @@
 //! The agents' settings files that `memfold setup` edits: Claude Code's `settings.json`,
-//! `.mcp.json` and `~/.claude.json`, Codex's `hooks.json` and `config.toml`.
+//! `.mcp.json` and `~/.claude.json`, Codex's `hooks.json` and `config.toml`, Gemini CLI's
+//! `settings.json`, Cursor's and Copilot CLI's `hooks.json` files, OpenCode's plugin and
+//! `opencode.json`, and the MCP clients' server lists.
 //!
 //! An edit adds memfold's part to what is there and takes out exactly that part again:
 //! every other hook, server, permission and key is kept, and so is the formatting where the
@@ -12,25 +14,23 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use super::HookLayout;
+
 /// One hook handler memfold adds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Handler {
-    /// The agent's event name (`SessionStart`, …).
+    /// The agent's event name (`SessionStart`, `beforeSubmitPrompt`, …).
     pub event: &'static str,
     pub matcher: Option<&'static str>,
     pub command: String,
+    /// In the agent's unit (seconds, or milliseconds for Gemini CLI).
     pub timeout: Option<u64>,
+    /// A name for the handler, where the agent shows one (Gemini CLI).
+    pub name: Option<String>,
 }
 
-/// The events memfold's hooks answer, by the names the agents give them, with memfold's own.
-pub const EVENTS: [(&str, &str); 6] = [
-    ("SessionStart", "session-start"),
-    ("UserPromptSubmit", "user-prompt-submit"),
-    ("Stop", "stop"),
-    ("PreCompact", "pre-compact"),
-    ("PostCompact", "post-compact"),
-    ("SessionEnd", "session-end"),
-];
+/// memfold's names of the events its hooks answer (`memfold hook <name>`).
+pub const HOOK_EVENTS: [&str; 6] = ["session-start", "user-prompt-submit", "stop", "pre-compact", "post-compact", "session-end"];
 
 /// What marks the part `setup` wrote for one memory: the words that name its root or home in
 /// every command and server it wrote (`--root /abs/root`, `--home /abs/home`, each word as a
@@ -50,7 +50,7 @@ impl Ours {
     /// Whether a hook command is memfold's for this memory: a memfold hook event, and the words.
     fn command(&self, command: &str) -> bool {
         let words: Vec<&str> = command.split_whitespace().collect();
-        let hook = words.windows(2).any(|w| w[0] == "hook" && EVENTS.iter().any(|(_, ours)| w[1] == *ours));
+        let hook = words.windows(2).any(|w| w[0] == "hook" && HOOK_EVENTS.contains(&w[1]));
         hook && format!(" {command} ").contains(&format!(" {} ", self.spelled))
     }
 
@@ -60,9 +60,16 @@ impl Ours {
         args.windows(self.target.len()).any(|w| w.iter().zip(&self.target).all(|(a, b)| a == b))
     }
 
+    /// Whether a JSON server entry names this memory: in its `args`, or in its `command` where
+    /// that is the whole command line as a list (OpenCode).
     fn json_server(&self, server: &Value) -> bool {
-        let args = server.get("args").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
-        self.args(args)
+        let words = |key: &str| server.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+        self.args(words("args")) || self.args(words("command"))
+    }
+
+    /// Whether the words of a command line (a plugin's) name this memory.
+    pub fn words<'a>(&self, words: impl IntoIterator<Item = &'a str>) -> bool {
+        self.args(words)
     }
 
     /// The name for this memory's server among `names` (taken, with whether each is ours):
@@ -83,38 +90,74 @@ impl Ours {
     }
 }
 
-/// Add `handlers` to the `hooks` of a settings document (Claude Code's settings, Codex's
-/// `hooks.json`): each in a group of its own; a handler this memory's setup wrote before is
-/// updated in place.
-pub fn add_hooks(doc: &mut Value, handlers: &[Handler], ours: &Ours) -> Result<(), String> {
+/// The command of a handler entry, under the key `layout` gives it.
+fn entry_command(entry: &Value, layout: HookLayout) -> Option<&str> {
+    let key = match layout {
+        HookLayout::Flat { command, .. } => command,
+        _ => "command",
+    };
+    entry.get(key).and_then(Value::as_str)
+}
+
+/// One handler as the agent's settings hold it.
+fn entry(handler: &Handler, layout: HookLayout) -> Value {
+    let mut entry = Map::new();
+    match layout {
+        HookLayout::Flat { command, timeout, typed } => {
+            if typed {
+                entry.insert("type".into(), json!("command"));
+            }
+            entry.insert(command.into(), json!(handler.command));
+            if let Some(seconds) = handler.timeout {
+                entry.insert(timeout.into(), json!(seconds));
+            }
+        }
+        _ => {
+            if let Some(name) = &handler.name {
+                entry.insert("name".into(), json!(name));
+            }
+            entry.insert("type".into(), json!("command"));
+            entry.insert("command".into(), json!(handler.command));
+            if let Some(timeout) = handler.timeout {
+                entry.insert("timeout".into(), json!(timeout));
+            }
+        }
+    }
+    Value::Object(entry)
+}
+
+/// Add `handlers` to the `hooks` of a settings document (Claude Code's settings, Codex's,
+/// Cursor's and Copilot CLI's `hooks.json`, Gemini CLI's settings): each in a group of its own
+/// where the agent groups handlers; a handler this memory's setup wrote before is updated in
+/// place. A flat hooks file gets its `"version": 1` when it has none.
+pub fn add_hooks(doc: &mut Value, handlers: &[Handler], ours: &Ours, layout: HookLayout) -> Result<(), String> {
     let root = doc.as_object_mut().ok_or("the settings are not a JSON object")?;
+    if matches!(layout, HookLayout::Flat { .. }) && !root.contains_key("version") {
+        let rest = std::mem::take(root);
+        root.insert("version".into(), json!(1));
+        root.extend(rest);
+    }
     let hooks = root.entry("hooks").or_insert_with(|| json!({}));
     let hooks = hooks.as_object_mut().ok_or("\"hooks\" is not an object")?;
     for handler in handlers {
-        let groups = hooks.entry(handler.event).or_insert_with(|| json!([]));
-        let groups = groups.as_array_mut().ok_or_else(|| format!("\"hooks\".{:?} is not a list", handler.event))?;
-        let mut entry = Map::new();
-        entry.insert("type".into(), json!("command"));
-        entry.insert("command".into(), json!(handler.command));
-        if let Some(timeout) = handler.timeout {
-            entry.insert("timeout".into(), json!(timeout));
-        }
-        let existing = groups.iter_mut().find_map(|group| {
-            group
-                .get_mut("hooks")?
-                .as_array_mut()?
-                .iter_mut()
-                .find(|h| h.get("command").and_then(Value::as_str).is_some_and(|c| ours.command(c)))
-        });
-        match existing {
-            Some(found) => *found = Value::Object(entry),
-            None => {
+        let list = hooks.entry(handler.event).or_insert_with(|| json!([]));
+        let list = list.as_array_mut().ok_or_else(|| format!("\"hooks\".{:?} is not a list", handler.event))?;
+        let new = entry(handler, layout);
+        let mine = |h: &Value| entry_command(h, layout).is_some_and(|c| ours.command(c));
+        let existing = match layout {
+            HookLayout::Flat { .. } => list.iter_mut().find(|h| mine(h)),
+            _ => list.iter_mut().find_map(|group| group.get_mut("hooks")?.as_array_mut()?.iter_mut().find(|h| mine(h))),
+        };
+        match (existing, layout) {
+            (Some(found), _) => *found = new,
+            (None, HookLayout::Flat { .. }) => list.push(new),
+            (None, _) => {
                 let mut group = Map::new();
                 if let Some(matcher) = handler.matcher {
                     group.insert("matcher".into(), json!(matcher));
                 }
-                group.insert("hooks".into(), json!([Value::Object(entry)]));
-                groups.push(Value::Object(group));
+                group.insert("hooks".into(), json!([new]));
+                list.push(Value::Object(group));
             }
         }
     }
@@ -122,28 +165,73 @@ pub fn add_hooks(doc: &mut Value, handlers: &[Handler], ours: &Ours) -> Result<(
 }
 
 /// Take this memory's handlers out of a settings document, and the groups, events and `hooks`
-/// object they leave empty.
-pub fn remove_hooks(doc: &mut Value, ours: &Ours) {
+/// object they leave empty (with a flat file's `version`, when nothing else is left).
+pub fn remove_hooks(doc: &mut Value, ours: &Ours, layout: HookLayout) {
     let Some(root) = doc.as_object_mut() else { return };
     let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) else { return };
-    for groups in hooks.values_mut() {
-        let Some(groups) = groups.as_array_mut() else { continue };
-        groups.retain_mut(|group| {
-            let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else { return true };
-            let before = handlers.len();
-            handlers.retain(|h| !h.get("command").and_then(Value::as_str).is_some_and(|c| ours.command(c)));
-            !(handlers.is_empty() && before > 0)
-        });
+    let mine = |h: &Value| entry_command(h, layout).is_some_and(|c| ours.command(c));
+    let mut emptied = Vec::new();
+    for (event, list) in hooks.iter_mut() {
+        let Some(list) = list.as_array_mut() else { continue };
+        let before = list.len();
+        match layout {
+            HookLayout::Flat { .. } => list.retain(|h| !mine(h)),
+            _ => list.retain_mut(|group| {
+                let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else { return true };
+                let before = handlers.len();
+                handlers.retain(|h| !mine(h));
+                !(handlers.is_empty() && before > 0)
+            }),
+        }
+        if list.is_empty() && before > 0 {
+            emptied.push(event.clone());
+        }
     }
-    hooks.retain(|_, groups| groups.as_array().is_none_or(|g| !g.is_empty()));
+    for event in emptied {
+        hooks.shift_remove(&event);
+    }
     if hooks.is_empty() {
-        root.remove("hooks");
+        root.shift_remove("hooks");
+        if matches!(layout, HookLayout::Flat { .. }) && root.len() == 1 && root.get("version") == Some(&json!(1)) {
+            root.shift_remove("version");
+        }
+    }
+}
+
+/// Turn on a switch the agent needs for hooks (`["hooksConfig", "enabled"]`): the switch's
+/// name when it was not on.
+pub fn switch_on(doc: &mut Value, at: &[&str]) -> Result<Option<String>, String> {
+    let (last, parents) = at.split_last().expect("a switch has a name");
+    let mut node = doc;
+    for key in parents {
+        node = node
+            .as_object_mut()
+            .ok_or_else(|| format!("{key:?}'s parent is not an object"))?
+            .entry(key.to_string())
+            .or_insert_with(|| json!({}));
+    }
+    let object = node.as_object_mut().ok_or_else(|| format!("{:?} is not an object", parents.join(".")))?;
+    if object.get(*last) == Some(&json!(true)) {
+        return Ok(None);
+    }
+    object.insert(last.to_string(), json!(true));
+    Ok(Some(at.join(".")))
+}
+
+/// Take back a switch [`switch_on`] set, where it is all its object holds (a switch the person
+/// set among others of their own is theirs).
+pub fn switch_off(doc: &mut Value, at: &[&str]) {
+    let Some((parent, _)) = at.split_first() else { return };
+    let Some(object) = doc.as_object_mut() else { return };
+    let expected = at[1..].iter().rev().fold(json!(true), |inner, key| json!({ *key: inner }));
+    if at.len() > 1 && object.get(*parent) == Some(&expected) {
+        object.shift_remove(*parent);
     }
 }
 
 /// The `mcpServers` object of a JSON document, at `at` (a path of keys: `[]` for the top,
 /// `["projects", "/abs/project"]` for Claude Code's servers of one project), made if missing.
-fn servers_at<'a>(doc: &'a mut Value, at: &[&str]) -> Result<&'a mut Map<String, Value>, String> {
+fn servers_at<'a>(doc: &'a mut Value, at: &[&str], key: &str) -> Result<&'a mut Map<String, Value>, String> {
     let mut node = doc;
     for key in at {
         node = node
@@ -153,13 +241,19 @@ fn servers_at<'a>(doc: &'a mut Value, at: &[&str]) -> Result<&'a mut Map<String,
             .or_insert_with(|| json!({}));
     }
     let object = node.as_object_mut().ok_or("the settings are not a JSON object")?;
-    object.entry("mcpServers").or_insert_with(|| json!({})).as_object_mut().ok_or_else(|| "\"mcpServers\" is not an object".into())
+    object.entry(key).or_insert_with(|| json!({})).as_object_mut().ok_or_else(|| format!("{key:?} is not an object"))
 }
 
 /// Set this memory's server in a JSON document's `mcpServers` (at `at`, see [`servers_at`]),
 /// under the name it has there, else `memfold` when that is free, else a name of its own.
 pub fn add_json_server(doc: &mut Value, at: &[&str], server: Value, ours: &Ours) -> Result<(), String> {
-    let servers = servers_at(doc, at)?;
+    add_server_in(doc, at, "mcpServers", server, ours)
+}
+
+/// [`add_json_server`] for a client whose list of servers has another key (`servers` in VS
+/// Code, `context_servers` in Zed, `mcp` in OpenCode).
+pub fn add_server_in(doc: &mut Value, at: &[&str], key: &str, server: Value, ours: &Ours) -> Result<(), String> {
+    let servers = servers_at(doc, at, key)?;
     let name = ours.server_name(servers.iter().map(|(name, s)| (name.as_str(), ours.json_server(s))));
     servers.insert(name, server);
     Ok(())
@@ -168,26 +262,31 @@ pub fn add_json_server(doc: &mut Value, at: &[&str], server: Value, ours: &Ours)
 /// Take this memory's server out of a JSON document's `mcpServers` (at `at`), and the objects
 /// it leaves empty.
 pub fn remove_json_server(doc: &mut Value, at: &[&str], ours: &Ours) {
-    fn prune(node: &mut Value, at: &[&str], ours: &Ours) {
+    remove_server_in(doc, at, "mcpServers", ours)
+}
+
+/// [`remove_json_server`] for a list of servers under `key`.
+pub fn remove_server_in(doc: &mut Value, at: &[&str], key: &str, ours: &Ours) {
+    fn prune(node: &mut Value, at: &[&str], key: &str, ours: &Ours) {
         let Some(object) = node.as_object_mut() else { return };
         match at.split_first() {
-            Some((key, rest)) => {
-                let Some(child) = object.get_mut(*key) else { return };
-                prune(child, rest, ours);
+            Some((step, rest)) => {
+                let Some(child) = object.get_mut(*step) else { return };
+                prune(child, rest, key, ours);
                 if child.as_object().is_some_and(Map::is_empty) {
-                    object.shift_remove(*key);
+                    object.shift_remove(*step);
                 }
             }
             None => {
-                let Some(servers) = object.get_mut("mcpServers").and_then(Value::as_object_mut) else { return };
+                let Some(servers) = object.get_mut(key).and_then(Value::as_object_mut) else { return };
                 servers.retain(|_, s| !ours.json_server(s));
                 if servers.is_empty() {
-                    object.shift_remove("mcpServers");
+                    object.shift_remove(key);
                 }
             }
         }
     }
-    prune(doc, at, ours);
+    prune(doc, at, key, ours);
 }
 
 /// Set this memory's `[mcp_servers.<name>]` in a Codex `config.toml`, keeping its comments and
@@ -263,6 +362,23 @@ impl Edit {
     }
 }
 
+/// Whether a JSON file's text holds comments (`//` or `/* */` outside strings).
+pub fn has_comments(text: &str) -> bool {
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        match (in_string, c) {
+            (true, '\\') => {
+                chars.next();
+            }
+            (true, '"') | (false, '"') => in_string = !in_string,
+            (false, '/') if matches!(chars.peek(), Some('/' | '*')) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Read a settings file (`None` when there is none).
 pub fn read(path: &Path) -> Result<Option<String>, String> {
     match std::fs::read(path) {
@@ -287,10 +403,30 @@ pub fn edit_json(path: &Path, remove: bool, change: impl FnOnce(&mut Value) -> R
         before.clone()
     } else if remove && doc.as_object().is_some_and(Map::is_empty) {
         None
+    } else if let Some(text) = remove.then(|| backed_up_as(path, &doc)).flatten() {
+        // What setup changed, taken out again: the file as the person wrote it, byte for byte
+        // (their layout, not serde's), when a backup holds exactly that.
+        Some(text)
     } else {
         Some(pretty(&doc, before.as_deref()))
     };
     Ok(Edit { path: path.to_path_buf(), before, after })
+}
+
+/// The text of the newest backup of `path` (`<name>.memfold-backup-<time>`) that reads as `doc`.
+fn backed_up_as(path: &Path, doc: &Value) -> Option<String> {
+    let name = format!("{}.memfold-backup-", path.file_name()?.to_string_lossy());
+    let mut backups: Vec<PathBuf> = std::fs::read_dir(path.parent()?)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&name))
+        .map(|e| e.path())
+        .collect();
+    backups.sort();
+    backups.into_iter().rev().find_map(|backup| {
+        let text = std::fs::read_to_string(backup).ok()?;
+        (serde_json::from_str::<Value>(&text).ok()? == *doc).then_some(text)
+    })
 }
 
 /// The edit `change` makes to the TOML file at `path`.
@@ -338,7 +474,14 @@ pub fn apply(edit: &Edit) -> Result<Option<PathBuf>, String> {
         Some(before) => {
             let name = edit.path.file_name().unwrap_or_default().to_string_lossy();
             let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
-            let backup = edit.path.with_file_name(format!("{name}.memfold-backup-{stamp}"));
+            // Never over an earlier backup (two runs in one second).
+            let backup = (0..)
+                .map(|n| match n {
+                    0 => edit.path.with_file_name(format!("{name}.memfold-backup-{stamp}")),
+                    n => edit.path.with_file_name(format!("{name}.memfold-backup-{stamp}-{n:03}")),
+                })
+                .find(|p| !p.exists())
+                .expect("a free name");
             std::fs::write(&backup, before).map_err(io)?;
             Some(backup)
         }
@@ -368,14 +511,18 @@ mod tests {
         }
     }
 
+    const GROUPED: HookLayout = HookLayout::Grouped { millis: false };
+
     fn handlers(root: &str) -> Vec<Handler> {
-        EVENTS
+        crate::store::agents::Agent::ClaudeCode
+            .events()
             .iter()
             .map(|(event, name)| Handler {
                 event,
                 matcher: None,
                 command: format!("/usr/bin/memfold --root {root} hook {name} --agent claude-code"),
                 timeout: Some(10),
+                name: None,
             })
             .collect()
     }
@@ -388,13 +535,13 @@ mod tests {
             "model": "opus"
         });
         let mut doc = original.clone();
-        add_hooks(&mut doc, &handlers("/r"), &ours("/r")).unwrap();
+        add_hooks(&mut doc, &handlers("/r"), &ours("/r"), GROUPED).unwrap();
         let once = doc.clone();
-        add_hooks(&mut doc, &handlers("/r"), &ours("/r")).unwrap();
+        add_hooks(&mut doc, &handlers("/r"), &ours("/r"), GROUPED).unwrap();
         assert_eq!(doc, once, "a second run changes nothing");
         assert_eq!(doc["hooks"]["Stop"].as_array().unwrap().len(), 2);
         assert_eq!(doc["hooks"]["Stop"][0]["hooks"][0]["command"], "notify-send done");
-        remove_hooks(&mut doc, &ours("/r"));
+        remove_hooks(&mut doc, &ours("/r"), GROUPED);
         assert_eq!(doc, original);
         assert_eq!(serde_json::to_string(&doc).unwrap(), serde_json::to_string(&original).unwrap(), "key order kept");
     }
@@ -414,15 +561,15 @@ mod tests {
     #[test]
     fn a_second_memorys_setup_keeps_the_first_and_removes_only_itself() {
         let mut doc = json!({});
-        add_hooks(&mut doc, &handlers("/a"), &ours("/a")).unwrap();
+        add_hooks(&mut doc, &handlers("/a"), &ours("/a"), GROUPED).unwrap();
         add_json_server(&mut doc, &[], json!({"command": "memfold", "args": ["--root", "/a", "mcp"]}), &ours("/a")).unwrap();
         let first = doc.clone();
-        add_hooks(&mut doc, &handlers("/b"), &ours("/b")).unwrap();
+        add_hooks(&mut doc, &handlers("/b"), &ours("/b"), GROUPED).unwrap();
         add_json_server(&mut doc, &[], json!({"command": "memfold", "args": ["--root", "/b", "mcp"]}), &ours("/b")).unwrap();
         assert_eq!(doc["hooks"]["Stop"].as_array().unwrap().len(), 2);
         assert_eq!(doc["mcpServers"]["memfold"]["args"][1], "/a");
         assert_eq!(doc["mcpServers"]["memfold-root"]["args"][1], "/b");
-        remove_hooks(&mut doc, &ours("/b"));
+        remove_hooks(&mut doc, &ours("/b"), GROUPED);
         remove_json_server(&mut doc, &[], &ours("/b"));
         assert_eq!(doc, first);
     }

@@ -2,7 +2,7 @@
 //! capture ended: what the person said, the assistant's text and compaction summaries. Tool
 //! calls, tool results, thinking and the harness's own lines are left out.
 //!
-//! Both agents call their transcript format internal and change it between versions, so
+//! The agents call their transcript formats internal and change them between versions, so
 //! reading is tolerant: a line that is not JSON, not UTF-8, too long or of an unknown shape is
 //! reported (by byte offset, never by content) and skipped. Only complete lines are read; a
 //! line still being written is left for the next capture.
@@ -132,7 +132,8 @@ fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<(
     }
 }
 
-/// The messages of one line, in Claude Code's shape or Codex's (told apart by the line).
+/// The messages of one line, in the shape of Claude Code, Codex, Gemini CLI, Cursor or Copilot
+/// CLI (told apart by the line).
 fn parse_line(bytes: &[u8]) -> Result<Vec<Said>, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 ({e})"))?;
     if text.trim().is_empty() {
@@ -142,8 +143,12 @@ fn parse_line(bytes: &[u8]) -> Result<Vec<Said>, String> {
     if !line.is_object() {
         return Err("not a JSON object".into());
     }
+    let kind = line.get("type").and_then(Value::as_str).unwrap_or_default();
     Ok(match line.get("payload") {
         Some(payload) => codex(&line, payload),
+        None if line.get("data").is_some() && kind.contains('.') => copilot(kind, &line["data"]),
+        None if line.get("role").is_some() && line.get("message").is_some() => cursor(&line),
+        None if matches!(kind, "user" | "gemini") && line.get("content").is_some() => gemini(kind, &line["content"]),
         None => claude(&line),
     }
     .into_iter()
@@ -188,6 +193,69 @@ fn harness(text: &str) -> bool {
     ["<command-", "<local-command", "<system-reminder", "[Request interrupted", "Caveat: The messages below"]
         .iter()
         .any(|p| t.starts_with(p))
+}
+
+/// Gemini CLI (JSONL since 0.39): `{"type": "user", "content": [{"text"}]}` and
+/// `{"type": "gemini", "content": "…"}`; a `<hook_context>` part is what hooks added (memfold's
+/// own recall among them), not the person. Metadata, `$set` and `$rewindTo` lines say nothing.
+fn gemini(kind: &str, content: &Value) -> Vec<Said> {
+    let role = if kind == "user" { Role::User } else { Role::Assistant };
+    let texts: Vec<&str> = match content {
+        Value::String(s) => vec![s],
+        Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
+        _ => Vec::new(),
+    };
+    texts
+        .into_iter()
+        .filter(|t| !t.trim_start().starts_with("<hook_context>"))
+        .map(|t| Said { role, text: t.to_string() })
+        .collect()
+}
+
+/// Cursor: `{"role": "user"|"assistant", "message": {"content": [{"type": "text", "text"}]}}`;
+/// the person's words are wrapped in `<user_query>` (beside `<timestamp>` and what Cursor
+/// attaches), so only what the wrapper holds is theirs.
+fn cursor(line: &Value) -> Vec<Said> {
+    let role = match line.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        _ => return Vec::new(),
+    };
+    let content = &line["message"]["content"];
+    let texts: Vec<&str> = match content {
+        Value::String(s) => vec![s],
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
+    };
+    texts
+        .into_iter()
+        .filter_map(|t| match role {
+            Role::User => match (t.find("<user_query>"), t.find("</user_query>")) {
+                (Some(start), Some(end)) if end > start => Some(t[start + "<user_query>".len()..end].trim()),
+                _ if harness(t) || t.trim_start().starts_with('<') => None,
+                _ => Some(t),
+            },
+            _ => Some(t),
+        })
+        .map(|text| Said { role, text: text.to_string() })
+        .collect()
+}
+
+/// Copilot CLI (`session-state/<id>/events.jsonl`): `{"type": "user.message" |
+/// "assistant.message", "data": {"content": "…"}}`; tool, hook and session events say nothing.
+fn copilot(kind: &str, data: &Value) -> Vec<Said> {
+    let role = match kind {
+        "user.message" => Role::User,
+        "assistant.message" => Role::Assistant,
+        "session.compaction_complete" | "session.summary" => Role::Summary,
+        _ => return Vec::new(),
+    };
+    let text = data.get("content").or_else(|| data.get("summary")).and_then(Value::as_str).unwrap_or_default();
+    vec![Said { role, text: text.to_string() }]
 }
 
 /// Codex: `{"type": …, "payload": …}`. The person's words are `event_msg` `user_message`
@@ -269,6 +337,61 @@ mod tests {
         assert_eq!(
             said,
             [(Role::User, "remember that we deploy on fridays"), (Role::Assistant, "Noted."), (Role::Summary, "summary text")]
+        );
+    }
+
+    fn said(file: &tempfile::NamedTempFile) -> Vec<(Role, String)> {
+        read_since(file.path(), 0).unwrap().said.into_iter().map(|s| (s.role, s.text)).collect()
+    }
+
+    #[test]
+    fn gemini_lines_give_the_person_and_the_model_without_hook_context() {
+        let file = write(&[
+            br#"{"sessionId":"3f2a","projectHash":"ab","startTime":"2026-08-21T16:16:58Z","lastUpdated":"2026-08-21T16:16:58Z"}"#,
+            b"\n",
+            br#"{"id":"a1","timestamp":"t","type":"user","content":[{"text":"fix the test"},{"text":"<hook_context>Remember that X</hook_context>"}]}"#,
+            b"\n",
+            br#"{"$set":{"lastUpdated":"t"}}"#,
+            b"\n",
+            br#"{"id":"b2","timestamp":"t","type":"gemini","content":"Done.","thoughts":[],"toolCalls":[{"id":"c","name":"replace","args":{}}]}"#,
+            b"\n",
+            br#"{"id":"i","timestamp":"t","type":"info","content":"Model switched"}"#,
+            b"\n",
+        ]);
+        assert_eq!(said(&file), [(Role::User, "fix the test".into()), (Role::Assistant, "Done.".into())]);
+    }
+
+    #[test]
+    fn cursor_lines_give_the_query_and_the_answer() {
+        let file = write(&[
+            br#"{"role":"user","message":{"content":[{"type":"text","text":"<timestamp>Sunday</timestamp>\n<user_query>\nremember that staging is on port 5433\n</user_query>"}]}}"#,
+            b"\n",
+            br#"{"role":"assistant","message":{"content":[{"type":"text","text":"Noted."},{"type":"tool_use","name":"Read","input":{}}]}}"#,
+            b"\n",
+            br#"{"type":"turn_ended","status":"success"}"#,
+            b"\n",
+        ]);
+        assert_eq!(
+            said(&file),
+            [(Role::User, "remember that staging is on port 5433".into()), (Role::Assistant, "Noted.".into())]
+        );
+    }
+
+    #[test]
+    fn copilot_events_give_messages_only() {
+        let file = write(&[
+            br#"{"id":"1","timestamp":"t","parentId":null,"type":"session.start","data":{"sessionId":"s","context":{"cwd":"/p"}}}"#,
+            b"\n",
+            br#"{"id":"2","timestamp":"t","parentId":"1","type":"user.message","data":{"content":"remember that we ship on Thursdays"}}"#,
+            b"\n",
+            br#"{"id":"3","timestamp":"t","parentId":"2","type":"tool.execution_complete","data":{"result":{"content":"AKIA..."}}}"#,
+            b"\n",
+            br#"{"id":"4","timestamp":"t","parentId":"3","type":"assistant.message","data":{"content":"Got it.","toolRequests":[]}}"#,
+            b"\n",
+        ]);
+        assert_eq!(
+            said(&file),
+            [(Role::User, "remember that we ship on Thursdays".into()), (Role::Assistant, "Got it.".into())]
         );
     }
 
