@@ -10,6 +10,9 @@
 //!   remember stored through `POST /facts`), and with an LLM configured (the exchange spooled
 //!   and handed to the daemon, which extracts it in the background; the hook does not wait);
 //! - `session-start` and `user-prompt-submit` with the daemon down (answered from the files);
+//! - every event of Gemini CLI, Cursor, Copilot CLI and OpenCode with their recorded payloads
+//!   (`fixtures/hooks/<agent>/`), the captures reading the agent's recorded transcript afresh
+//!   per run (a new session each time), daemon running;
 //! - the commit it ran on.
 //!
 //! Run: `cargo bench --bench hooks` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (100000),
@@ -40,9 +43,20 @@ use serde_json::json;
 
 /// One `memfold hook EVENT` process with `payload`: how long until it exited, and its stdout.
 fn hook(root: &Path, event: &str, payload: &serde_json::Value, env: &[(&str, &str)]) -> (Duration, String) {
+    hook_of("claude-code", root, event, payload, env)
+}
+
+/// [`hook`] for `agent`.
+fn hook_of(
+    agent: &str,
+    root: &Path,
+    event: &str,
+    payload: &serde_json::Value,
+    env: &[(&str, &str)],
+) -> (Duration, String) {
     let started = Instant::now();
     let mut command = run::memfold(root);
-    command.args(["hook", event, "--agent", "claude-code"]).env("MEMFOLD_LOG", "warn");
+    command.args(["hook", event, "--agent", agent]).env("MEMFOLD_LOG", "warn");
     command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     for (k, v) in env {
         command.env(k, v);
@@ -115,6 +129,7 @@ async fn bench(entries: usize, runs: usize) {
         recalled += usize::from(!out.is_empty());
         prompt.push(took);
     }
+    let others = other_agents(&root_dir, dir.path(), &project, &prompts[..runs], runs);
     let mut stop = Vec::new();
     let mut stop_llm = Vec::new();
     // The LLM's address is never called by the hook (the daemon extracts); a daemon without
@@ -156,6 +171,64 @@ async fn bench(entries: usize, runs: usize) {
     report("stop, LLM configured (the exchange spooled and handed over)", &mut stop_llm, "target ≤ 50 ms");
     report("session-start, daemon down", &mut start_down, "target p50 ≤ 150 ms");
     report("user-prompt-submit, daemon down", &mut prompt_down, "target p50 ≤ 150 ms");
+    for (agent, event, mut times) in others {
+        report(&format!("{agent} {event}, daemon running"), &mut times, "target p50 ≤ 50 ms");
+    }
+}
+
+/// Every event of the agents beside Claude Code, with their recorded payloads: (agent, event,
+/// times).
+fn other_agents(
+    root: &Path,
+    dir: &Path,
+    project: &Path,
+    prompts: &[String],
+    runs: usize,
+) -> Vec<(&'static str, &'static str, Vec<Duration>)> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hooks");
+    let mut out = Vec::new();
+    for agent in ["gemini", "cursor", "copilot", "opencode"] {
+        for event in ["session-start", "user-prompt-submit", "stop", "pre-compact", "session-end"] {
+            let file = fixtures.join(agent).join(format!("{event}.json"));
+            let Ok(text) = std::fs::read_to_string(&file) else { continue };
+            let recorded: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let mut times = Vec::new();
+            for n in 0..runs {
+                let session = format!("{agent}-{event}-{n}");
+                let transcript = dir.join(format!("{session}.jsonl"));
+                let _ = std::fs::copy(fixtures.join(agent).join("transcript.jsonl"), &transcript);
+                let mut payload = recorded.clone();
+                let object = payload.as_object_mut().unwrap();
+                for key in ["session_id", "conversation_id", "sessionId"] {
+                    if object.contains_key(key) {
+                        object.insert(key.into(), json!(session));
+                    }
+                }
+                match object.contains_key("workspace_roots") {
+                    true => object.insert("workspace_roots".into(), json!([project])),
+                    false => object.insert("cwd".into(), json!(project)),
+                };
+                for key in ["transcript_path", "transcriptPath"] {
+                    if object.contains_key(key) {
+                        object.insert(key.into(), json!(transcript));
+                    }
+                }
+                if object.contains_key("prompt") {
+                    object.insert("prompt".into(), json!(prompts[n % prompts.len()]));
+                }
+                times.push(hook_of(agent, root, event, &payload, &[]).0);
+            }
+            out.push((agent, event_name(event), times));
+        }
+    }
+    out
+}
+
+fn event_name(event: &str) -> &'static str {
+    ["session-start", "user-prompt-submit", "stop", "pre-compact", "session-end"]
+        .into_iter()
+        .find(|e| *e == event)
+        .expect("a known event")
 }
 
 fn main() {

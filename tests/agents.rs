@@ -499,3 +499,37 @@ fn gemini_cursor_and_copilot_memories_are_imported_once_with_their_source() {
     let want: Vec<(String, String)> = want.iter().map(|(t, s)| (t.to_string(), s.to_string())).collect();
     assert_eq!(stored, want, "the instructions outside Gemini's memories are not memories; each once");
 }
+
+#[test]
+fn the_project_scope_writes_the_projects_own_folders_and_takes_them_back() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let home = fixture.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let project = fixture.dir.path().join("app");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    std::fs::create_dir_all(project.join(".cursor")).unwrap();
+    let rules = "{\n  \"version\": 1,\n  \"hooks\": {\n    \"beforeShellExecution\": [{ \"command\": \".cursor/hooks/guard.sh\" }]\n  }\n}\n";
+    std::fs::write(project.join(".cursor/hooks.json"), rules).unwrap();
+    let before = snapshot(&project);
+    let wrote = [
+        ("gemini", ".gemini/settings.json"),
+        ("cursor", ".cursor/hooks.json"),
+        ("copilot", ".github/hooks/memfold.json"),
+        ("opencode", ".opencode/plugins/memfold.js"),
+    ];
+    for (agent, file) in wrote {
+        let out = memfold_in(&root, &home, &project, &["setup", agent, "--scope", "project"]);
+        assert!(out.status.success(), "{agent}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("keep them out of commits"), "{agent}");
+        let text = std::fs::read_to_string(project.join(file)).unwrap();
+        assert!(text.contains(&format!("--agent {agent}")) || text.contains("\"opencode\""), "{agent}: {text}");
+    }
+    assert!(std::fs::read_to_string(project.join(".cursor/hooks.json")).unwrap().contains("guard.sh"));
+    for (agent, _) in wrote {
+        let out = memfold_in(&root, &home, &project, &["setup", agent, "--scope", "project", "--remove"]);
+        assert!(out.status.success(), "{agent}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let after: Vec<(PathBuf, Vec<u8>)> = snapshot(&project);
+    assert_eq!(after, before, "the project's files as they were");
+}
