@@ -282,6 +282,11 @@ async fn four_more_agents_are_set_up_in_place_run_their_hooks_and_share_one_memo
     assert_eq!(snapshot(&home), once, "a second run is byte-identical");
 
     // What was there is kept beside memfold's part.
+    let text = std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap();
+    assert!(
+        text.contains("\"args\": [\"-y\", \"@modelcontextprotocol/server-github\"],"),
+        "the layout is kept: {text}"
+    );
     let gemini = json_at(&home.join(".gemini/settings.json"));
     assert_eq!(gemini["theme"], "GitHub");
     assert_eq!(gemini["hooks"]["BeforeTool"][0]["hooks"][0]["name"], "lint");
@@ -441,13 +446,24 @@ fn the_mcp_clients_get_the_server_alone_and_lose_it_exactly() {
         setup(&root, &home, &["mcp", "--client", client, "--remove"]);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original, "{client}");
     }
-    // A settings file with comments (Zed's own) is not rewritten: the comments would be lost.
+    // A settings file with comments and trailing commas (Zed writes them) keeps them: only
+    // memfold's part is touched, and --remove gives the bytes back.
     let zed = home.join(".config/zed/settings.json");
-    let commented = "// Zed settings\n{\n  \"theme\": \"One Dark\"\n}\n";
+    let commented = "// Zed settings\n//\n// For information on how to configure Zed, see the Zed\n// documentation: https://zed.dev/docs/configuring-zed\n{\n  \"theme\": \"One Dark\", // the dark one\n  \"buffer_font_size\": 15,\n  /* servers */\n  \"context_servers\": {\n    \"time\": { \"command\": \"uvx\", \"args\": [\"mcp-server-time\"] },\n  },\n}\n";
     std::fs::write(&zed, commented).unwrap();
-    let out = memfold_in(&root, &home, &home, &["setup", "mcp", "--client", "zed"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("has comments"), "{}", String::from_utf8_lossy(&out.stderr));
+    setup(&root, &home, &["mcp", "--client", "zed"]);
+    let text = std::fs::read_to_string(&zed).unwrap();
+    for kept in [
+        "// Zed settings",
+        "// the dark one",
+        "/* servers */",
+        "\"time\": { \"command\": \"uvx\", \"args\": [\"mcp-server-time\"] },",
+    ] {
+        assert!(text.contains(kept), "{kept:?} kept: {text}");
+    }
+    let doc = memfold::store::agents::settings::parse_jsonc(&text).unwrap();
+    assert_eq!(doc["context_servers"]["memfold"]["source"], "custom", "{text}");
+    setup(&root, &home, &["mcp", "--client", "zed", "--remove"]);
     assert_eq!(std::fs::read_to_string(&zed).unwrap(), commented);
 }
 

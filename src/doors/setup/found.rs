@@ -174,51 +174,12 @@ pub fn installed(target: Target, home: &Path, cwd: &Path) -> Result<Vec<Installe
         }
         let doc: Value = match name.ends_with(".toml") {
             true => text.parse::<toml::Table>().ok().and_then(|t| serde_json::to_value(t).ok()),
-            false => serde_json::from_str(&strip_comments(&text)).ok(),
+            false => settings::parse_jsonc(&text).ok(),
         }
         .ok_or_else(|| format!("{} does not parse", file.display()))?;
         scan(&doc, &file, &mut out);
     }
     Ok(out)
-}
-
-/// JSON text with its `//` and `/* */` comments blanked (for reading a JSONC file).
-fn strip_comments(text: &str) -> String {
-    if !settings::has_comments(text) {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut in_string = false;
-    while let Some(c) = chars.next() {
-        match (in_string, c) {
-            (true, '\\') => {
-                out.push(c);
-                out.extend(chars.next());
-            }
-            (_, '"') => {
-                in_string = !in_string;
-                out.push(c);
-            }
-            (false, '/') if chars.peek() == Some(&'/') => {
-                while chars.peek().is_some_and(|c| *c != '\n') {
-                    chars.next();
-                }
-            }
-            (false, '/') if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut last = ' ';
-                for c in chars.by_ref() {
-                    if last == '*' && c == '/' {
-                        break;
-                    }
-                    last = c;
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// What `setup --list` says of one agent or client.
@@ -319,13 +280,5 @@ mod tests {
         );
         assert_eq!(first_word("/usr/bin/memfold --root /m hook stop --agent codex"), "/usr/bin/memfold");
         assert_eq!(first_word(r"'/opt/it'\''s/memfold' hook stop"), "/opt/it's/memfold");
-    }
-
-    #[test]
-    fn comments_are_blanked_outside_strings() {
-        let text = "// Zed settings\n{\n  \"a\": \"http://x\", /* note */\n  \"b\": 1 // end\n}\n";
-        let parsed: Value = serde_json::from_str(&strip_comments(text)).unwrap();
-        assert_eq!(parsed["a"], "http://x");
-        assert_eq!(parsed["b"], 1);
     }
 }

@@ -340,28 +340,13 @@ pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<(Vec<Edit>
     Ok((edits, switched))
 }
 
-/// The edit `change` makes to a JSON settings file. A JSON file with comments (Zed's, VS
-/// Code's, OpenCode's `.jsonc`) is read but not rewritten: rewriting it would drop them.
+/// The edit `change` makes to a JSON settings file (see [`settings::edit_json`]).
 fn edit_settings(
     path: &Path,
     remove: bool,
     change: impl FnOnce(&mut serde_json::Value) -> Result<(), String>,
 ) -> Result<Edit, String> {
-    let edit = settings::edit_json(path, remove, change);
-    match edit {
-        Err(e) if e.contains("is not valid JSON") => {
-            let text = settings::read(path)?.unwrap_or_default();
-            match settings::has_comments(&text) {
-                true => Err(format!(
-                    "{} has comments, which memfold does not rewrite (they would be lost): `memfold setup … --dry-run` \
-                     on a copy without them shows what to add, or remove the comments and run setup again",
-                    path.display()
-                )),
-                false => Err(e),
-            }
-        }
-        other => other,
-    }
+    settings::edit_json(path, remove, change)
 }
 
 /// Run `setup`: print what changes (and, unless `dry_run`, make it).

@@ -4,8 +4,9 @@
 //! `opencode.json`, and the MCP clients' server lists.
 //!
 //! An edit adds memfold's part to what is there and takes out exactly that part again:
-//! every other hook, server, permission and key is kept, and so is the formatting where the
-//! format allows (JSON keeps its key order and indent; TOML keeps its comments and layout).
+//! every other hook, server, permission and key is kept, and so is the text around memfold's
+//! part (JSON and JSONC keep their comments, trailing commas, layout and key order; TOML its
+//! comments and layout).
 //! memfold's hook handlers are known by their command (`… hook <event>` naming this memory's
 //! root or home, [`Ours`]), its server by its arguments, so a second run changes nothing,
 //! `--remove` finds them again, and neither touches hooks wired by hand or another memory's.
@@ -362,21 +363,106 @@ impl Edit {
     }
 }
 
-/// Whether a JSON file's text holds comments (`//` or `/* */` outside strings).
-pub fn has_comments(text: &str) -> bool {
-    let mut chars = text.chars().peekable();
-    let mut in_string = false;
-    while let Some(c) = chars.next() {
-        match (in_string, c) {
-            (true, '\\') => {
-                chars.next();
-            }
-            (true, '"') | (false, '"') => in_string = !in_string,
-            (false, '/') if matches!(chars.peek(), Some('/' | '*')) => return true,
-            _ => {}
+/// A settings file's JSON, comments and trailing commas allowed (JSONC: Zed's, VS Code's,
+/// OpenCode's and Gemini CLI's settings may hold them).
+pub fn parse_jsonc(text: &str) -> Result<Value, String> {
+    let root = jsonc_parser::cst::CstRootNode::parse(text, &jsonc_parser::ParseOptions::default())
+        .map_err(|e| e.to_string())?;
+    Ok(root.value().and_then(|v| v.to_serde_value()).unwrap_or(Value::Null))
+}
+
+/// `was`'s text changed in place to read as `now`: only what differs is touched, so comments,
+/// layout and the order of what is there stay as the person wrote them. `None` when the text
+/// cannot be read that way (the caller writes the whole document).
+fn reshape(text: &str, was: &Value, now: &Value) -> Option<String> {
+    use jsonc_parser::cst::CstRootNode;
+    let root = CstRootNode::parse(text, &jsonc_parser::ParseOptions::default()).ok()?;
+    let object = root.value()?.as_object()?;
+    reshape_object(&object, was.as_object()?, now.as_object()?)?;
+    let out = root.to_string();
+    (parse_jsonc(&out).ok()? == *now).then_some(out)
+}
+
+fn reshape_object(object: &jsonc_parser::cst::CstObject, was: &Map<String, Value>, now: &Map<String, Value>) -> Option<()> {
+    for key in was.keys().filter(|k| !now.contains_key(*k)) {
+        object.get(key)?.remove();
+    }
+    for (index, (key, value)) in now.iter().enumerate() {
+        let Some(old) = was.get(key) else {
+            object.insert(index, key, input(value));
+            continue;
+        };
+        if old == value {
+            continue;
+        }
+        let prop = object.get(key)?;
+        let done = match (old, value, prop.value()) {
+            (Value::Object(o), Value::Object(n), Some(node)) => node.as_object().and_then(|obj| reshape_object(&obj, o, n)),
+            (Value::Array(o), Value::Array(n), Some(node)) => node.as_array().and_then(|arr| reshape_array(&arr, o, n)),
+            _ => None,
+        };
+        if done.is_none() {
+            prop.set_value(input(value));
         }
     }
-    false
+    Some(())
+}
+
+/// An array changed in place where `now` adds to its end, leaves out some of its elements, or
+/// changes elements where they stand; else `None` (the caller sets it whole).
+fn reshape_array(array: &jsonc_parser::cst::CstArray, was: &[Value], now: &[Value]) -> Option<()> {
+    let elements = array.elements();
+    if elements.len() != was.len() {
+        return None;
+    }
+    if now.len() >= was.len() && now[..was.len()] == *was {
+        for value in &now[was.len()..] {
+            array.append(input(value));
+        }
+        return Some(());
+    }
+    if now.len() < was.len() {
+        let mut next = 0;
+        let mut gone = Vec::new();
+        for (element, value) in elements.into_iter().zip(was) {
+            match now.get(next) == Some(value) {
+                true => next += 1,
+                false => gone.push(element),
+            }
+        }
+        if next != now.len() {
+            return None;
+        }
+        gone.into_iter().for_each(|e| e.remove());
+        return Some(());
+    }
+    if now.len() == was.len() {
+        for ((element, old), new) in elements.into_iter().zip(was).zip(now) {
+            if old == new {
+                continue;
+            }
+            match (old, new) {
+                (Value::Object(o), Value::Object(n)) => reshape_object(&element.as_object()?, o, n)?,
+                (Value::Array(o), Value::Array(n)) => reshape_array(&element.as_array()?, o, n)?,
+                _ => return None,
+            }
+        }
+        return Some(());
+    }
+    None
+}
+
+/// A JSON value as the CST takes it.
+fn input(value: &Value) -> jsonc_parser::cst::CstInputValue {
+    use jsonc_parser::cst::CstInputValue;
+    match value {
+        Value::Null => CstInputValue::Null,
+        Value::Bool(b) => CstInputValue::Bool(*b),
+        Value::Number(n) => CstInputValue::Number(n.to_string()),
+        Value::String(s) => CstInputValue::String(s.clone()),
+        Value::Array(items) => CstInputValue::Array(items.iter().map(input).collect()),
+        Value::Object(map) => CstInputValue::Object(map.iter().map(|(k, v)| (k.clone(), input(v))).collect()),
+    }
 }
 
 /// Read a settings file (`None` when there is none).
@@ -388,13 +474,14 @@ pub fn read(path: &Path) -> Result<Option<String>, String> {
     }
 }
 
-/// The edit `change` makes to the JSON file at `path`. The file keeps its indent and key
-/// order; a file the change leaves an empty object is removed when `remove` (what `setup`
-/// made, it takes away).
+/// The edit `change` makes to the JSON file at `path` (comments and trailing commas allowed).
+/// The file is changed in place where it differs, keeping its comments, layout and key order
+/// ([`reshape`]); a new file is written in two-space JSON; a file the change leaves an empty
+/// object is removed when `remove` (what `setup` made, it takes away).
 pub fn edit_json(path: &Path, remove: bool, change: impl FnOnce(&mut Value) -> Result<(), String>) -> Result<Edit, String> {
     let before = read(path)?;
     let mut doc: Value = match before.as_deref().filter(|t| !t.trim().is_empty()) {
-        Some(text) => serde_json::from_str(text).map_err(|e| format!("{} is not valid JSON ({e}); nothing was changed", path.display()))?,
+        Some(text) => parse_jsonc(text).map_err(|e| format!("{} is not valid JSON ({e}); nothing was changed", path.display()))?,
         None => json!({}),
     };
     let was = doc.clone();
@@ -404,11 +491,21 @@ pub fn edit_json(path: &Path, remove: bool, change: impl FnOnce(&mut Value) -> R
     } else if remove && doc.as_object().is_some_and(Map::is_empty) {
         None
     } else if let Some(text) = remove.then(|| backed_up_as(path, &doc)).flatten() {
-        // What setup changed, taken out again: the file as the person wrote it, byte for byte
-        // (their layout, not serde's), when a backup holds exactly that.
+        // What setup changed, taken out again: the file as the person wrote it, byte for byte,
+        // when a backup holds exactly that.
         Some(text)
     } else {
-        Some(pretty(&doc, before.as_deref()))
+        let text = before.as_deref().filter(|t| !t.trim().is_empty());
+        match text.and_then(|text| reshape(text, &was, &doc)) {
+            Some(reshaped) => Some(reshaped),
+            None if text.is_some_and(|t| serde_json::from_str::<Value>(t).is_err()) => {
+                return Err(format!(
+                    "{}: its comments or layout cannot be kept through this change; nothing was changed",
+                    path.display()
+                ));
+            }
+            None => Some(pretty(&doc, before.as_deref())),
+        }
     };
     Ok(Edit { path: path.to_path_buf(), before, after })
 }
@@ -425,7 +522,7 @@ fn backed_up_as(path: &Path, doc: &Value) -> Option<String> {
     backups.sort();
     backups.into_iter().rev().find_map(|backup| {
         let text = std::fs::read_to_string(backup).ok()?;
-        (serde_json::from_str::<Value>(&text).ok()? == *doc).then_some(text)
+        (parse_jsonc(&text).ok()? == *doc).then_some(text)
     })
 }
 
