@@ -18,6 +18,7 @@ mod http;
 mod index;
 mod inert;
 mod layout;
+mod links;
 mod mcp;
 mod offline;
 mod review;

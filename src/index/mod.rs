@@ -190,6 +190,10 @@ pub struct Hit {
     /// absolute measure of relevance where `score` is only a rank.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f64>,
+    /// The entry this one is linked to, when the search brings it for that link (one hop of an
+    /// entry's `related`), below every hit it found itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub related_to: Option<String>,
 }
 
 /// What a search returns and how it ranks.

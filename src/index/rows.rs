@@ -238,6 +238,7 @@ pub(super) fn hit(json: &str) -> Result<Hit, IndexError> {
         valid_until: h.valid_until,
         space: None,
         similarity: None,
+        related_to: None,
     })
 }
 
@@ -312,6 +313,7 @@ mod tests {
             valid_until: d.valid_until,
             space: None,
             similarity: None,
+            related_to: None,
         };
         assert_eq!(hits(&b).unwrap(), vec![hit]);
         assert_eq!(vectors(&b, VECTOR).unwrap(), vec![vec![1.0, 0.0, 0.0]]);

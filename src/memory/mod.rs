@@ -217,7 +217,16 @@ struct Inner {
     rewritten: broadcast::Sender<Rewritten>,
     /// Whether the index, once open, holds its vectors in memory ([`Memory::hold_vectors`]).
     hold_vectors: AtomicBool,
+    /// The entries of `memory.md` that have links, as of its size and time when read (a search
+    /// follows them one hop).
+    linked: std::sync::Mutex<Option<(Signature, Arc<LinkedEntries>)>>,
 }
+
+/// A file's size and modification time: whether it may have changed since it was read.
+type Signature = (u64, Option<std::time::SystemTime>);
+
+/// The current entries with links, by id.
+type LinkedEntries = std::collections::HashMap<String, crate::store::entries::Linked>;
 
 /// Generation counters that say whether the index may be behind the files.
 struct Freshness {
@@ -319,6 +328,7 @@ impl Memory {
                 },
                 rewritten: broadcast::channel(16).0,
                 hold_vectors: AtomicBool::new(false),
+                linked: std::sync::Mutex::new(None),
             }),
         };
         let me = memory.clone();

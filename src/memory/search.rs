@@ -136,6 +136,12 @@ impl Memory {
         if let Some(floor) = request.min_similarity {
             hits.retain(|hit| hit.similarity.is_some_and(|s| s >= floor));
         }
+        if !opts.history && opts.as_of.is_none() {
+            let linked = self.linked().await;
+            if !linked.is_empty() {
+                hits = follow_links(hits, opts.k, &linked);
+            }
+        }
         if request.skip_recall {
             return Ok(hits);
         }
@@ -145,6 +151,28 @@ impl Memory {
             tracing::warn!(error = %e, "could not record recall");
         }
         Ok(hits)
+    }
+
+    /// The current entries that have links (read again when `memory.md` changed size or time).
+    async fn linked(&self) -> std::sync::Arc<super::LinkedEntries> {
+        let path = self.inner.root.memory();
+        let signature =
+            |p: &std::path::Path| std::fs::metadata(p).map(|m| (m.len(), m.modified().ok())).unwrap_or((0, None));
+        let now = signature(&path);
+        if let Some((seen, linked)) = self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && *seen == now
+        {
+            return linked.clone();
+        }
+        let read = blocking(move || {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            Ok::<_, std::io::Error>(crate::store::entries::linked(&text))
+        })
+        .await
+        .unwrap_or_default();
+        let linked = std::sync::Arc::new(read);
+        *self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, linked.clone()));
+        linked
     }
 
     /// Keep what `status` derives from the files as a full read of the index found them, so the
@@ -187,4 +215,55 @@ impl Memory {
         tracing::info!(clear, docs, upserted = stats.upserted, deleted = stats.deleted, "reindexed");
         Ok(Reindexed { docs, stats, seconds: started.elapsed().as_secs_f64() })
     }
+}
+
+/// The hits with each entry's linked entries brought in below them, one hop: while there is
+/// room in `k`, the links of each direct hit (in rank order) that are not hits already join
+/// the list, marked with the entry that brought them; the direct hits they displace are the
+/// lowest ranked. A related entry never ranks above a direct hit.
+fn follow_links(hits: Vec<Hit>, k: usize, linked: &super::LinkedEntries) -> Vec<Hit> {
+    use std::collections::HashSet;
+    let found: HashSet<&str> = hits.iter().take(k).map(|h| h.id.as_str()).collect();
+    let mut direct: Vec<Hit> = Vec::new();
+    let mut related: Vec<Hit> = Vec::new();
+    let mut brought: HashSet<String> = HashSet::new();
+    for hit in hits.iter() {
+        if direct.len() + related.len() >= k {
+            break;
+        }
+        direct.push(hit.clone());
+        if hit.kind != crate::index::DocKind::Entry || hit.space.is_some() {
+            continue;
+        }
+        let Some(entry) = linked.get(&hit.id) else { continue };
+        for link in &entry.links {
+            if direct.len() + related.len() >= k {
+                break;
+            }
+            if found.contains(link.id.as_str()) || !brought.insert(link.id.clone()) {
+                continue;
+            }
+            let Some(other) = linked.get(&link.id) else { continue };
+            related.push(Hit {
+                key: link.id.clone(),
+                id: link.id.clone(),
+                kind: crate::index::DocKind::Entry,
+                text: other.content.clone(),
+                score: 0.0,
+                sources: other.sources.clone(),
+                path: "consolidated/memory.md".into(),
+                valid_from: other.first_seen.or(other.updated).unwrap_or(hit.valid_from),
+                valid_until: None,
+                space: None,
+                similarity: None,
+                related_to: Some(hit.id.clone()),
+            });
+        }
+    }
+    let lowest = direct.last().map_or(0.0, |h| h.score);
+    for (i, hit) in related.iter_mut().enumerate() {
+        hit.score = lowest - 1e-6 * (i as f64 + 1.0);
+    }
+    direct.extend(related);
+    direct
 }

@@ -212,12 +212,13 @@ pub fn entry_ops(doc: &ClusterDoc, ops: Vec<ProposedOp>, rejected: &HashSet<(Str
     let mut out: Vec<ProposedOp> = Vec::new();
     let mut removed = false;
     for proposed in ops {
-        let ProposedOp { op, mut signals, confidence } = proposed;
+        let ProposedOp { op, mut signals, confidence, .. } = proposed;
         signals.insert(0, "sweep".into());
         let fold = |into: &str, why: Option<String>| ProposedOp {
             op: Op::Remove { target: swept.to_string(), into: into.to_string(), why },
             signals: signals.clone(),
             confidence,
+            related: Vec::new(),
         };
         match op {
             Op::Duplicate { facts, target } if facts.iter().any(|f| f == swept) => {
@@ -235,6 +236,7 @@ pub fn entry_ops(doc: &ClusterDoc, ops: Vec<ProposedOp>, rejected: &HashSet<(Str
                     op: Op::Replace { target: target.clone(), facts: Vec::new(), content, why: why.clone() },
                     signals: signals.clone(),
                     confidence,
+                    related: Vec::new(),
                 };
                 out.push(merged);
                 out.push(fold(&target, why));
@@ -244,7 +246,7 @@ pub fn entry_ops(doc: &ClusterDoc, ops: Vec<ProposedOp>, rejected: &HashSet<(Str
                 if rejected.contains(&(target.clone(), into.clone())) {
                     continue;
                 }
-                out.push(ProposedOp { op: Op::Remove { target, into, why }, signals, confidence });
+                out.push(ProposedOp { op: Op::Remove { target, into, why }, signals, confidence, related: Vec::new() });
             }
             _ => {}
         }

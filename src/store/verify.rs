@@ -82,8 +82,32 @@ pub fn verify(ledger: &Ledger, extra: Vec<Problem>) -> Report {
         consolidated: count(FactFate::Consolidated),
         tombstoned: count(FactFate::Tombstoned),
         problems,
-        warnings: secrets(ledger),
+        warnings: secrets(ledger).into_iter().chain(links(ledger)).collect(),
     }
+}
+
+/// Links that lead nowhere or read as no link (a hand edit, or an entry that left without
+/// them following it), and links only one side holds. A link never holds a fact, so these do
+/// not make `ok` false; the fix is to edit the `related` key or let the next change mend it.
+fn links(ledger: &Ledger) -> Vec<String> {
+    let current: HashMap<&str, &Entry> = ledger.memory.entries().map(|e| (e.id(), e)).collect();
+    let mut found = Vec::new();
+    for entry in ledger.memory.entries() {
+        let at = format!("consolidated/memory.md:{}: entry {}", entry.line, entry.id());
+        if entry.meta.garbled_links() {
+            found.push(format!("{at}: its \"related\" holds something that is not a link (kept as written)"));
+        }
+        for link in entry.meta.links() {
+            match current.get(link.id.as_str()) {
+                None => found.push(format!("{at}: links to {}, which is not a current entry", link.id)),
+                Some(other) if !other.meta.links().iter().any(|l| l.id == entry.id()) => {
+                    found.push(format!("{at}: links to {}, which does not link back", link.id))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    found
 }
 
 /// Credentials in the archive or in current entries (typed by hand, or let in by

@@ -155,15 +155,47 @@ pub struct ProposedOp {
     /// 0.0–1.0 when the decider offers one; low values go to review (docs/consolidation.md, "Review and undo").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
+    /// On ADD, REPLACE or DUPLICATE: entries of this call the op's entry is related to but
+    /// distinct from (same person, pet, project…, another thing said of it). Both entries are
+    /// kept and linked, each way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<Related>,
+}
+
+/// An entry a decider links to: its id, or `{"id", "shares"}` with what the two share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Related {
+    Id(String),
+    With {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shares: Option<String>,
+    },
+}
+
+impl Related {
+    pub fn id(&self) -> &str {
+        match self {
+            Related::Id(id) | Related::With { id, .. } => id,
+        }
+    }
+
+    pub fn shares(&self) -> Option<&str> {
+        match self {
+            Related::Id(_) => None,
+            Related::With { shares, .. } => shares.as_deref().filter(|s| !s.trim().is_empty()),
+        }
+    }
 }
 
 impl ProposedOp {
     pub fn new(op: Op) -> Self {
-        ProposedOp { op, signals: Vec::new(), confidence: None }
+        ProposedOp { op, signals: Vec::new(), confidence: None, related: Vec::new() }
     }
 
     pub fn with_signals(op: Op, signals: Vec<String>) -> Self {
-        ProposedOp { op, signals, confidence: None }
+        ProposedOp { op, signals, confidence: None, related: Vec::new() }
     }
 }
 

@@ -268,6 +268,70 @@ impl<'a> Planner<'a> {
     /// Apply already-validated ops.
     pub fn apply(&mut self, ops: &[ProposedOp]) {
         for op in ops {
+            let recorded = self.journal.len();
+            self.apply_one(op);
+            if !op.related.is_empty() && self.journal.len() > recorded {
+                let subject = match &op.op {
+                    Op::Add { .. } => self.journal.last().and_then(|r| r.changes.first()).map(|c| c.entry.clone()),
+                    other => other.target().map(str::to_string),
+                };
+                if let Some(subject) = subject {
+                    self.link(&subject, op);
+                }
+            }
+        }
+    }
+
+    /// Link `subject` and each entry `op` names as related, both ways (an entry merged away
+    /// since the call is followed to the one it went into); the changes join the op's record.
+    fn link(&mut self, subject: &str, op: &ProposedOp) {
+        for related in &op.related {
+            let Some(other) = self.resolve(related.id()).map(str::to_string) else { continue };
+            if other == subject {
+                continue;
+            }
+            let shares = related.shares();
+            self.change_meta(subject, |meta| meta.link(&other, shares));
+            self.change_meta(&other, |meta| meta.link(subject, shares));
+        }
+    }
+
+    /// Change `id`'s metadata with `change` (which says whether it changed anything), and
+    /// record it in the last record: its `after` where the record already changes `id`, else a
+    /// change of its own.
+    fn change_meta(&mut self, id: &str, change: impl FnOnce(&mut EntryMeta) -> bool) {
+        let Some(entry) = self.get(id) else { return };
+        let before = entry.render();
+        let mut meta = entry.meta.clone();
+        if !change(&mut meta) {
+            return;
+        }
+        let after = self.replace_meta(id, meta);
+        self.touched.insert(id.to_string());
+        let Some(record) = self.journal.last_mut() else { return };
+        match record.changes.iter_mut().find(|c| c.entry == id) {
+            Some(existing) => existing.after = after,
+            None => record.changes.push(Change { entry: id.to_string(), before: Some(before), after }),
+        }
+    }
+
+    /// The entries linked to `old` (which leaves the file) follow it into `to`, or drop the
+    /// link (`None`).
+    fn relink(&mut self, old: &Entry, to: Option<&str>) {
+        for link in old.meta.links() {
+            if Some(link.id.as_str()) == to {
+                continue;
+            }
+            self.change_meta(&link.id, |meta| meta.relink(old.id(), to));
+            if let Some(to) = to {
+                self.change_meta(to, |meta| meta.link(&link.id, link.shares.as_deref()));
+                self.change_meta(&link.id, |meta| meta.link(to, link.shares.as_deref()));
+            }
+        }
+    }
+
+    fn apply_one(&mut self, op: &ProposedOp) {
+        {
             match &op.op {
                 Op::Add { facts, content } => {
                     let (first, last) = self.dates(facts);
@@ -286,7 +350,7 @@ impl<'a> Planner<'a> {
                 Op::Replace { target, facts, content, .. } => {
                     let (first, last) = self.dates(facts);
                     let today = self.today;
-                    let Some(old) = self.get(target).cloned() else { continue };
+                    let Some(old) = self.get(target).cloned() else { return };
                     let mut meta = old.meta.clone();
                     meta.sources = union(&meta.sources, facts);
                     meta.first_seen = min_date(meta.first_seen, first);
@@ -305,13 +369,14 @@ impl<'a> Planner<'a> {
                 }
                 Op::Remove { target, into, .. } => self.fold(op, target, into, HistoryStatus::Merged),
                 Op::Retire { target, .. } => {
-                    let Some(old) = self.get(target).cloned() else { continue };
+                    let Some(old) = self.get(target).cloned() else { return };
                     self.retire(&old, HistoryStatus::Reverted, None, self.today);
                     self.remove(target);
                     self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
+                    self.relink(&old, None);
                 }
                 Op::Duplicate { facts, target } => {
-                    let Some(old) = self.get(target).cloned() else { continue };
+                    let Some(old) = self.get(target).cloned() else { return };
                     let (first, _) = self.dates(facts);
                     let mut meta = old.meta.clone();
                     meta.sources = union(&meta.sources, facts);
@@ -346,6 +411,7 @@ impl<'a> Planner<'a> {
         meta.sources = union(&meta.sources, &old.meta.sources);
         meta.first_seen = min_date(meta.first_seen, old.meta.first_seen);
         meta.updated = meta.updated.max(old.meta.updated);
+        meta.relink(target, None);
         let after = self.replace_meta(into, meta);
         self.record(
             op,
@@ -354,6 +420,8 @@ impl<'a> Planner<'a> {
                 Change { entry: into.to_string(), before: Some(survivor.render()), after },
             ],
         );
+        // What was linked to the entry that leaves is linked to the one it went into.
+        self.relink(&old, Some(into));
     }
 
     fn replace_meta(&mut self, id: &str, meta: EntryMeta) -> Option<String> {

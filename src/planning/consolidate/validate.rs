@@ -45,6 +45,42 @@ const PLACEHOLDERS: &[&str] = &[
     "as above",
 ];
 
+/// An op's links: only to entries shown in this call, never to the op's own entry nor to one
+/// an earlier op removes, and only from an op that leaves an entry (ADD, REPLACE, DUPLICATE).
+/// A link refused is dropped from the op (which stands) and named in its signals.
+fn check_links(proposed: &mut ProposedOp, neighbours: &HashMap<&str, bool>, removed: &HashSet<String>) {
+    if proposed.related.is_empty() {
+        return;
+    }
+    let target = proposed.op.target().map(str::to_string);
+    let links = matches!(proposed.op, Op::Add { .. } | Op::Replace { .. } | Op::Duplicate { .. });
+    let mut refused = Vec::new();
+    let mut seen = HashSet::new();
+    proposed.related.retain(|link| {
+        let id = link.id();
+        let why = if !links {
+            Some(format!("{} leaves no entry to link", proposed.op.kind()))
+        } else if target.as_deref() == Some(id) {
+            Some("an entry is not linked to itself".to_string())
+        } else if !neighbours.contains_key(id) {
+            Some("not an entry shown in this call".to_string())
+        } else if removed.contains(id) {
+            Some("removed by an earlier op".to_string())
+        } else {
+            None
+        };
+        match why {
+            Some(why) => {
+                tracing::warn!(link = %id, reason = %why, "link refused");
+                refused.push(format!("link to {id} refused: {why}"));
+                false
+            }
+            None => seen.insert(id.to_string()),
+        }
+    });
+    proposed.signals.extend(refused);
+}
+
 fn check_content(content: &str, max_chars: usize) -> Result<String, String> {
     let cleaned = clean_content(content);
     let bare = cleaned.trim().trim_matches(|c: char| c == '.' || c == '"' || c == '\'').to_lowercase();
@@ -232,6 +268,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
         })();
         match verdict {
             Ok(()) => {
+                check_links(&mut proposed, &neighbours, &removed);
                 check_details(&mut proposed, doc, &shared);
                 for fact in proposed.op.facts() {
                     used.entry(fact.clone()).or_insert(proposed.op.kind());

@@ -166,6 +166,129 @@ impl EntryMeta {
             extra: BTreeMap::new(),
         }
     }
+
+    /// The entries this one is related to but distinct from (its `related` key: `[{"id":
+    /// "m-…", "shares": "Rex"}]`, or ids alone as a person may write them). What cannot be
+    /// read as a link is left out here and kept in the header as it is; `verify` names it.
+    pub fn links(&self) -> Vec<Link> {
+        let Some(serde_json::Value::Array(items)) = self.extra.get(RELATED) else { return Vec::new() };
+        items
+            .iter()
+            .filter_map(|item| match item {
+                serde_json::Value::String(id) => Some(Link { id: id.clone(), shares: None }),
+                serde_json::Value::Object(o) => Some(Link {
+                    id: o.get("id")?.as_str()?.to_string(),
+                    shares: o.get("shares").and_then(|s| s.as_str()).map(str::to_string),
+                }),
+                _ => None,
+            })
+            .filter(|l| l.id.starts_with("m-") && l.id != self.id)
+            .collect()
+    }
+
+    /// Whether the `related` key holds anything that is not a link (a hand edit garbled it).
+    pub fn garbled_links(&self) -> bool {
+        match self.extra.get(RELATED) {
+            None => false,
+            Some(serde_json::Value::Array(items)) => items.len() != self.links().len(),
+            Some(_) => true,
+        }
+    }
+
+    /// Set the links (none: the key goes), each id once, in the order given.
+    pub fn set_links(&mut self, links: Vec<Link>) {
+        let mut seen = std::collections::BTreeSet::new();
+        let links: Vec<serde_json::Value> = links
+            .into_iter()
+            .filter(|l| l.id != self.id && seen.insert(l.id.clone()))
+            .map(|l| match l.shares {
+                Some(shares) => serde_json::json!({ "id": l.id, "shares": shares }),
+                None => serde_json::json!({ "id": l.id }),
+            })
+            .collect();
+        match links.is_empty() {
+            true => self.extra.remove(RELATED),
+            false => self.extra.insert(RELATED.to_string(), serde_json::Value::Array(links)),
+        };
+    }
+
+    /// Add a link (or name what it shares, where it had none); whether anything changed.
+    pub fn link(&mut self, to: &str, shares: Option<&str>) -> bool {
+        let mut links = self.links();
+        if to == self.id {
+            return false;
+        }
+        match links.iter_mut().find(|l| l.id == to) {
+            Some(l) if l.shares.is_none() && shares.is_some() => l.shares = shares.map(str::to_string),
+            Some(_) => return false,
+            None => links.push(Link { id: to.to_string(), shares: shares.map(str::to_string) }),
+        }
+        self.set_links(links);
+        true
+    }
+
+    /// A link to `from` made to point at `to` (an entry folded into another), or dropped
+    /// (`None`, or `to` is this entry); whether anything changed.
+    pub fn relink(&mut self, from: &str, to: Option<&str>) -> bool {
+        let links = self.links();
+        if !links.iter().any(|l| l.id == from) {
+            return false;
+        }
+        let links = links
+            .into_iter()
+            .filter_map(|l| match (l.id == from, to) {
+                (false, _) => Some(l),
+                (true, Some(to)) if to != self.id => Some(Link { id: to.to_string(), ..l }),
+                (true, _) => None,
+            })
+            .collect();
+        self.set_links(links);
+        true
+    }
+}
+
+/// The header key of an entry's links.
+const RELATED: &str = "related";
+
+/// A current entry that has links, as a search follows them.
+#[derive(Debug, Clone)]
+pub struct Linked {
+    pub content: String,
+    pub links: Vec<Link>,
+    pub first_seen: Option<NaiveDate>,
+    pub updated: Option<NaiveDate>,
+    pub sources: Vec<String>,
+}
+
+/// The current entries of `memory.md`'s text that have links or are linked to, by id (none
+/// for a memory without links, which is the cost of a scan for the word).
+pub fn linked(text: &str) -> std::collections::HashMap<String, Linked> {
+    let mut out = std::collections::HashMap::new();
+    if !text.contains("\"related\"") {
+        return out;
+    }
+    let file = EntryFile::parse(text, "consolidated/memory.md");
+    for entry in file.entries() {
+        let links = entry.meta.links();
+        if links.is_empty() {
+            continue;
+        }
+        out.entry(entry.id().to_string()).or_insert_with(|| Linked {
+            content: entry.content.clone(),
+            links,
+            first_seen: entry.meta.first_seen,
+            updated: entry.meta.updated,
+            sources: entry.meta.sources.clone(),
+        });
+    }
+    out
+}
+
+/// A link from an entry to one it is related to but distinct from, and what they share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub id: String,
+    pub shares: Option<String>,
 }
 
 /// One entry: metadata and markdown content.

@@ -248,7 +248,7 @@ pub fn fold(ops: Vec<ProposedOp>, candidates: &[Candidate], neighbours: &[Neighb
                     if found.confidence < VOUCHED {
                         taken.insert(neighbours[found.neighbour].id.clone());
                     }
-                    ProposedOp { op: found.op, signals: found.signals, confidence: Some(found.confidence) }
+                    ProposedOp { confidence: Some(found.confidence), ..ProposedOp::with_signals(found.op, found.signals) }
                 }
                 None => op,
             }
@@ -389,7 +389,16 @@ fn best(
     // A certain duplicate first; then, among proposals, one about an aspect the entry or the
     // fact is chiefly about, then the nearest, then the strongest rule.
     let class = |rule: u8| rule.min(2);
-    found.sort_by(|a, b| class(a.0).cmp(&class(b.0)).then(b.1.cmp(&a.1)).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
+    // Last, the entry's id: two entries that tie are chosen between the same way whatever
+    // order the call lists them in.
+    found.sort_by(|a, b| {
+        class(a.0)
+            .cmp(&class(b.0))
+            .then(b.1.cmp(&a.1))
+            .then(b.2.total_cmp(&a.2))
+            .then(a.0.cmp(&b.0))
+            .then_with(|| neighbours[a.3.neighbour].id.cmp(&neighbours[b.3.neighbour].id))
+    });
     found.into_iter().next().map(|(_, _, _, f)| f)
 }
 

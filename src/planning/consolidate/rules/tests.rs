@@ -889,3 +889,4 @@ fn what_an_entry_says_was_true_before_is_not_its_claim() {
     assert_eq!(claim("Cuts a potato (previously recorded: Cut potatoes.) daily."), "Cuts a potato  daily.");
     assert_eq!(claim("Has a dog. Likes tea."), "Has a dog. Likes tea.");
 }
+
