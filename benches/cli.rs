@@ -2,7 +2,8 @@
 //!
 //! Per size N it writes a root of N entries (varied sentences, as the soak bench does), runs
 //! `memfold reindex --clear` once (timed: read the markdown, embed, table, indices), then times
-//! 20 runs each of `memfold search "…"` and `memfold status`, and prints the median and the
+//! 20 runs each of `memfold search "…"`, `memfold status` and `memfold about NAME` (the name the
+//! entries name most), and prints the median and the
 //! slowest, the index's bytes on disk, and the commit it ran on. Then it adds the same N
 //! sentences as new facts to a fresh root (`add --stdin`) and times the first pass over them
 //! (`consolidate --force`: local embedder, offline decider).
@@ -71,7 +72,11 @@ fn bench(entries: usize, vocab: Option<worklog::Vocab>) {
     // The first `status` after a rebuild, apart: it may count what the rebuild changed.
     let first_status = timed(&root_dir, &["status"]);
     let mut report = vec![format!("first `memfold status` after it {:.0} ms", first_status.as_secs_f64() * 1000.0)];
-    for (name, args) in [("search", vec!["search"]), ("status", vec!["status"])] {
+    // `about NAME`: a name the entries speak of (the most named one).
+    let names = memfold(&root_dir).args(["about", "--json"]).output().unwrap();
+    let names: serde_json::Value = serde_json::from_slice(&names.stdout).unwrap_or_default();
+    let name = names["names"][0]["name"].as_str().unwrap_or("Ana").to_string();
+    for (name, args) in [("search", vec!["search"]), ("status", vec!["status"]), ("about", vec!["about", name.as_str()])] {
         let mut times: Vec<Duration> = (0..RUNS)
             .map(|i| {
                 let mut args = args.clone();

@@ -284,3 +284,84 @@ async fn offline_held_out_pairs_are_linked_not_merged_and_links_rarely_join_unre
     // what holds from getting worse (docs/performance.md has the numbers).
     assert!(held.wrong * 10 <= held.links, "≤ 10% of links join unrelated topics: {held:?}");
 }
+
+/// `about NAME` from the command line on a memory of 1,000 entries and the people of
+/// `fixtures/about/people.tsv` (written once, never tuned on): every entry naming the person,
+/// few that do not.
+#[test]
+fn about_a_name_lists_the_entries_naming_that_person_among_a_thousand() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    assert!(crate::common::memfold(&root, &["init"], &[]).status.success());
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/about/people.tsv")).unwrap();
+    let rows: Vec<(&str, &str)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_once('\t').unwrap())
+        .collect();
+    let mut blocks: Vec<String> = crate::common::life::distractors(1_000 - rows.len());
+    blocks.extend(rows.iter().map(|(_, t)| t.to_string()));
+    // Blocks a person wrote without headers are entries too.
+    std::fs::write(root.join("consolidated/memory.md"), blocks.join("\n\n") + "\n").unwrap();
+    let people: Vec<&str> = {
+        let mut p: Vec<&str> = rows.iter().map(|r| r.0).filter(|n| *n != "-").collect();
+        p.dedup();
+        p
+    };
+    let (mut found_right, mut found, mut wanted) = (0, 0, 0);
+    for person in &people {
+        let out = crate::common::memfold(&root, &["about", person, "--json"], &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let texts: Vec<&str> =
+            answer["entries"].as_array().unwrap().iter().map(|e| e["text"].as_str().unwrap()).collect();
+        let want: Vec<&str> = rows.iter().filter(|r| r.0 == *person).map(|r| r.1).collect();
+        wanted += want.len();
+        found += texts.len();
+        found_right += texts.iter().filter(|t| want.contains(t)).count();
+        for t in texts.iter().filter(|t| !want.contains(t)) {
+            println!("about {person}: also {t:?}");
+        }
+    }
+    let (recall, precision) = (found_right as f64 / wanted as f64, found_right as f64 / found as f64);
+    println!("about, {} people at 1,000 entries: recall {recall:.3}, precision {precision:.3}", people.len());
+    assert!(recall >= 0.95 && precision >= 0.9, "recall {recall:.3}, precision {precision:.3}");
+    // Without a name: the names memory speaks of, each person with their entries, and no
+    // verb that only opens sentences.
+    let out = crate::common::memfold(&root, &["about", "--json"], &[]);
+    let names: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<(&str, u64)> = names["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap(), n["entries"].as_u64().unwrap()))
+        .collect();
+    for person in ["Ana", "Tom", "Priya", "Kenji"] {
+        let want = rows.iter().filter(|r| r.0 == person).count() as u64;
+        assert!(listed.iter().any(|(n, count)| *n == person && *count >= want), "{person}: {listed:?}");
+    }
+    for verb in ["Sent", "Saw", "Made"] {
+        assert!(!listed.iter().any(|(n, _)| *n == verb), "{verb} is no name: {listed:?}");
+    }
+}
+
+#[tokio::test]
+async fn get_about_answers_like_the_command_line() {
+    let fixture = crate::common::daemon::Fixture::new();
+    let daemon = fixture.serve(&[]).await;
+    let (status, _) =
+        daemon.post("/facts", json!({"facts": [{"text": "My sister Ana is a nurse."}, {"text": "Likes tea."}]})).await;
+    assert_eq!(status, 200);
+    let (status, _) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert!(status == 200 || status == 202, "{status}");
+    let answer =
+        crate::common::daemon::eventually(std::time::Duration::from_secs(30), "the entry about Ana", async || {
+            let (_, answer) = daemon.get("/about?name=Ana").await;
+            (answer["entries"].as_array().is_some_and(|e| !e.is_empty())).then_some(answer)
+        })
+        .await;
+    assert_eq!(answer["entries"][0]["text"], "My sister Ana is a nurse.", "{answer}");
+    let (status, answer) = daemon.get("/about?who=Ana").await;
+    assert_eq!(status, 400, "an unknown parameter is refused: {answer}");
+    daemon.stop().await;
+}

@@ -64,7 +64,7 @@ async fn tools_list() {
     for name in &names {
         assert!(doc.contains(&format!("| `{name}`")), "docs/mcp.md's tool list lacks {name}");
     }
-    assert_eq!(names.len(), 19, "{names:?}");
+    assert_eq!(names.len(), 20, "{names:?}");
     // The hints an agent's client acts on.
     let hint = |tool: &str, hint: &str| {
         snapshot["tools"].as_array().unwrap().iter().find(|t| t["name"] == tool).unwrap()["annotations"][hint].clone()

@@ -78,6 +78,16 @@ pub enum Command {
         #[arg(long, value_parser = parse_agent)]
         agent: Option<Agent>,
     },
+    /// What memory holds about a person, pet, place or project: the entries that name it and
+    /// those linked to them (with --history, what was true before); without NAME, the names
+    /// memory speaks of, most named first.
+    About {
+        name: Option<String>,
+        #[arg(long)]
+        history: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Add memfold's hooks and MCP server to an agent's settings (claude-code, codex, gemini,
     /// cursor, copilot, opencode), or the MCP server alone to a client's (`setup mcp --client
     /// claude-desktop|vscode|windsurf|zed|cursor`): merged into what is there, backed up first;
@@ -591,6 +601,10 @@ pub fn run(cli: Cli) -> Result<i32> {
                 unreachable!("handled above")
             }
             Command::Import { from, path, json } => import(&memory, &from, path, json).await,
+            Command::About { name, history, json } => {
+                let answer = memory.about(name.as_deref(), history).await?;
+                print(json, &answer, || render::about(&answer))
+            }
             Command::Add(args) => add(&memory, args),
             Command::Status { json } => status(&memory, json).await,
             Command::Sync { init, status: true, json } => {

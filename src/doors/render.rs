@@ -101,6 +101,52 @@ pub fn hits(hits: &[Hit]) -> String {
 }
 
 /// An entry's versions: the current one first, then the older ones and those merged into it.
+/// `about NAME`: the entries about it, then what was true before; or, asked for no name, the
+/// names memory speaks of.
+pub fn about(answer: &crate::memory::views::AboutAnswer) -> String {
+    use crate::memory::views::AboutAnswer;
+    let line = |e: &crate::planning::about::AboutEntry| {
+        let mut notes = vec![e.id.clone()];
+        if let Some(updated) = e.updated {
+            notes.push(updated.to_string());
+        }
+        if e.how == "linked" {
+            notes.push("linked".into());
+        }
+        if let Some(status) = &e.status {
+            notes.push(status.clone());
+        }
+        if !e.related.is_empty() {
+            notes.push(format!("related {}", e.related.join(", ")));
+        }
+        format!("- {} [{}]", e.text.split_whitespace().collect::<Vec<_>>().join(" "), notes.join(" · "))
+    };
+    match answer {
+        AboutAnswer::Names { names } if names.is_empty() => "no names yet".into(),
+        AboutAnswer::Names { names } => {
+            names.iter().map(|n| format!("{} ({})", n.name, n.entries)).collect::<Vec<_>>().join("\n")
+        }
+        AboutAnswer::About(about) => {
+            let mut out = match about.entries.len() {
+                0 => format!("nothing about {}", about.name),
+                n => format!("{n} entr{} about {}:", if n == 1 { "y" } else { "ies" }, about.name),
+            };
+            for e in &about.entries {
+                out.push('\n');
+                out.push_str(&line(e));
+            }
+            if !about.history.is_empty() {
+                out.push_str("\nbefore:");
+                for e in &about.history {
+                    out.push('\n');
+                    out.push_str(&line(e));
+                }
+            }
+            out
+        }
+    }
+}
+
 pub fn chain(chain: &Chain) -> String {
     let current = chain.versions.iter().filter(|v| v.status.is_current());
     let older = chain.versions.iter().filter(|v| !v.status.is_current());

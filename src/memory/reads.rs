@@ -1,7 +1,7 @@
 //! Reads: status, verify, entries, history, runs and plans, the served files; and the review
 //! page's sign-in codes. None of them writes memory.
 
-use super::views::{Chain, FactView, PlanDetail, PlanView, RunDetail, RunView, Status};
+use super::views::{AboutAnswer, Chain, FactView, PlanDetail, PlanView, RunDetail, RunView, Status};
 use super::{Memory, Rewritten, blocking};
 use crate::config::Config;
 use crate::error::Error;
@@ -154,6 +154,25 @@ impl Memory {
         blocking(move || {
             let (memory, history) = (read_entries(&root, &root.memory())?, read_entries(&root, &root.history())?);
             review::history_chain(&memory, &history, &id)
+        })
+        .await
+    }
+
+    /// What memory holds about `name` (a person, pet, place, project): the current entries
+    /// that name it or are linked to one by it, and with `history` the older versions that
+    /// named it. Without a name, the names memory speaks of.
+    pub async fn about(&self, name: Option<&str>, history: bool) -> Result<AboutAnswer, Error> {
+        let root = self.inner.root.clone();
+        let name = name.map(str::trim).filter(|n| !n.is_empty()).map(str::to_string);
+        blocking(move || {
+            let memory = read_entries(&root, &root.memory())?;
+            Ok(match name {
+                Some(name) => {
+                    let older = if history { Some(read_entries(&root, &root.history())?) } else { None };
+                    AboutAnswer::About(crate::planning::about::about(&memory, older.as_ref(), &name))
+                }
+                None => AboutAnswer::Names { names: crate::planning::about::names_of(&memory) },
+            })
         })
         .await
     }

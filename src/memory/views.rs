@@ -146,3 +146,12 @@ pub struct EmbedderStatus {
     pub name: &'static str,
     pub why: String,
 }
+
+/// What `about` answers: the entries about a name, or (asked for none) the names memory
+/// speaks of.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(untagged)]
+pub enum AboutAnswer {
+    About(crate::planning::about::About),
+    Names { names: Vec<crate::planning::about::Named> },
+}

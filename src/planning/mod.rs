@@ -8,6 +8,7 @@
 //! for a prompt;
 //! [`diff`] renders the unified diffs plans carry.
 
+pub mod about;
 pub mod consolidate;
 pub mod curate;
 pub mod diff;

@@ -36,8 +36,8 @@ use crate::config::Config;
 use crate::error::{Error, Kind};
 use crate::index::{Hit, Settled};
 use crate::memory::views::{
-    Added, AppliedPlan, Chain, Curated, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail, PlanView,
-    Reindexed, RejectedPlan, RunDetail, RunView, Status, Successor, Undone,
+    AboutAnswer, Added, AppliedPlan, Chain, Curated, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail,
+    PlanView, Reindexed, RejectedPlan, RunDetail, RunView, Status, Successor, Undone,
 };
 use crate::memory::{
     CheckedFacts, Memory, RecallRequest, Recalled, Rewritten, SearchRequest, SweepOptions, SweepReport, Turn, Undo,
@@ -98,6 +98,7 @@ pub enum Verb {
     Run,
     Sweep,
     Recall,
+    About,
 }
 
 impl Verb {
@@ -128,6 +129,7 @@ impl Verb {
             Verb::Run => "run",
             Verb::Sweep => "sweep",
             Verb::Recall => "recall",
+            Verb::About => "about",
         }
     }
 }
@@ -631,6 +633,11 @@ impl Service {
         self.memory.history(id).await
     }
 
+    pub async fn about(&self, door: Door, name: Option<&str>, history: bool) -> Result<AboutAnswer, Error> {
+        self.count(Verb::About, door);
+        self.memory.about(name, history).await
+    }
+
     pub async fn runs(&self, door: Door) -> Result<Vec<RunView>, Error> {
         self.count(Verb::Runs, door);
         self.memory.runs().await
@@ -856,6 +863,7 @@ mod tests {
             Verb::Run,
             Verb::Sweep,
             Verb::Recall,
+            Verb::About,
         ];
         let names: std::collections::BTreeSet<&str> = verbs.iter().map(|v| v.as_str()).collect();
         assert_eq!(names.len(), verbs.len());

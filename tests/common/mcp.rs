@@ -234,6 +234,12 @@ pub async fn tour<S: rmcp::Service<RoleClient>>(
         chain["versions"].as_array().unwrap().iter().map(|v| v["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["reverted", "current"], "{chain}");
     assert_eq!(chain["versions"][1]["content"].as_str().unwrap().trim(), "Has a dog named Rex.", "{chain}");
+    // What memory holds about Rex (naming him), and the names it speaks of.
+    let about = ok(client, "memory_about", json!({"name": "Rex", "include_history": true})).await;
+    assert_eq!(about["entries"][0]["id"], rex, "{about}");
+    assert_eq!(about["history"][0]["status"], "reverted", "{about}");
+    let names = ok(client, "memory_about", json!({})).await;
+    assert!(names["names"].as_array().unwrap().iter().any(|n| n["name"] == "Rex"), "{names}");
 
     let pinned = ok(client, "memory_pin", json!({"id": rex})).await;
     assert_eq!(pinned, json!({"id": rex, "pinned": true}));

@@ -184,6 +184,7 @@ fn router(state: Api, bound: SocketAddr) -> Router {
         .route("/entries", get(entries))
         .route("/entries/{id}", get(entry).delete(delete_entry))
         .route("/entries/{id}/history", get(entry_history))
+        .route("/about", get(about))
         .route("/entries/{id}/pin", post(pin_entry))
         .route("/entries/{id}/unpin", post(unpin_entry))
         .route("/entries/{id}/share", post(share_entry))
@@ -612,6 +613,19 @@ async fn unpin_entry(Space(service): Space, Path(id): Path<String>) -> ApiResult
 
 async fn fact(Space(service): Space, Path(id): Path<String>) -> ApiResult {
     ok(json!(service.fact(DOOR, &id).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AboutParams {
+    name: Option<String>,
+    history: Option<bool>,
+}
+
+/// `GET /about?name=&history=`: the entries about a name; without one, the names.
+async fn about(Space(service): Space, params: Result<Query<AboutParams>, QueryRejection>) -> ApiResult {
+    let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    ok(json!(service.about(DOOR, params.name.as_deref(), params.history.unwrap_or(false)).await?))
 }
 
 async fn entry_history(Space(service): Space, Path(id): Path<String>) -> ApiResult {

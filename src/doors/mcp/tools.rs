@@ -64,6 +64,18 @@ pub struct SearchArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct AboutArgs {
+    /// A person, pet, place or project ("Ana", "Rex", "Atlas"); none lists the names memory
+    /// speaks of.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Include versions that are no longer current.
+    #[serde(default)]
+    pub include_history: bool,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct IdArgs {
     /// The entry id (m-…), as search and memory_get show it.
     pub id: String,
@@ -296,6 +308,18 @@ impl McpServer {
     async fn memory_get(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
         reply(async { self.service().await?.history(DOOR, &args.id).await }, |chain| (text::chain(chain), json!(chain)))
             .await
+    }
+
+    #[tool(
+        description = "Everything memory holds about a person, pet, place or project: the entries that \
+                       name it and those linked to them; without a name, the names memory speaks of.",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_about(&self, Parameters(args): Parameters<AboutArgs>) -> Result<CallToolResult, McpError> {
+        reply(async { self.service().await?.about(DOOR, args.name.as_deref(), args.include_history).await }, |answer| {
+            (text::about(answer), json!(answer))
+        })
+        .await
     }
 
     #[tool(

@@ -113,10 +113,11 @@ fn names(text: &str) -> Vec<Name> {
     out
 }
 
-/// The proper names of a text, as the offline decider reads them: capitalised words that are
-/// surely names, or that the text is about ("Ana's birthday…"), as written.
-pub fn proper_names(text: &str) -> Vec<String> {
-    names(text).into_iter().filter(|n| n.sure || n.about).map(|n| n.raw).collect()
+/// The proper names of a text, as the offline decider reads them, as written, each with
+/// whether it is surely a name (capitalised inside a sentence) or only may be (it opens one:
+/// "Ana's birthday…", but also "Read the manual…").
+pub fn proper_names(text: &str) -> Vec<(String, bool)> {
+    names(text).into_iter().filter(|n| n.sure || n.about).map(|n| (n.raw, n.sure)).collect()
 }
 
 /// A capitalised word of a text, as [`relate`] weighs it.
