@@ -76,7 +76,9 @@ fn bench(entries: usize, vocab: Option<worklog::Vocab>) {
     let names = memfold(&root_dir).args(["about", "--json"]).output().unwrap();
     let names: serde_json::Value = serde_json::from_slice(&names.stdout).unwrap_or_default();
     let name = names["names"][0]["name"].as_str().unwrap_or("Ana").to_string();
-    for (name, args) in [("search", vec!["search"]), ("status", vec!["status"]), ("about", vec!["about", name.as_str()])] {
+    for (name, args) in
+        [("search", vec!["search"]), ("status", vec!["status"]), ("about", vec!["about", name.as_str()])]
+    {
         let mut times: Vec<Duration> = (0..RUNS)
             .map(|i| {
                 let mut args = args.clone();
