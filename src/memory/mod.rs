@@ -222,8 +222,9 @@ struct Inner {
     linked: std::sync::Mutex<Option<(Signature, Arc<LinkedEntries>)>>,
 }
 
-/// A file's size and modification time: whether it may have changed since it was read.
-type Signature = (u64, Option<std::time::SystemTime>);
+/// A file's size and modification time (ns since the epoch): whether it may have changed
+/// since it was read.
+type Signature = (u64, u64);
 
 /// The current entries with links, by id.
 type LinkedEntries = std::collections::HashMap<String, crate::store::entries::Linked>;

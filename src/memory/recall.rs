@@ -149,6 +149,7 @@ impl Memory {
                 similarity: h.similarity,
                 score: h.score,
                 space: h.space,
+                related_to: h.related_to,
             })
             .collect())
     }

@@ -153,23 +153,20 @@ impl Memory {
         Ok(hits)
     }
 
-    /// The current entries that have links (read again when `memory.md` changed size or time).
+    /// The current entries that have links (read again when `memory.md` changed size or time;
+    /// a fresh process reads them from `.memfold/links.json`).
     async fn linked(&self) -> std::sync::Arc<super::LinkedEntries> {
-        let path = self.inner.root.memory();
-        let signature =
-            |p: &std::path::Path| std::fs::metadata(p).map(|m| (m.len(), m.modified().ok())).unwrap_or((0, None));
-        let now = signature(&path);
+        let root = self.inner.root.clone();
+        let now = crate::store::caches::LinkCache::stat(&root);
         if let Some((seen, linked)) = self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
             && *seen == now
         {
             return linked.clone();
         }
-        let read = blocking(move || {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            Ok::<_, std::io::Error>(crate::store::entries::linked(&text))
-        })
-        .await
-        .unwrap_or_default();
+        let read = blocking(move || Ok::<_, std::io::Error>(crate::store::caches::LinkCache::current(&root)))
+            .await
+            .map(|cache| cache.entries)
+            .unwrap_or_default();
         let linked = std::sync::Arc::new(read);
         *self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, linked.clone()));
         linked

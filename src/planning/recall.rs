@@ -37,6 +37,8 @@ pub struct Candidate {
     pub score: f64,
     /// The shared space it comes from, when not the prompt's own.
     pub space: Option<String>,
+    /// The entry whose link brought it into the search (not a match of its own).
+    pub related_to: Option<String>,
 }
 
 /// How much to hand over, and how candidates are weighed.
@@ -68,9 +70,10 @@ pub struct Chosen {
 /// the entry's history.
 pub fn line(c: &Candidate) -> String {
     let text = c.text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match &c.space {
-        Some(space) => format!("- {text} [{} · {} · {space}]", c.id, c.date),
-        None => format!("- {text} [{} · {}]", c.id, c.date),
+    match (&c.space, &c.related_to) {
+        (Some(space), _) => format!("- {text} [{} · {} · {space}]", c.id, c.date),
+        (None, Some(to)) => format!("- {text} [{} · {} · related to {to}]", c.id, c.date),
+        (None, None) => format!("- {text} [{} · {}]", c.id, c.date),
     }
 }
 
@@ -222,6 +225,28 @@ pub fn choose(prompt: &str, candidates: &[Candidate], settings: &Settings, told:
         chosen_words.push(mine);
         chosen.push(Chosen { at: i, line, score: scores[i] });
     }
+    // An entry linked to a chosen one comes below the chosen lines, as room allows: the
+    // search brought it for that link, not for the prompt.
+    let picked: Vec<String> = chosen.iter().map(|c| candidates[c.at].id.clone()).collect();
+    let mut taken: HashSet<&str> = picked.iter().map(String::as_str).collect();
+    for id in &picked {
+        for (i, c) in candidates.iter().enumerate() {
+            if c.related_to.as_deref() != Some(id.as_str()) || !taken.insert(c.id.as_str()) {
+                continue;
+            }
+            if chosen.len() >= settings.max_lines || told.get(&c.id).is_some_and(|k| *k == told_key(c)) {
+                continue;
+            }
+            let line = line(c);
+            let need = line.chars().count() + 1;
+            if used + need > settings.budget {
+                continue;
+            }
+            used += need;
+            let score = chosen.last().map_or(0.0, |last| last.score);
+            chosen.push(Chosen { at: i, line, score });
+        }
+    }
     chosen
 }
 
@@ -249,7 +274,21 @@ mod tests {
             similarity: Some(similarity),
             score: 0.0,
             space: None,
+            related_to: None,
         }
+    }
+
+    #[test]
+    fn an_entry_linked_to_a_chosen_one_follows_it_within_the_lines_and_the_budget() {
+        let mut related = cand("m-2", "Walks Rex every morning before work.", 0.1, &[]);
+        related.similarity = None;
+        related.related_to = Some("m-1".into());
+        let candidates = vec![cand("m-1", "Has a dog named Rex.", 0.7, &[]), related];
+        let chosen = choose("what is my dog called", &candidates, &settings(), &HashMap::new());
+        assert_eq!(ids(&chosen, &candidates), ["m-1", "m-2"]);
+        assert!(chosen[1].line.ends_with("· related to m-1]"), "{}", chosen[1].line);
+        let tight = Settings { max_lines: 1, ..settings() };
+        assert_eq!(ids(&choose("what is my dog called", &candidates, &tight, &HashMap::new()), &candidates), ["m-1"]);
     }
 
     fn settings() -> Settings {

@@ -11,6 +11,10 @@
 //! **Status counts** (`.memfold/status.json`): what `status` derives from the large files, with
 //! the record of the files it was derived from ([`StatusCounts`]).
 //!
+//! **Linked entries** (`.memfold/links.json`): the current entries that have links, with the
+//! size and modification time of the `memory.md` they were read from ([`LinkCache`]), so a
+//! search from a fresh process follows links without reading a large `memory.md`.
+//!
 //! **Record summaries** (`.memfold/records.json`): what `status` needs of each stored plan and
 //! run record ([`RecordSummary`]), with the size and modification time it was read at; a record
 //! whose stat differs is read again. A plan of a large pass is tens of MB that `status` would
@@ -208,5 +212,48 @@ mod tests {
         let again = KeyCache::at(path);
         assert_eq!(again.get("Moved to Lisbon."), Some(&["user / home city".to_string()][..]));
         assert_eq!(again.get("Moved to Porto."), None);
+    }
+}
+
+/// The current entries with links, as of one `memory.md` (its size and modification time, ns
+/// since the epoch).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LinkCache {
+    pub size: u64,
+    pub modified_ns: u64,
+    pub entries: HashMap<String, super::entries::Linked>,
+}
+
+impl LinkCache {
+    pub fn path(root: &Root) -> PathBuf {
+        root.state_dir().join("links.json")
+    }
+
+    /// `memory.md`'s size and modification time now.
+    pub fn stat(root: &Root) -> (u64, u64) {
+        let meta = std::fs::metadata(root.memory()).ok();
+        let modified = meta.as_ref().and_then(|m| m.modified().ok());
+        let ns = modified.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64);
+        (meta.map_or(0, |m| m.len()), ns)
+    }
+
+    /// The linked entries of `memory.md` as it is now: from the cache when it was made from
+    /// this `memory.md`, else read from it (and cached again, best effort).
+    pub fn current(root: &Root) -> LinkCache {
+        let (size, modified_ns) = LinkCache::stat(root);
+        let cached: Option<LinkCache> =
+            std::fs::read(LinkCache::path(root)).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        if let Some(cache) = cached.filter(|c| c.size == size && c.modified_ns == modified_ns && modified_ns != 0) {
+            return cache;
+        }
+        let text = std::fs::read_to_string(root.memory()).unwrap_or_default();
+        let cache = LinkCache { size, modified_ns, entries: super::entries::linked(&text) };
+        if root.state_dir().is_dir() {
+            let bytes = serde_json::to_vec(&cache).expect("linked entries serialise");
+            if let Err(e) = super::atomic::write_atomic(&LinkCache::path(root), &bytes, None) {
+                tracing::debug!(error = %e, "could not cache the linked entries");
+            }
+        }
+        cache
     }
 }

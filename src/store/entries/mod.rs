@@ -251,7 +251,7 @@ impl EntryMeta {
 const RELATED: &str = "related";
 
 /// A current entry that has links, as a search follows them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Linked {
     pub content: String,
     pub links: Vec<Link>,
@@ -285,7 +285,7 @@ pub fn linked(text: &str) -> std::collections::HashMap<String, Linked> {
 }
 
 /// A link from an entry to one it is related to but distinct from, and what they share.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Link {
     pub id: String,
     pub shares: Option<String>,
