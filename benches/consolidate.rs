@@ -12,7 +12,8 @@
 //! of updates ([`mixed_reply`]): of the candidates shown with neighbours, one in six replaces
 //! a neighbour and one in six is a duplicate of one, the rest are added, and a leftover
 //! neighbour is merged into another, so about a third of the ops change or fold an entry and
-//! the pass writes history, as real passes do.
+//! the pass writes history, as real passes do; every other ADD links its entry to one of the
+//! call's entries (`MEMFOLD_BENCH_LINKS=0`: none).
 //!
 //! Each prints the pass timings, the coverage (share of (fact, ranked entry) pairs that met in the
 //! fact's call), decision calls per fact, prompt tokens per fact (whole prompt, system prompt
@@ -73,6 +74,11 @@ fn large(n_entries: usize, n_facts: usize) -> (Vec<String>, Vec<String>) {
 /// duplicate of one (j % 6 == 3) or is added; one more neighbour, if any is left, is merged
 /// into another. Each neighbour is the target of one op at most. Anything else (a promotion)
 /// gets an empty answer, which the offline ranking replaces.
+/// Whether the fake LLM links ADDs to entries (`MEMFOLD_BENCH_LINKS`, default on).
+fn links() -> bool {
+    std::env::var("MEMFOLD_BENCH_LINKS").map_or(true, |v| v != "0")
+}
+
 fn mixed_reply(request: &serde_json::Value) -> FakeReply {
     use serde_json::json;
     let user = request["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
@@ -94,7 +100,14 @@ fn mixed_reply(request: &serde_json::Value) -> FakeReply {
             3 => free.next().map(|n| json!({"op": "DUPLICATE", "target": n["id"], "facts": [c["id"]]})),
             _ => None,
         };
-        ops.push(op.unwrap_or_else(|| json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]})));
+        // Every other ADD is related to the call's first entry (with `MEMFOLD_BENCH_LINKS=0`,
+        // none: the pass as it was before links).
+        let link = links() && j % 2 == 1 && !neighbours.is_empty();
+        ops.push(op.unwrap_or_else(|| match link {
+            true => json!({"op": "ADD", "facts": [c["id"]], "content": c["text"],
+                           "related": [{"id": neighbours[0]["id"], "shares": "bench"}]}),
+            false => json!({"op": "ADD", "facts": [c["id"]], "content": c["text"]}),
+        }));
     }
     if let (Some(gone), Some(kept)) = (free.next(), free.next()) {
         ops.push(json!({"op": "REMOVE", "target": gone["id"], "into": kept["id"], "why": "same"}));
