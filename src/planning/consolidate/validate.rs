@@ -10,7 +10,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::ops::{ClusterDoc, Op, OpKind, ProposedOp};
+use super::ops::{ClusterDoc, Op, OpKind, ProposedOp, Related};
+
+/// The most characters a link's `shares` keeps.
+const MAX_SHARES: usize = 60;
 use crate::store::entries::clean_content;
 
 /// Accepted ops (in reply order, then the verbatim ADDs) and dropped ones with reasons.
@@ -78,6 +81,12 @@ fn check_links(proposed: &mut ProposedOp, neighbours: &HashMap<&str, bool>, remo
             None => seen.insert(id.to_string()),
         }
     });
+    // What two entries share is a word or two; a longer text is no name and is left out.
+    for link in &mut proposed.related {
+        if link.shares().is_some_and(|s| s.chars().count() > MAX_SHARES || s.contains(['\n', '\r'])) {
+            *link = Related::Id(link.id().to_string());
+        }
+    }
     proposed.signals.extend(refused);
 }
 
