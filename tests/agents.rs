@@ -549,3 +549,46 @@ fn the_project_scope_writes_the_projects_own_folders_and_takes_them_back() {
     let after: Vec<(PathBuf, Vec<u8>)> = snapshot(&project);
     assert_eq!(after, before, "the project's files as they were");
 }
+
+/// Whatever an agent sends (not JSON, the wrong types, nothing), each agent's hooks exit 0 and
+/// answer in its shape: Cursor's prompt event still says `continue`.
+#[test]
+fn bad_payloads_of_every_agent_never_stand_in_its_way() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    assert!(crate::common::daemon::run(&root, &["init"]).status.success());
+    let garbage: [&[u8]; 6] = [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        br#"{"conversation_id": 7, "workspace_roots": "not a list", "prompt": {"text": 1}}"#,
+        br#"{"sessionId": null, "transcriptPath": "/nonexistent/events.jsonl", "cwd": 5}"#,
+        br#"{"session_id": "s", "messages": [{"role": "user"}, 3, {"role": "tool", "text": "x"}]}"#,
+    ];
+    for agent in AGENTS {
+        for event in ["session-start", "user-prompt-submit", "stop", "pre-compact", "session-end"] {
+            for stdin in garbage {
+                let mut command = bin();
+                command
+                    .arg("--root")
+                    .arg(&root)
+                    .args(["hook", event, "--agent", agent])
+                    .env_remove("MEMFOLD_ROOT")
+                    .env("MEMFOLD_LOG", "warn");
+                let ran = pipe(command, stdin);
+                match agent {
+                    // memfold's own plugin reads `additionalContext` from JSON or nothing.
+                    "opencode" => {
+                        assert_eq!(ran.code, 0, "{event}: {}", ran.stderr);
+                        let out = ran.stdout.trim();
+                        assert!(out.is_empty() || serde_json::from_str::<Value>(out).is_ok(), "{event}: {out}");
+                    }
+                    _ => {
+                        check_shape(agent, event, &ran);
+                    }
+                }
+            }
+        }
+    }
+    assert!(facts(&root).is_empty(), "nothing stored from garbage");
+}
