@@ -203,20 +203,29 @@ pub fn remove_hooks(doc: &mut Value, ours: &Ours, layout: HookLayout) {
 /// name when it was not on.
 pub fn switch_on(doc: &mut Value, at: &[&str]) -> Result<Option<String>, String> {
     let (last, parents) = at.split_last().expect("a switch has a name");
+    let object = object_at(doc, parents)?;
+    if object.get(*last) == Some(&json!(true)) {
+        return Ok(None);
+    }
+    object.insert(last.to_string(), json!(true));
+    Ok(Some(at.join(".")))
+}
+
+/// The object at the path of keys `at` in a JSON document (`[]`: the top), each made if
+/// missing.
+fn object_at<'a>(doc: &'a mut Value, at: &[&str]) -> Result<&'a mut Map<String, Value>, String> {
     let mut node = doc;
-    for key in parents {
+    for key in at {
         node = node
             .as_object_mut()
             .ok_or_else(|| format!("{key:?}'s parent is not an object"))?
             .entry(key.to_string())
             .or_insert_with(|| json!({}));
     }
-    let object = node.as_object_mut().ok_or_else(|| format!("{:?} is not an object", parents.join(".")))?;
-    if object.get(*last) == Some(&json!(true)) {
-        return Ok(None);
+    match at.last() {
+        Some(key) => node.as_object_mut().ok_or_else(|| format!("{key:?} is not an object")),
+        None => node.as_object_mut().ok_or_else(|| "the settings are not a JSON object".into()),
     }
-    object.insert(last.to_string(), json!(true));
-    Ok(Some(at.join(".")))
 }
 
 /// Take back a switch [`switch_on`] set, where it is all its object holds (a switch the person
@@ -233,16 +242,8 @@ pub fn switch_off(doc: &mut Value, at: &[&str]) {
 /// The `mcpServers` object of a JSON document, at `at` (a path of keys: `[]` for the top,
 /// `["projects", "/abs/project"]` for Claude Code's servers of one project), made if missing.
 fn servers_at<'a>(doc: &'a mut Value, at: &[&str], key: &str) -> Result<&'a mut Map<String, Value>, String> {
-    let mut node = doc;
-    for key in at {
-        node = node
-            .as_object_mut()
-            .ok_or_else(|| format!("{key:?}'s parent is not an object"))?
-            .entry(key.to_string())
-            .or_insert_with(|| json!({}));
-    }
-    let object = node.as_object_mut().ok_or("the settings are not a JSON object")?;
-    object.entry(key).or_insert_with(|| json!({})).as_object_mut().ok_or_else(|| format!("{key:?} is not an object"))
+    object_at(doc, at)?
+        .entry(key).or_insert_with(|| json!({})).as_object_mut().ok_or_else(|| format!("{key:?} is not an object"))
 }
 
 /// Set this memory's server in a JSON document's `mcpServers` (at `at`, see [`servers_at`]),
