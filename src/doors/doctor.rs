@@ -220,14 +220,14 @@ fn agent_checks(user_home: &Path, cwd: &Path) -> Vec<Check> {
     for target in targets {
         let name = target.name();
         let client = matches!(target, Target::Mcp(_));
+        let check_name = |label: &str| match target {
+            Target::Mcp(c) => format!("mcp {}", c.name()),
+            Target::Agent(a) => format!("{label} {}", a.name()),
+        };
         let found = match installed(target, user_home, cwd) {
             Ok(found) => found,
             Err(e) => {
-                let check = if client {
-                    format!("mcp {}", target.name().trim_start_matches("mcp --client "))
-                } else {
-                    format!("hooks {name}")
-                };
+                let check = check_name("hooks");
                 out.push(failed(&check, e.clone(), format!("fix the file by hand ({e})")));
                 continue;
             }
@@ -237,10 +237,7 @@ fn agent_checks(user_home: &Path, cwd: &Path) -> Vec<Check> {
             false => &[("hooks", &["hooks", "plugin"]), ("mcp", &["mcp"])],
         };
         for (label, kinds) in kinds {
-            let check = match target {
-                Target::Mcp(c) => format!("mcp {}", c.name()),
-                Target::Agent(a) => format!("{label} {}", a.name()),
-            };
+            let check = check_name(label);
             let parts: Vec<_> = found.iter().filter(|i| kinds.contains(&i.kind)).collect();
             if parts.is_empty() {
                 if !client {

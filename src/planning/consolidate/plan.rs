@@ -301,11 +301,11 @@ impl<'a> Planner<'a> {
     /// change of its own.
     fn change_meta(&mut self, id: &str, change: impl FnOnce(&mut EntryMeta) -> bool) {
         let Some(entry) = self.get(id) else { return };
-        let before = entry.render();
         let mut meta = entry.meta.clone();
         if !change(&mut meta) {
             return;
         }
+        let before = entry.render();
         let after = self.replace_meta(id, meta);
         self.touched.insert(id.to_string());
         let Some(record) = self.journal.last_mut() else { return };
@@ -322,68 +322,68 @@ impl<'a> Planner<'a> {
             if Some(link.id.as_str()) == to {
                 continue;
             }
-            self.change_meta(&link.id, |meta| meta.relink(old.id(), to));
+            // One change of the linked entry: its link moved (or, where a hand edit left it
+            // one-sided, made).
+            let shares = link.shares.as_deref();
+            self.change_meta(&link.id, |meta| meta.relink(old.id(), to) | to.is_some_and(|to| meta.link(to, shares)));
             if let Some(to) = to {
-                self.change_meta(to, |meta| meta.link(&link.id, link.shares.as_deref()));
-                self.change_meta(&link.id, |meta| meta.link(to, link.shares.as_deref()));
+                self.change_meta(to, |meta| meta.link(&link.id, shares));
             }
         }
     }
 
     fn apply_one(&mut self, op: &ProposedOp) {
-        {
-            match &op.op {
-                Op::Add { facts, content } => {
-                    let (first, last) = self.dates(facts);
-                    let id = self.new_id(facts, content);
-                    let meta = EntryMeta {
-                        first_seen: first.or(Some(self.today)),
-                        updated: last.or(Some(self.today)),
-                        sources: facts.clone(),
-                        ..EntryMeta::new(id.clone())
-                    };
-                    let entry = Entry::new(meta, content);
-                    let after = Some(entry.render());
-                    self.push(entry);
-                    self.record(op, vec![Change { entry: id, before: None, after }]);
+        match &op.op {
+            Op::Add { facts, content } => {
+                let (first, last) = self.dates(facts);
+                let id = self.new_id(facts, content);
+                let meta = EntryMeta {
+                    first_seen: first.or(Some(self.today)),
+                    updated: last.or(Some(self.today)),
+                    sources: facts.clone(),
+                    ..EntryMeta::new(id.clone())
+                };
+                let entry = Entry::new(meta, content);
+                let after = Some(entry.render());
+                self.push(entry);
+                self.record(op, vec![Change { entry: id, before: None, after }]);
+            }
+            Op::Replace { target, facts, content, .. } => {
+                let (first, last) = self.dates(facts);
+                let today = self.today;
+                let Some(old) = self.get(target).cloned() else { return };
+                let mut meta = old.meta.clone();
+                meta.sources = union(&meta.sources, facts);
+                meta.first_seen = min_date(meta.first_seen, first);
+                meta.updated = Some(match (meta.updated, last) {
+                    (Some(a), Some(b)) => a.max(b),
+                    (a, b) => b.or(a).unwrap_or(today),
+                });
+                let valid_until = meta.updated.unwrap_or(today);
+                self.retire(&old, HistoryStatus::Replaced, Some(target), valid_until);
+                let new = Entry::new(meta, content);
+                let after = Some(new.render());
+                if let Some(slot) = self.get_mut(target) {
+                    *slot = new;
                 }
-                Op::Replace { target, facts, content, .. } => {
-                    let (first, last) = self.dates(facts);
-                    let today = self.today;
-                    let Some(old) = self.get(target).cloned() else { return };
-                    let mut meta = old.meta.clone();
-                    meta.sources = union(&meta.sources, facts);
-                    meta.first_seen = min_date(meta.first_seen, first);
-                    meta.updated = Some(match (meta.updated, last) {
-                        (Some(a), Some(b)) => a.max(b),
-                        (a, b) => b.or(a).unwrap_or(today),
-                    });
-                    let valid_until = meta.updated.unwrap_or(today);
-                    self.retire(&old, HistoryStatus::Replaced, Some(target), valid_until);
-                    let new = Entry::new(meta, content);
-                    let after = Some(new.render());
-                    if let Some(slot) = self.get_mut(target) {
-                        *slot = new;
-                    }
-                    self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
-                }
-                Op::Remove { target, into, .. } => self.fold(op, target, into, HistoryStatus::Merged),
-                Op::Retire { target, .. } => {
-                    let Some(old) = self.get(target).cloned() else { return };
-                    self.retire(&old, HistoryStatus::Reverted, None, self.today);
-                    self.remove(target);
-                    self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
-                    self.relink(&old, None);
-                }
-                Op::Duplicate { facts, target } => {
-                    let Some(old) = self.get(target).cloned() else { return };
-                    let (first, _) = self.dates(facts);
-                    let mut meta = old.meta.clone();
-                    meta.sources = union(&meta.sources, facts);
-                    meta.first_seen = min_date(meta.first_seen, first);
-                    let after = self.replace_meta(target, meta);
-                    self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
-                }
+                self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
+            }
+            Op::Remove { target, into, .. } => self.fold(op, target, into, HistoryStatus::Merged),
+            Op::Retire { target, .. } => {
+                let Some(old) = self.get(target).cloned() else { return };
+                self.retire(&old, HistoryStatus::Reverted, None, self.today);
+                self.remove(target);
+                self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
+                self.relink(&old, None);
+            }
+            Op::Duplicate { facts, target } => {
+                let Some(old) = self.get(target).cloned() else { return };
+                let (first, _) = self.dates(facts);
+                let mut meta = old.meta.clone();
+                meta.sources = union(&meta.sources, facts);
+                meta.first_seen = min_date(meta.first_seen, first);
+                let after = self.replace_meta(target, meta);
+                self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
             }
         }
     }
