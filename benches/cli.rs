@@ -3,7 +3,8 @@
 //! Per size N it writes a root of N entries (varied sentences, as the soak bench does), runs
 //! `memfold reindex --clear` once (timed: read the markdown, embed, table, indices), then times
 //! 20 runs each of `memfold search "…"`, `memfold status` and `memfold about NAME` (the name the
-//! entries name most), and prints the median and the
+//! entries name most), then `search` again with every entry in the use table (decay by use at
+//! its dearest), and prints the median and the
 //! slowest, the index's bytes on disk, and the commit it ran on. Then it adds the same N
 //! sentences as new facts to a fresh root (`add --stdin`) and times the first pass over them
 //! (`consolidate --force`: local embedder, offline decider).
@@ -95,6 +96,21 @@ fn bench(entries: usize, vocab: Option<worklog::Vocab>) {
             times[RUNS - 1].as_secs_f64() * 1000.0
         ));
     }
+    // Decay by use at its dearest: every entry in the use table (each recalled once, three
+    // days ago), which every search reads.
+    let mut uses = memfold::store::uses::Uses::default();
+    let when = chrono::Utc::now() - chrono::Duration::days(3);
+    for i in 0..entries {
+        uses.ids.insert(format!("m-{i:06}"), memfold::store::uses::Use(when, 1));
+    }
+    uses.save(&root).unwrap();
+    let mut times: Vec<Duration> = queries.iter().map(|q| timed(&root_dir, &["search", q])).collect();
+    times.sort();
+    report.push(format!(
+        "`memfold search` with every entry in the use table median {:.0} ms, slowest {:.0} ms",
+        times[RUNS / 2].as_secs_f64() * 1000.0,
+        times[RUNS - 1].as_secs_f64() * 1000.0
+    ));
     println!(
         "cli {entries} entries ({}), commit {}: reindex --clear {:.1} s ({:.0} docs/s); {}; index on disk {:.1} MB",
         vocab.map_or("varied", worklog::Vocab::name),

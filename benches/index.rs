@@ -178,6 +178,9 @@ async fn bench(n: usize, dir: &Path) {
         recency_weight: 0.1,
         recency_half_life_days: 90.0,
         today,
+        uses: None,
+        decay_weight: 0.0,
+        decay_half_life_days: 180.0,
     };
     let (p50, p99) = search_latency(&index, &queries, &opts).await;
     println!("{n:>7} rows  search                p50 {:>6.2} ms  p99 {:>6.2} ms", ms(p50), ms(p99));

@@ -48,6 +48,7 @@ pub struct Config {
     pub review: ReviewConfig,
     pub promotion: PromotionConfig,
     pub recall: RecallConfig,
+    pub decay: DecayConfig,
     pub search: SearchConfig,
     pub server: ServerConfig,
     pub security: SecurityConfig,
@@ -70,6 +71,7 @@ impl Default for Config {
             review: ReviewConfig::default(),
             promotion: PromotionConfig::default(),
             recall: RecallConfig::default(),
+            decay: DecayConfig::default(),
             search: SearchConfig::default(),
             server: ServerConfig::default(),
             security: SecurityConfig::default(),
@@ -329,6 +331,26 @@ pub struct RecallConfig {
 impl Default for RecallConfig {
     fn default() -> Self {
         RecallConfig { window_days: 30 }
+    }
+}
+
+/// Decay by use: how an entry's last recall weighs in search and when an unused entry is
+/// proposed for retirement (`memfold sweep --stale`). Pinned entries and `MEMORY.md`'s lines
+/// are exempt from both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DecayConfig {
+    /// Weight of the use term in search: an entry used today (recalled, written or changed)
+    /// gains this much, one unused for a half-life half of it (0 disables it).
+    pub weight: f64,
+    pub half_life_days: f64,
+    /// Days without use after which a sweep proposes retiring an entry; 0 = never.
+    pub retire_after_days: u32,
+}
+
+impl Default for DecayConfig {
+    fn default() -> Self {
+        DecayConfig { weight: 0.1, half_life_days: 180.0, retire_after_days: 365 }
     }
 }
 
@@ -627,16 +649,19 @@ impl Config {
         if self.ingest.max_fact_bytes == 0 {
             return bad("ingest.max_fact_bytes", "must be at least 1");
         }
-        if let Some(kind) = self
-            .consolidation
-            .auto_apply
-            .iter()
-            .find(|k| !["ADD", "REPLACE", "REMOVE", "DUPLICATE"].iter().any(|known| known.eq_ignore_ascii_case(k)))
-        {
+        if let Some(kind) = self.consolidation.auto_apply.iter().find(|k| {
+            !["ADD", "REPLACE", "REMOVE", "DUPLICATE", "STALE"].iter().any(|known| known.eq_ignore_ascii_case(k))
+        }) {
             return bad(
                 "consolidation.auto_apply",
-                &format!("names {kind:?}; the kinds are ADD, REPLACE, REMOVE and DUPLICATE"),
+                &format!("names {kind:?}; the kinds are ADD, REPLACE, REMOVE, DUPLICATE and STALE"),
             );
+        }
+        if !(self.decay.weight.is_finite() && self.decay.weight >= 0.0) {
+            return bad("decay.weight", "must be a number, 0 or more");
+        }
+        if !(self.decay.half_life_days.is_finite() && self.decay.half_life_days > 0.0) {
+            return bad("decay.half_life_days", "must be more than 0");
         }
         if self.consolidation.cluster_max == 0 {
             return bad("consolidation.cluster_max", "must be at least 1");

@@ -12,6 +12,7 @@ mod cli;
 mod consolidate;
 mod crash;
 mod curation;
+mod decay;
 mod doctor;
 mod hooks;
 mod http;

@@ -184,13 +184,18 @@ pub enum Command {
         json: bool,
     },
     /// Compare the current entries with each other (those new or changed since the last sweep,
-    /// or all with --full) and store the duplicates and contradictions found as a plan for review.
+    /// or all with --full) and store the duplicates and contradictions found as a plan for
+    /// review; and propose retiring entries unused for `decay.retire_after_days`, as a plan of
+    /// its own.
     Sweep {
         #[arg(long)]
         full: bool,
         /// Find and report; store nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Only the entries unused for `decay.retire_after_days` (each with its last use).
+        #[arg(long)]
+        stale: bool,
         #[arg(long)]
         json: bool,
     },
@@ -618,8 +623,8 @@ pub fn run(cli: Cli) -> Result<i32> {
                 let report = memory.sync(init).await?;
                 print(json, &report, || render::synced(&report))
             }
-            Command::Sweep { full, dry_run, json } => {
-                let report = memory.sweep(SweepOptions { full, dry_run }).await?;
+            Command::Sweep { full, dry_run, stale, json } => {
+                let report = memory.sweep(SweepOptions { full, dry_run, stale }).await?;
                 print(json, &report, || render::sweep(&report))
             }
             Command::Verify { json } => verify(&memory, json).await,

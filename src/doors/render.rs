@@ -366,6 +366,19 @@ pub fn status(status: &Status, reader: Reader) -> String {
         );
     }
     let _ = write!(out, "\nentries: {}", status.entries);
+    let mut about = Vec::new();
+    if status.related_entries > 0 {
+        about.push(format!("{} related", status.related_entries));
+    }
+    if status.named_entries > 0 {
+        about.push(format!("{} naming someone or something (`memfold about`)", status.named_entries));
+    }
+    if status.stale_entries > 0 {
+        about.push(format!("{} unused for long (`memfold sweep --stale`)", status.stale_entries));
+    }
+    if !about.is_empty() {
+        let _ = write!(out, " ({})", about.join(", "));
+    }
     if status.plans_waiting > 0 {
         let _ = write!(
             out,
@@ -399,8 +412,12 @@ pub fn status(status: &Status, reader: Reader) -> String {
 pub fn verified(report: &Report) -> String {
     let mut lines: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
     lines.extend(report.warnings.iter().map(|w| format!("warning: {w}")));
+    let retired = match report.retired {
+        0 => String::new(),
+        n => format!(", {n} retired"),
+    };
     lines.push(format!(
-        "{}: {} facts ({} pending, {} consolidated, {} tombstoned), {} problems",
+        "{}: {} facts ({} pending, {} consolidated, {} tombstoned{retired}), {} problems",
         if report.ok { "ok" } else { "NOT OK" },
         report.facts,
         report.pending,
@@ -491,30 +508,55 @@ pub fn run_detail(detail: &RunDetail) -> String {
 
 /// What a sweep found.
 pub fn sweep(report: &crate::memory::SweepReport) -> String {
-    let mut out = format!(
-        "swept {} of {} entries{} ({} decider): {} with neighbours, {} decided{}; {} proposals{}",
-        report.swept,
-        report.entries,
-        if report.full { " (full)" } else { "" },
-        report.decider,
-        report.compared,
-        report.decided,
-        if report.left > 0 { format!(", {} left for the next sweep", report.left) } else { String::new() },
-        report.ops.len(),
-        match (&report.plan, report.dry_run) {
-            (Some(plan), _) => format!(" stored as plan {plan} (`memfold plan {plan}`)"),
-            (None, true) => " (dry run: nothing stored)".to_string(),
-            (None, false) => String::new(),
-        }
-    );
-    if report.llm.calls > 0 {
+    let mut out = String::new();
+    if !report.stale_only {
         let _ = write!(
             out,
-            "; {} LLM calls ({} + {} tokens)",
-            report.llm.calls, report.llm.prompt_tokens, report.llm.completion_tokens
+            "swept {} of {} entries{} ({} decider): {} with neighbours, {} decided{}; {} proposals{}",
+            report.swept,
+            report.entries,
+            if report.full { " (full)" } else { "" },
+            report.decider,
+            report.compared,
+            report.decided,
+            if report.left > 0 { format!(", {} left for the next sweep", report.left) } else { String::new() },
+            report.ops.len(),
+            match (&report.plan, report.dry_run) {
+                (Some(plan), _) => format!(" stored as plan {plan} (`memfold plan {plan}`)"),
+                (None, true) => " (dry run: nothing stored)".to_string(),
+                (None, false) => String::new(),
+            }
         );
+        if report.llm.calls > 0 {
+            let _ = write!(
+                out,
+                "; {} LLM calls ({} + {} tokens)",
+                report.llm.calls, report.llm.prompt_tokens, report.llm.completion_tokens
+            );
+        }
+        for op in &report.ops {
+            let _ = write!(out, "\n  {}", op_with_reasons(op));
+        }
+        out.push('\n');
     }
-    for op in &report.ops {
+    if report.retire_after_days == 0 {
+        out.push_str("stale: none looked for (decay.retire_after_days = 0)");
+        return out;
+    }
+    let _ = write!(
+        out,
+        "stale: {} of {} entries unused for more than {} days{}",
+        report.stale.len(),
+        report.entries,
+        report.retire_after_days,
+        match (&report.stale_plan, &report.stale_run, report.dry_run) {
+            (Some(_), Some(run), _) => format!(", retired by run {run} (consolidation.auto_apply names STALE; `memfold undo {run}`)"),
+            (Some(plan), None, _) => format!(", proposed for retirement as plan {plan} (`memfold plan {plan}`)"),
+            (None, _, true) if !report.stale.is_empty() => " (dry run: nothing stored)".to_string(),
+            _ => String::new(),
+        }
+    );
+    for op in &report.stale {
         let _ = write!(out, "\n  {}", op_with_reasons(op));
     }
     out

@@ -213,6 +213,20 @@ pub struct SearchOpts {
     pub recency_half_life_days: f64,
     /// The day ages are counted to.
     pub today: NaiveDate,
+    /// Decay by use (`[decay]`): each row gains `weight * 0.5^(days unused / half_life)`, a
+    /// row's last use being the later of its `valid_from` and its last recall; exempt rows gain
+    /// `weight`. None (or a weight of 0) disables it.
+    pub uses: Option<std::sync::Arc<UseDays>>,
+    pub decay_weight: f64,
+    pub decay_half_life_days: f64,
+}
+
+/// What decay by use knows of the rows: the day each was last recalled, by key, and the keys
+/// exempt from decay (pinned entries, `MEMORY.md`'s).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UseDays {
+    pub last: HashMap<String, NaiveDate>,
+    pub exempt: std::collections::HashSet<String>,
 }
 
 impl SearchOpts {
@@ -226,6 +240,9 @@ impl SearchOpts {
             recency_weight: config.recency_weight,
             recency_half_life_days: config.recency_half_life_days,
             today,
+            uses: None,
+            decay_weight: 0.0,
+            decay_half_life_days: 1.0,
         }
     }
 }

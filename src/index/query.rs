@@ -80,12 +80,12 @@ impl Index {
 
         let mut hits: HashMap<String, Hit> = HashMap::new();
         let mut at: HashMap<String, (usize, NaiveDate)> = HashMap::new();
-        let mut legs: Vec<Vec<String>> = Vec::new();
+        let mut legs: Vec<Vec<(String, f64)>> = Vec::new();
         let similarity: HashMap<String, f64> = by_vector.iter().map(|(key, distance, _)| (key.clone(), 1.0 - distance)).collect();
         for rows in [by_vector, by_text] {
             let mut keys = Vec::with_capacity(rows.len());
-            for (key, _, found) in rows {
-                keys.push(key.clone());
+            for (key, score, found) in rows {
+                keys.push((key.clone(), score));
                 match found {
                     Found::Hit(hit) => {
                         hits.entry(key).or_insert(hit);
@@ -97,13 +97,14 @@ impl Index {
             }
             legs.push(keys);
         }
-        let legs: Vec<&[String]> = legs.iter().map(|l| l.as_slice()).collect();
+        let legs: Vec<&[(String, f64)]> = legs.iter().map(|l| l.as_slice()).collect();
         let mut scored: Vec<(String, f64)> = rank::fuse(&legs)
             .into_iter()
             .map(|(key, fused)| {
                 let from = hits.get(&key).map_or_else(|| at[&key].1, |hit| hit.valid_from);
                 let recency = rank::recency(from, opts.today, opts.recency_weight, opts.recency_half_life_days);
-                (key, fused + recency)
+                let used = rank::used(&key, from, opts);
+                (key, fused + recency + used)
             })
             .collect();
         scored.sort_by(rank::by_score_then_key);

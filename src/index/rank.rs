@@ -5,7 +5,8 @@
 //! worth 1.0 (the scale keeps the recency weight of `[search]` in readable units: with the
 //! default 0.1, being new is worth about as much as moving up a few places near the top).
 //! The recency term is `weight * 0.5^(age_days / half_life_days)` with age counted from
-//! `valid_from`. Ties are broken by key so that equal inputs rank equally.
+//! `valid_from`. Decay by use adds the same shape of term counted from a row's last use
+//! ([`used`]). Ties are broken by key so that equal inputs rank equally.
 //!
 //! **A leg's cut is the files', not lance's.** Each leg keeps its best `n` rows by score, ties
 //! by key. lance cuts its answer at the requested limit wherever it likes among rows of equal
@@ -116,12 +117,18 @@ pub(super) fn cut<T>(
     })
 }
 
-/// Scaled reciprocal rank fusion of ranked key lists.
-pub(super) fn fuse(legs: &[&[String]]) -> HashMap<String, f64> {
+/// Scaled reciprocal rank fusion of ranked lists of (key, leg score), best first. Rows whose
+/// leg scores are equal share the rank of the first of them: equally similar rows (the same
+/// text twice) fuse to equal scores, whatever order the leg listed them in.
+pub(super) fn fuse(legs: &[&[(String, f64)]]) -> HashMap<String, f64> {
     let mut out: HashMap<String, f64> = HashMap::new();
     for leg in legs {
-        for (i, key) in leg.iter().enumerate() {
-            *out.entry(key.clone()).or_default() += (RRF_K + 1.0) / (RRF_K + (i + 1) as f64);
+        let mut rank = 0;
+        for (i, (key, score)) in leg.iter().enumerate() {
+            if i == 0 || leg[i - 1].1.total_cmp(score).is_ne() {
+                rank = i + 1;
+            }
+            *out.entry(key.clone()).or_default() += (RRF_K + 1.0) / (RRF_K + rank as f64);
         }
     }
     out
@@ -139,6 +146,16 @@ pub(super) fn recency(valid_from: NaiveDate, today: NaiveDate, weight: f64, half
     weight * 0.5f64.powf(age / half_life_days)
 }
 
+/// The use term of decay by use (see [`super::SearchOpts::uses`]) for the row `key`.
+pub(super) fn used(key: &str, valid_from: NaiveDate, opts: &super::SearchOpts) -> f64 {
+    let Some(uses) = opts.uses.as_deref() else { return 0.0 };
+    if uses.exempt.contains(key) {
+        return opts.decay_weight;
+    }
+    let last = uses.last.get(key).map_or(valid_from, |day| valid_from.max(*day));
+    recency(last, opts.today, opts.decay_weight, opts.decay_half_life_days)
+}
+
 /// Sort `(key, score)` best first, ties by key.
 pub(super) fn by_score_then_key(a: &(String, f64), b: &(String, f64)) -> Ordering {
     b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0))
@@ -154,12 +171,17 @@ mod tests {
 
     #[test]
     fn fusion_rewards_agreement_and_first_place_is_worth_one() {
-        let v: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        let t: Vec<String> = ["c", "a"].map(String::from).to_vec();
+        let leg = |list: &[(&str, f64)]| list.iter().map(|(k, s)| (k.to_string(), *s)).collect::<Vec<_>>();
+        let (v, t) = (leg(&[("a", 0.1), ("b", 0.2), ("c", 0.3)]), leg(&[("c", 9.0), ("a", 8.0)]));
         let f = fuse(&[&v, &t]);
         assert!((f["a"] - (1.0 + 61.0 / 62.0)).abs() < 1e-12);
         assert!((f["b"] - 61.0 / 62.0).abs() < 1e-12);
         assert!(f["a"] > f["c"] && f["c"] > f["b"]);
+        // Equal leg scores share a rank.
+        let (v, t) = (leg(&[("x", 0.1), ("y", 0.1), ("z", 0.3)]), leg(&[("x", 5.0), ("y", 5.0)]));
+        let f = fuse(&[&v, &t]);
+        assert_eq!((f["x"], f["y"]), (2.0, 2.0));
+        assert!((f["z"] - 61.0 / 63.0).abs() < 1e-12, "after two, third");
     }
 
     fn keys<T>(rows: &[(String, f64, T)]) -> Vec<&str> {

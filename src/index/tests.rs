@@ -131,6 +131,9 @@ fn opts(k: usize) -> SearchOpts {
         recency_weight: 0.0,
         recency_half_life_days: 90.0,
         today: day("2026-11-22"),
+        uses: None,
+        decay_weight: 0.0,
+        decay_half_life_days: 180.0,
     }
 }
 
@@ -1274,4 +1277,45 @@ async fn appended_rows_are_held_at_once_and_searched_like_the_rest() {
         .unwrap()
         .expect("every row lance returned is held, the appended ones too");
     assert_eq!(text.first().map(|(k, _, _)| k.as_str()), Some("f-new1"), "{:?}", text.iter().map(|r| &r.0).collect::<Vec<_>>());
+}
+
+/// Decay by use: of two rows equally similar to a query and equally old, the one recalled
+/// more recently ranks first, an exempt one ranks as if used today, and a strong match still
+/// beats both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recently_used_row_ranks_above_an_equal_unused_one() {
+    let root = tempfile::tempdir().unwrap();
+    let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
+    let docs = vec![
+        entry("m-a", "Keeps the spare key under the blue flower pot.", "2025-01-10"),
+        entry("m-b", "Keeps the spare key under the blue flower pot.", "2025-01-10"),
+        entry("m-c", "Keeps the spare key under the blue flower pot.", "2025-01-10"),
+        entry("m-d", "The bakery on the corner sells rye bread.", "2025-01-10"),
+    ];
+    index.sync(&docs, Scope::All, None).await.unwrap();
+    let ranked = |uses: Option<UseDays>| {
+        let opts = SearchOpts {
+            uses: uses.map(std::sync::Arc::new),
+            decay_weight: 0.1,
+            today: day("2026-11-22"),
+            ..opts(4)
+        };
+        let index = &index;
+        async move {
+            let hits = index.search("spare key flower pot", &opts).await.unwrap();
+            keys(&hits).into_iter().map(str::to_string).collect::<Vec<_>>()
+        }
+    };
+    let used = |list: &[(&str, &str)]| -> HashMap<String, NaiveDate> {
+        list.iter().map(|(key, when)| (key.to_string(), day(when))).collect()
+    };
+    assert_eq!(ranked(None).await[..3], ["m-a", "m-b", "m-c"], "without uses, ties go by key");
+    let uses = UseDays { last: used(&[("m-c", "2026-10-01"), ("m-b", "2025-06-01")]), exempt: Default::default() };
+    assert_eq!(ranked(Some(uses.clone())).await[..3], ["m-c", "m-b", "m-a"]);
+    let pinned = UseDays { exempt: ["m-a".to_string()].into(), ..uses };
+    assert_eq!(ranked(Some(pinned)).await[..3], ["m-a", "m-c", "m-b"]);
+    // A strong match still wins: the unused bakery line is first for its own words.
+    let recent = UseDays { last: used(&[("m-a", "2026-11-22")]), exempt: Default::default() };
+    let bakery = SearchOpts { uses: Some(std::sync::Arc::new(recent)), decay_weight: 0.1, ..opts(4) };
+    assert_eq!(keys(&index.search("rye bread bakery", &bakery).await.unwrap())[0], "m-d");
 }

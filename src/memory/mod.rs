@@ -217,17 +217,17 @@ struct Inner {
     rewritten: broadcast::Sender<Rewritten>,
     /// Whether the index, once open, holds its vectors in memory ([`Memory::hold_vectors`]).
     hold_vectors: AtomicBool,
-    /// The entries of `memory.md` that have links, as of its size and time when read (a search
-    /// follows them one hop).
-    linked: std::sync::Mutex<Option<(Signature, Arc<LinkedEntries>)>>,
+    /// The entries of `memory.md` that have links and the pinned ones, as of its size and time
+    /// when read (a search follows links one hop; pinned entries are exempt from decay).
+    linked: std::sync::Mutex<Option<(Signature, Arc<crate::store::caches::LinkCache>)>>,
+    /// What decay by use ranks with, as of the use table, `memory.md` and `MEMORY.md` it was
+    /// made from.
+    uses: std::sync::Mutex<Option<([Signature; 3], Arc<crate::index::UseDays>)>>,
 }
 
 /// A file's size and modification time (ns since the epoch): whether it may have changed
 /// since it was read.
 type Signature = (u64, u64);
-
-/// The current entries with links, by id.
-type LinkedEntries = std::collections::HashMap<String, crate::store::entries::Linked>;
 
 /// Generation counters that say whether the index may be behind the files.
 struct Freshness {
@@ -330,6 +330,7 @@ impl Memory {
                 rewritten: broadcast::channel(16).0,
                 hold_vectors: AtomicBool::new(false),
                 linked: std::sync::Mutex::new(None),
+                uses: std::sync::Mutex::new(None),
             }),
         };
         let me = memory.clone();

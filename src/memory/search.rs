@@ -1,5 +1,6 @@
 //! Search and the index: freshness, hybrid search, reindex.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -7,8 +8,11 @@ use super::views::Reindexed;
 use super::{MAX_K, Memory, SearchRequest, blocking};
 use crate::error::Error;
 use crate::index::corpus;
-use crate::index::{Hit, Index, SearchOpts, Settled};
+use crate::index::{Hit, Index, SearchOpts, Settled, UseDays};
+use crate::store::caches::LinkCache;
+use crate::store::entries::Linked;
 use crate::store::ledger::Ledger;
+use crate::store::uses::Uses;
 
 impl Memory {
     /// Say the files may have changed: the next search refreshes the index first.
@@ -131,6 +135,11 @@ impl Memory {
         }
         opts.as_of = request.as_of;
         opts.history = request.history;
+        let decay = &self.inner.config.decay;
+        if decay.weight > 0.0 {
+            (opts.decay_weight, opts.decay_half_life_days) = (decay.weight, decay.half_life_days);
+            opts.uses = Some(self.use_days().await);
+        }
         self.refresh().await?;
         let mut hits = self.index().await?.search(query, &opts).await?;
         if let Some(floor) = request.min_similarity {
@@ -138,8 +147,8 @@ impl Memory {
         }
         if !opts.history && opts.as_of.is_none() {
             let linked = self.linked().await;
-            if !linked.is_empty() {
-                hits = follow_links(hits, opts.k, &linked);
+            if !linked.entries.is_empty() {
+                hits = follow_links(hits, opts.k, &linked.entries);
             }
         }
         if request.skip_recall {
@@ -153,23 +162,51 @@ impl Memory {
         Ok(hits)
     }
 
-    /// The current entries that have links (read again when `memory.md` changed size or time;
-    /// a fresh process reads them from `.memfold/links.json`).
-    async fn linked(&self) -> std::sync::Arc<super::LinkedEntries> {
+    /// The current entries that have links, and the pinned ones (read again when `memory.md`
+    /// changed size or time; a fresh process reads them from `.memfold/links.json`).
+    async fn linked(&self) -> std::sync::Arc<LinkCache> {
         let root = self.inner.root.clone();
-        let now = crate::store::caches::LinkCache::stat(&root);
+        let now = LinkCache::stat(&root);
         if let Some((seen, linked)) = self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
             && *seen == now
         {
             return linked.clone();
         }
-        let read = blocking(move || Ok::<_, std::io::Error>(crate::store::caches::LinkCache::current(&root)))
-            .await
-            .map(|cache| cache.entries)
-            .unwrap_or_default();
+        let read = blocking(move || Ok::<_, std::io::Error>(LinkCache::current(&root))).await.unwrap_or_default();
         let linked = std::sync::Arc::new(read);
         *self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, linked.clone()));
         linked
+    }
+
+    /// What decay by use ranks with: each entry's last recall from the use table as saved (at
+    /// most [`crate::store::uses::FOLD_EVERY`] behind the recall log), and the entries exempt
+    /// (pinned, or a line of `MEMORY.md`). Read again when one of the three files changed.
+    async fn use_days(&self) -> std::sync::Arc<UseDays> {
+        let root = self.inner.root.clone();
+        let linked = self.linked().await;
+        let stat = |path: std::path::PathBuf| {
+            std::fs::metadata(path).ok().map_or((0, 0), |m| crate::store::caches::stat_of(&m))
+        };
+        let seen = [stat(Uses::path(&root)), (linked.size, linked.modified_ns), stat(root.memory_md())];
+        if let Some((was, days)) = self.inner.uses.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && *was == seen
+        {
+            return days.clone();
+        }
+        let clock = self.inner.clock;
+        let days = blocking(move || {
+            let uses = Uses::load(&root);
+            let last = uses.ids.iter().map(|(id, used)| (id.clone(), clock.day_of(used.0))).collect();
+            let mut exempt: std::collections::HashSet<String> = linked.pinned.iter().cloned().collect();
+            let promoted = std::fs::read_to_string(root.memory_md()).unwrap_or_default();
+            exempt.extend(crate::store::promoted::parse(&promoted).generated.into_iter().map(|l| l.entry));
+            Ok::<_, Error>(UseDays { last, exempt })
+        })
+        .await
+        .unwrap_or_default();
+        let days = std::sync::Arc::new(days);
+        *self.inner.uses.lock().unwrap_or_else(|p| p.into_inner()) = Some((seen, days.clone()));
+        days
     }
 
     /// Keep what `status` derives from the files as a full read of the index found them, so the
@@ -218,7 +255,7 @@ impl Memory {
 /// room in `k`, the links of each direct hit (in rank order) that are not hits already join
 /// the list, marked with the entry that brought them; the direct hits they displace are the
 /// lowest ranked. A related entry never ranks above a direct hit.
-fn follow_links(hits: Vec<Hit>, k: usize, linked: &super::LinkedEntries) -> Vec<Hit> {
+fn follow_links(hits: Vec<Hit>, k: usize, linked: &HashMap<String, Linked>) -> Vec<Hit> {
     use std::collections::HashSet;
     let found: HashSet<&str> = hits.iter().take(k).map(|h| h.id.as_str()).collect();
     let mut direct: Vec<Hit> = Vec::new();

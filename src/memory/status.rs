@@ -10,7 +10,11 @@ use crate::memory::views::{CurationStats, EmbedderStatus, Status};
 use crate::planning::consolidate::gate::{self, GateInput};
 use crate::planning::consolidate::{pass, records};
 use crate::store::Root;
-use crate::store::caches::{RecordSummaries, RecordSummary, StatusCounts, stat_of};
+use crate::planning::stale;
+use crate::store::caches::{DecayCounts, RecordSummaries, RecordSummary, StatusCounts, stat_of};
+use crate::store::entries::EntryFile;
+use crate::store::uses::Uses;
+use crate::sys::clock::Clock;
 use crate::store::ledger::{Ledger, LedgerError};
 use crate::store::sources::Sources;
 use crate::store::state::State;
@@ -25,7 +29,44 @@ fn counts_of(ledger: &Ledger, seen: Sources) -> StatusCounts {
         entries: ledger.memory.entries().count(),
         problems: ledger.problems.len(),
         candidates: pass::candidates_among(ledger, &pending).map(|f| f.id.clone()).collect(),
+        related: ledger.memory.entries().filter(|e| !e.meta.links().is_empty()).count(),
+        named: crate::planning::about::named_entries(&ledger.memory),
+        decay: None,
     }
+}
+
+/// Decay's view of `memory` (see [`DecayCounts`]): each entry's last use, as a sweep reads it
+/// (the use table with the log folded in, the day it was written or changed).
+fn decay_counts(root: &Root, memory: &EntryFile, clock: Clock) -> DecayCounts {
+    let seen = DecayCounts::look(root);
+    let uses = Uses::current(root);
+    let promoted = std::fs::read_to_string(root.memory_md()).unwrap_or_default();
+    let exempt = stale::Exempt {
+        ids: crate::store::promoted::parse(&promoted).generated.into_iter().map(|l| l.entry).collect(),
+        ..stale::Exempt::default()
+    };
+    let mut quiet = std::collections::BTreeMap::new();
+    for entry in memory.entries().filter(|e| !e.meta.pinned && !exempt.ids.contains(e.id())) {
+        if let Some(last) = stale::last_use(entry, &uses, &exempt, |t| clock.day_of(t)) {
+            *quiet.entry(last.day()).or_default() += 1;
+        }
+    }
+    DecayCounts { seen, quiet }
+}
+
+/// The derived counts with decay's view brought up to date: worked out again (from
+/// `memory.md`) when the use table or `MEMORY.md` changed since.
+fn with_decay(root: &Root, mut counts: StatusCounts, clock: Clock) -> Result<StatusCounts, LedgerError> {
+    let now = DecayCounts::look(root);
+    if counts.decay.as_ref().is_some_and(|d| d.seen == now) {
+        return Ok(counts);
+    }
+    let memory = crate::store::ledger::read_entries(root, &root.memory())?;
+    counts.decay = Some(decay_counts(root, &memory, clock));
+    if let Err(e) = counts.save(root) {
+        tracing::debug!(error = %e, "could not cache the status counts");
+    }
+    Ok(counts)
 }
 
 /// The derived counts: from the cache if its record still describes the files (looked at
@@ -72,7 +113,7 @@ fn status_of(
     now: DateTime<Utc>,
     summaries: &RecordSummaries,
 ) -> Result<Status, LedgerError> {
-    let derived = derived(root)?;
+    let derived = with_decay(root, derived(root)?, config.clock())?;
     let state = State::load(&root.state_json())?;
     let pending = derived.pending;
     // The gate counts what an unforced pass would take up, so it agrees with the pass.
@@ -120,6 +161,14 @@ fn status_of(
         sweep_due,
         sync: root.dir().join(".git").exists().then(|| crate::memory::sync::load_state(root)),
         curation: None,
+        related_entries: derived.related,
+        named_entries: derived.named,
+        stale_entries: match config.decay.retire_after_days {
+            0 => 0,
+            days => derived.decay.as_ref().map_or(0, |d| {
+                d.before(config.clock().day_of(now) - chrono::Duration::days(i64::from(days)))
+            }),
+        },
     })
 }
 

@@ -17,10 +17,13 @@ use crate::planning::consolidate::plan::Planner;
 use crate::planning::consolidate::records::{self, PlanReason, PlanStatus};
 use crate::planning::consolidate::rules::Hints;
 use crate::planning::consolidate::validate::validate;
+use crate::planning::consolidate::ops::OpKind;
+use crate::planning::stale;
 use crate::planning::sweep::{self, SweepState};
 use crate::store::commit::{self, Change};
 use crate::store::content_hash;
 use crate::store::ledger::Ledger;
+use crate::store::uses::Uses;
 
 /// What a sweep did (`memfold sweep --json`, `POST /sweep`).
 #[derive(Debug, Clone, Serialize)]
@@ -40,6 +43,18 @@ pub struct SweepReport {
     pub ops: Vec<OpReport>,
     /// The plan they were stored as (none on a dry run or when nothing was found).
     pub plan: Option<String>,
+    /// Entries unused for `decay.retire_after_days`, proposed for retirement (`--stale`, and
+    /// every sweep while `decay.retire_after_days` is not 0).
+    pub stale: Vec<OpReport>,
+    /// The plan they were stored as (reason `stale`).
+    pub stale_plan: Option<String>,
+    /// The run that applied it, when `consolidation.auto_apply` names STALE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_run: Option<String>,
+    /// Only stale entries were looked for (`--stale`).
+    pub stale_only: bool,
+    /// `decay.retire_after_days` (0: nothing retires).
+    pub retire_after_days: u32,
     pub dry_run: bool,
     pub full: bool,
     /// What deciding cost (LLM calls and tokens; none offline).
@@ -56,15 +71,17 @@ pub struct SweepOptions {
     pub full: bool,
     /// Find and report, store nothing.
     pub dry_run: bool,
+    /// Only the entries unused for `decay.retire_after_days`, not duplicates.
+    pub stale: bool,
 }
 
 impl Memory {
     /// Sweep the current entries (see [`crate::planning::sweep`]): what it finds is stored as
     /// one plan with reason `sweep`, never applied on its own.
     pub async fn sweep(&self, opts: SweepOptions) -> Result<SweepReport, Error> {
-        let clock = Instant::now();
+        let started = Instant::now();
         let me = self.clone();
-        let (lock, ledger, held, rejected, state) = blocking(move || -> Result<_, Error> {
+        let (lock, ledger, held, rejected, state, exempt, uses) = blocking(move || -> Result<_, Error> {
             let (lock, ledger) = if opts.dry_run {
                 (None, Ledger::load(&me.inner.root)?)
             } else {
@@ -85,14 +102,16 @@ impl Memory {
             );
             let state: SweepState =
                 records::read_json(&me.inner.root, &me.inner.root.dir().join(sweep::STATE))?.unwrap_or_default();
-            Ok((lock, ledger, held, rejected, state))
+            let exempt = me.decay_exempt(&heads, &held);
+            let uses = Uses::current(&me.inner.root);
+            Ok((lock, ledger, held, rejected, state, exempt, uses))
         })
         .await?;
         let now = self.inner.clock.now();
         let today = self.inner.clock.day_of(now);
         let cfg = &self.inner.config.consolidation;
         let memory = &ledger.memory;
-        let swept = sweep::to_sweep(memory, &state, opts.full, &held);
+        let swept = if opts.stale { Vec::new() } else { sweep::to_sweep(memory, &state, opts.full, &held) };
         let pairings = sweep::pairings(memory, &swept, &held, cfg.neighbor_k);
         let llm = self.inner.decider.llm().is_some();
         let budget = if llm { cfg.sweep_max_calls } else { usize::MAX };
@@ -132,6 +151,13 @@ impl Memory {
         planner.apply(&ops);
         let mut plan = planner.finish(memory.hash.clone());
         plan.llm = usage;
+        let clock = self.inner.clock;
+        let retire_after = self.inner.config.decay.retire_after_days;
+        let stale_ops = stale::proposals(memory, &uses, &exempt, today, retire_after, |t| clock.day_of(t));
+        let stale_run = format!("{run}-stale");
+        let mut stale_planner = Planner::new(memory.clone(), &facts, stale_run.clone(), now, today);
+        stale_planner.apply(&stale_ops);
+        let stale_plan = stale_planner.finish(memory.hash.clone());
         let mut report = SweepReport {
             entries: memory.entries().count(),
             swept: swept.len(),
@@ -141,6 +167,11 @@ impl Memory {
             decider: self.inner.decider.name(),
             ops: plan.journal.iter().map(|r| OpReport::from(&r.op)).collect(),
             plan: None,
+            stale: stale_plan.journal.iter().map(|r| OpReport::from(&r.op)).collect(),
+            stale_plan: None,
+            stale_run: None,
+            stale_only: opts.stale,
+            retire_after_days: retire_after,
             dry_run: opts.dry_run,
             full: opts.full,
             llm: usage,
@@ -148,7 +179,7 @@ impl Memory {
             ms: 0,
         };
         let Some(lock) = lock else {
-            report.ms = ms(clock);
+            report.ms = ms(started);
             return Ok(report);
         };
         let mut change = Change::new(format!("sweep {run}"));
@@ -156,6 +187,11 @@ impl Memory {
             let stored = divert::stored(&plan, Vec::new(), PlanReason::Sweep, &run, now, today);
             change.records.push(stored.file());
             report.plan = Some(run.clone());
+        }
+        if !stale_plan.journal.is_empty() {
+            let stored = divert::stored(&stale_plan, Vec::new(), PlanReason::Stale, &stale_run, now, today);
+            change.records.push(stored.file());
+            report.stale_plan = Some(stale_run.clone());
         }
         let mut next = SweepState { last: Some(now), swept: Default::default() };
         let swept_ids: HashSet<&str> = swept.iter().map(|e| e.id()).collect();
@@ -172,8 +208,12 @@ impl Memory {
         change.records.push(next.file());
         let root = self.inner.root.clone();
         blocking(move || commit::commit(&root, &change, &lock)).await?;
-        tracing::info!(swept = report.swept, compared = report.compared, ops = report.ops.len(), plan = ?report.plan, "sweep done");
-        report.ms = ms(clock);
+        tracing::info!(swept = report.swept, compared = report.compared, ops = report.ops.len(), plan = ?report.plan, stale = report.stale.len(), "sweep done");
+        let auto = self.inner.config.consolidation.auto_apply.iter().any(|k| k.eq_ignore_ascii_case(OpKind::Stale.as_str()));
+        if auto && let Some(id) = report.stale_plan.clone() {
+            report.stale_run = Some(self.apply_plan(&id).await?.run);
+        }
+        report.ms = ms(started);
         Ok(report)
     }
 
@@ -185,6 +225,26 @@ impl Memory {
             blocking(move || crate::memory::status::status(&me.inner.root, &me.inner.config, me.inner.clock.now()))
                 .await?;
         Ok(status.sweep_due)
+    }
+}
+
+impl Memory {
+    /// What decay never retires besides pinned entries (see [`crate::planning::stale`]): the
+    /// entries of `MEMORY.md` and of pending plans, and when a person last kept an entry by
+    /// rejecting its retirement. Blocking (reads `MEMORY.md`).
+    fn decay_exempt(&self, heads: &[records::PlanHead], held: &HashSet<String>) -> stale::Exempt {
+        let promoted = std::fs::read_to_string(self.inner.root.memory_md()).unwrap_or_default();
+        let mut ids: HashSet<String> = held.clone();
+        ids.extend(crate::store::promoted::parse(&promoted).generated.into_iter().map(|l| l.entry));
+        let mut kept: HashMap<String, DateTime<Utc>> = HashMap::new();
+        for head in heads.iter().filter(|p| p.reason == PlanReason::Stale && p.status == PlanStatus::Rejected) {
+            let Some(at) = head.rejected else { continue };
+            for target in head.journal.iter().filter_map(|r| r.op.op.target()) {
+                let time = kept.entry(target.to_string()).or_insert(at);
+                *time = (*time).max(at);
+            }
+        }
+        stale::Exempt { ids, kept }
     }
 }
 

@@ -101,6 +101,12 @@ pub struct Status {
     /// when the daemon only looks at the gate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub curation: Option<CurationStats>,
+    /// Current entries linked to others (`related`), naming a name `memfold about` lists, and
+    /// unused for `decay.retire_after_days` (what `sweep --stale` would propose, less entries a
+    /// pending plan holds or a person kept).
+    pub related_entries: usize,
+    pub named_entries: usize,
+    pub stale_entries: usize,
 }
 
 /// What folding and curation did, over the life of a root.

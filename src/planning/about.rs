@@ -107,15 +107,7 @@ pub fn about(memory: &EntryFile, history: Option<&EntryFile>, name: &str) -> Abo
 /// a sentence ("Read the manual…") is not taken for a name; one some entry writes inside a
 /// sentence is ("Promised to call Ana", so "Ana's birthday…" counts too).
 pub fn names_of(memory: &EntryFile) -> Vec<Named> {
-    let per_entry: Vec<Vec<(String, bool)>> = memory
-        .entries()
-        .map(|entry| {
-            let shared = entry.meta.links().into_iter().filter_map(|l| l.shares).map(|s| (s, true));
-            crate::planning::consolidate::rules::proper_names(&entry.content).into_iter().chain(shared).collect()
-        })
-        .collect();
-    let sure: std::collections::HashSet<String> =
-        per_entry.iter().flatten().filter(|(_, sure)| *sure).map(|(n, _)| n.to_lowercase()).collect();
+    let (per_entry, sure) = entry_names(memory);
     let mut counts: BTreeMap<String, (String, usize)> = BTreeMap::new();
     for names in &per_entry {
         let mut seen = std::collections::HashSet::new();
@@ -129,6 +121,26 @@ pub fn names_of(memory: &EntryFile) -> Vec<Named> {
     let mut out: Vec<Named> = counts.into_values().map(|(name, entries)| Named { name, entries }).collect();
     out.sort_by(|a, b| b.entries.cmp(&a.entries).then_with(|| a.name.cmp(&b.name)));
     out
+}
+
+/// How many current entries name at least one of the names [`names_of`] lists.
+pub fn named_entries(memory: &EntryFile) -> usize {
+    let (per_entry, sure) = entry_names(memory);
+    per_entry.iter().filter(|names| names.iter().any(|(n, _)| sure.contains(&n.to_lowercase()))).count()
+}
+
+/// Each entry's candidate names (and whether it is sure: written inside a sentence, or what a
+/// link shares), and the names sure somewhere, lowercased.
+fn entry_names(memory: &EntryFile) -> (Vec<Vec<(String, bool)>>, std::collections::HashSet<String>) {
+    let per_entry: Vec<Vec<(String, bool)>> = memory
+        .entries()
+        .map(|entry| {
+            let shared = entry.meta.links().into_iter().filter_map(|l| l.shares).map(|s| (s, true));
+            crate::planning::consolidate::rules::proper_names(&entry.content).into_iter().chain(shared).collect()
+        })
+        .collect();
+    let sure = per_entry.iter().flatten().filter(|(_, sure)| *sure).map(|(n, _)| n.to_lowercase()).collect();
+    (per_entry, sure)
 }
 
 #[cfg(test)]
@@ -155,5 +167,6 @@ mod tests {
         assert!(about(&memory, None, "Dr. Nobody").entries.is_empty());
         let listed = names_of(&memory);
         assert!(listed.contains(&Named { name: "Ana".into(), entries: 3 }), "{listed:?}");
+        assert_eq!(named_entries(&memory), 4, "every entry but the banana bread");
     }
 }

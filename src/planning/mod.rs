@@ -17,5 +17,6 @@ pub mod promote;
 pub mod recall;
 pub mod remember;
 pub mod review;
+pub mod stale;
 pub mod sweep;
 pub mod sync;

@@ -67,7 +67,8 @@ impl PassOutcome {
 }
 
 /// The op kinds, in the order `memfold_ops_total` lists them.
-const OP_KINDS: [OpKind; 5] = [OpKind::Add, OpKind::Replace, OpKind::Remove, OpKind::Duplicate, OpKind::Retire];
+const OP_KINDS: [OpKind; 6] =
+    [OpKind::Add, OpKind::Replace, OpKind::Remove, OpKind::Duplicate, OpKind::Retire, OpKind::Stale];
 
 /// Upper bounds (seconds) of the pass duration histogram buckets.
 const DURATION_BUCKETS: [f64; 11] = [0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0];

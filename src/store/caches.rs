@@ -11,9 +11,12 @@
 //! **Status counts** (`.memfold/status.json`): what `status` derives from the large files, with
 //! the record of the files it was derived from ([`StatusCounts`]).
 //!
-//! **Linked entries** (`.memfold/links.json`): the current entries that have links, with the
-//! size and modification time of the `memory.md` they were read from ([`LinkCache`]), so a
-//! search from a fresh process follows links without reading a large `memory.md`.
+//! **Linked entries** (`.memfold/links.json`): the current entries that have links and the ids
+//! of pinned ones, with the size and modification time of the `memory.md` they were read from
+//! ([`LinkCache`]), so a search from a fresh process follows links and ranks by use without
+//! reading a large `memory.md`.
+//!
+//! **Uses** (`.memfold/uses.json`): see [`super::uses`].
 //!
 //! **Record summaries** (`.memfold/records.json`): what `status` needs of each stored plan and
 //! run record ([`RecordSummary`]), with the size and modification time it was read at; a record
@@ -106,6 +109,35 @@ pub struct StatusCounts {
     pub problems: usize,
     /// [`crate::planning::consolidate::pass::candidates`], by id.
     pub candidates: Vec<String>,
+    /// Current entries with links, and naming a name `memfold about` lists.
+    #[serde(default)]
+    pub related: usize,
+    #[serde(default)]
+    pub named: usize,
+    /// Decay's view of the entries, when it was worked out (see [`DecayCounts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decay: Option<DecayCounts>,
+}
+
+/// How many current entries (pinned ones and `MEMORY.md`'s left out) were last used on each
+/// day, as of the use table and `MEMORY.md` whose size and modification time it records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecayCounts {
+    pub seen: [(u64, u64); 2],
+    pub quiet: std::collections::BTreeMap<chrono::NaiveDate, usize>,
+}
+
+impl DecayCounts {
+    /// The size and modification time of the use table and `MEMORY.md` now.
+    pub fn look(root: &Root) -> [(u64, u64); 2] {
+        let stat = |path: PathBuf| std::fs::metadata(path).ok().map_or((0, 0), |m| stat_of(&m));
+        [stat(super::uses::Uses::path(root)), stat(root.memory_md())]
+    }
+
+    /// Entries last used before `day`.
+    pub fn before(&self, day: chrono::NaiveDate) -> usize {
+        self.quiet.range(..day).map(|(_, n)| n).sum()
+    }
 }
 
 impl StatusCounts {
@@ -215,13 +247,15 @@ mod tests {
     }
 }
 
-/// The current entries with links, as of one `memory.md` (its size and modification time, ns
-/// since the epoch).
+/// The current entries with links, and the pinned ones, as of one `memory.md` (its size and
+/// modification time, ns since the epoch).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LinkCache {
     pub size: u64,
     pub modified_ns: u64,
     pub entries: HashMap<String, super::entries::Linked>,
+    /// Ids of pinned entries (exempt from decay).
+    pub pinned: Vec<String>,
 }
 
 impl LinkCache {
@@ -247,7 +281,8 @@ impl LinkCache {
             return cache;
         }
         let text = std::fs::read_to_string(root.memory()).unwrap_or_default();
-        let cache = LinkCache { size, modified_ns, entries: super::entries::linked(&text) };
+        let (entries, pinned) = super::entries::linked(&text);
+        let cache = LinkCache { size, modified_ns, entries, pinned };
         if root.state_dir().is_dir() {
             let bytes = serde_json::to_vec(&cache).expect("linked entries serialise");
             if let Err(e) = super::atomic::write_atomic(&LinkCache::path(root), &bytes, None) {

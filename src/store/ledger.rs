@@ -1,4 +1,4 @@
-//! The ledger: every archived fact and where it went (pending, consolidated into an entry or history, or tombstoned).
+//! The ledger: every archived fact and where it went (pending, consolidated into an entry or history, retired, or tombstoned).
 //!
 //! It is read fresh from the files whenever it is needed, so it is never out of date:
 //! the archive, `memory.md`, `history.md`, the tombstones and `state.json`. `status`,
@@ -32,6 +32,8 @@ pub enum FactFate {
     Pending,
     Consolidated,
     Tombstoned,
+    /// Its entry retired for disuse (`sweep --stale`): in history, not pending.
+    Retired,
 }
 
 /// Where the versions of one entry id ended up.
@@ -41,6 +43,8 @@ pub enum End {
     Current,
     /// Forgotten or deleted by hand.
     Deleted,
+    /// Retired for disuse (`sweep --stale`).
+    Retired,
     /// Taken back by an undo, set aside by a rebuild, or given a status memfold does not know.
     SetAside,
     /// Replaced or merged into something that is nowhere: its facts were lost from memory.
@@ -135,6 +139,7 @@ impl Ledger {
                 let Some(block) = last.get(at) else { break End::Lost };
                 match &block.meta.status {
                     Some(HistoryStatus::Deleted) => break End::Deleted,
+                    Some(HistoryStatus::Retired) => break End::Retired,
                     Some(status) if status.leads_on() => match block.meta.superseded_by.as_deref() {
                         Some(next) if next != at => at = next,
                         _ => break End::Lost,
@@ -165,8 +170,20 @@ impl Ledger {
             .collect()
     }
 
+    /// Fact ids of entries retired for disuse: named by a version of an id whose versions end
+    /// in a `retired` block.
+    pub fn retired_ids(&self) -> HashSet<&str> {
+        let ends = self.entry_ends();
+        self.history
+            .entries()
+            .filter(|e| ends.get(e.id()) == Some(&End::Retired))
+            .flat_map(|e| e.meta.sources.iter().map(String::as_str))
+            .collect()
+    }
+
     /// Where every fact went, by fact id: tombstoned if a tombstone names it or its text;
-    /// consolidated if it lives on in current memory ([`Ledger::sourced_ids`]); pending
+    /// consolidated if it lives on in current memory ([`Ledger::sourced_ids`]); retired if its
+    /// entry retired for disuse ([`Ledger::retired_ids`]); pending
     /// otherwise, including facts whose versions were all set aside (an undo, a rebuild) or
     /// lost (`verify` reports those), so the next pass takes them up again.
     pub fn fates(&self) -> HashMap<&str, FactFate> {
@@ -179,6 +196,7 @@ impl Ledger {
         Settled {
             tombstoned: Tombstoned::of(&self.tombstones),
             sourced: self.sourced_ids().into_iter().map(str::to_string).collect(),
+            retired: self.retired_ids().into_iter().map(str::to_string).collect(),
         }
     }
 
@@ -205,6 +223,7 @@ impl Ledger {
 pub struct Settled {
     tombstoned: Tombstoned,
     sourced: HashSet<String>,
+    retired: HashSet<String>,
 }
 
 /// What the tombstones cover: the ids they name (entries and facts) and the texts they hold.
@@ -236,12 +255,14 @@ impl Tombstoned {
 
 impl Settled {
     /// Tombstoned if a tombstone names the fact or its text; consolidated if it lives on in
-    /// current memory; pending otherwise.
+    /// current memory; retired if its entry retired for disuse; pending otherwise.
     pub fn fate(&self, f: &Fact) -> FactFate {
         if self.tombstoned.covers(f) {
             FactFate::Tombstoned
         } else if self.sourced.contains(f.id.as_str()) {
             FactFate::Consolidated
+        } else if self.retired.contains(f.id.as_str()) {
+            FactFate::Retired
         } else {
             FactFate::Pending
         }

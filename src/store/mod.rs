@@ -23,6 +23,7 @@ pub mod signin;
 pub mod sources;
 pub mod state;
 pub mod unit;
+pub mod uses;
 pub mod verify;
 
 use std::fmt;

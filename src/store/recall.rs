@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use chrono::{Duration, Utc};
 
+use crate::store::uses::Uses;
 use crate::store::{Root, content_hash};
 use crate::store::state::{Recall, StateError, append_jsonl, read_jsonl, rewrite_jsonl};
 
@@ -26,10 +27,25 @@ pub fn record(root: &Root, query: &str, ids: &[String], window_days: u32) -> Res
     // Only the first record is read to decide: a search must not cost more the longer the
     // log (a daemon answering an agent appends to it thousands of times a day).
     let cutoff = now - Duration::days(window_days.into());
-    if oldest(&root.recall()).is_some_and(|time| time < cutoff) {
+    let compact = oldest(&root.recall()).is_some_and(|time| time < cutoff);
+    if !compact && !Uses::due(root) {
+        return Ok(());
+    }
+    // The use table holds every record before any is dropped (see `store::uses`).
+    let mut uses = Uses::load(root);
+    uses.fold(root);
+    if let Err(e) = uses.save(root) {
+        tracing::debug!(error = %e, "could not save the use table; the recall log is kept whole");
+        return Ok(());
+    }
+    if compact {
         let (all, _) = read_jsonl::<Recall>(&root.recall(), ".memfold/recall.jsonl")?;
         let kept: Vec<Recall> = all.into_iter().filter(|r| r.time >= cutoff).collect();
         rewrite_jsonl(&root.recall(), &kept)?;
+        uses.holds_whole_log(root);
+        if let Err(e) = uses.save(root) {
+            tracing::debug!(error = %e, "could not save the use table");
+        }
     }
     Ok(())
 }

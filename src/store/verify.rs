@@ -33,6 +33,8 @@ pub struct Report {
     pub pending: usize,
     pub consolidated: usize,
     pub tombstoned: usize,
+    /// Facts of entries retired for disuse (in history, not pending).
+    pub retired: usize,
     pub problems: Vec<Problem>,
     /// What is not a lost fact but wants a person's attention: memory files other accounts
     /// can read or write, with the fix. They do not make `ok` false.
@@ -81,6 +83,7 @@ pub fn verify(ledger: &Ledger, extra: Vec<Problem>) -> Report {
         pending: count(FactFate::Pending),
         consolidated: count(FactFate::Consolidated),
         tombstoned: count(FactFate::Tombstoned),
+        retired: count(FactFate::Retired),
         problems,
         warnings: secrets(ledger).into_iter().chain(links(ledger)).collect(),
     }

@@ -645,10 +645,13 @@ struct SweepBody {
     full: bool,
     #[serde(default)]
     dry_run: bool,
+    #[serde(default)]
+    stale: bool,
 }
 
 async fn sweep(Space(service): Space, JsonBody(body): JsonBody<SweepBody>) -> ApiResult {
-    ok(json!(service.sweep(DOOR, SweepOptions { full: body.full, dry_run: body.dry_run }).await?))
+    let opts = SweepOptions { full: body.full, dry_run: body.dry_run, stale: body.stale };
+    ok(json!(service.sweep(DOOR, opts).await?))
 }
 
 async fn run(Space(service): Space, Path(id): Path<String>) -> ApiResult {

@@ -301,6 +301,7 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Qu
                 crate::store::ledger::FactFate::Pending => "Pending: no entry holds it yet",
                 crate::store::ledger::FactFate::Consolidated => "Consolidated",
                 crate::store::ledger::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
+                crate::store::ledger::FactFate::Retired => "Retired: its entry went unused and was retired (in history)",
             };
             let secret = [Some(&fact.fact.text), fact.fact.src.as_ref()]
                 .into_iter()

@@ -73,6 +73,15 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         why: Option<String>,
     },
+    /// `target` has not been used for long (decay by use) and retires: it leaves the current
+    /// file for history as `retired`, where its facts stay accounted for and `--history`
+    /// finds it. Only memfold proposes it (`memfold sweep --stale`, a plan for review);
+    /// validation refuses it from a decider.
+    Stale {
+        target: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
 }
 
 /// The kind of an op, as the decider's reply and every record name it.
@@ -84,6 +93,7 @@ pub enum OpKind {
     Remove,
     Duplicate,
     Retire,
+    Stale,
 }
 
 impl OpKind {
@@ -94,6 +104,7 @@ impl OpKind {
             OpKind::Remove => "REMOVE",
             OpKind::Duplicate => "DUPLICATE",
             OpKind::Retire => "RETIRE",
+            OpKind::Stale => "STALE",
         }
     }
 }
@@ -112,6 +123,7 @@ impl Op {
             Op::Remove { .. } => OpKind::Remove,
             Op::Duplicate { .. } => OpKind::Duplicate,
             Op::Retire { .. } => OpKind::Retire,
+            Op::Stale { .. } => OpKind::Stale,
         }
     }
 
@@ -119,7 +131,7 @@ impl Op {
     pub fn facts(&self) -> &[String] {
         match self {
             Op::Add { facts, .. } | Op::Replace { facts, .. } | Op::Duplicate { facts, .. } => facts,
-            Op::Remove { .. } | Op::Retire { .. } => &[],
+            Op::Remove { .. } | Op::Retire { .. } | Op::Stale { .. } => &[],
         }
     }
 
@@ -139,7 +151,8 @@ impl Op {
             Op::Replace { target, .. }
             | Op::Remove { target, .. }
             | Op::Duplicate { target, .. }
-            | Op::Retire { target, .. } => Some(target),
+            | Op::Retire { target, .. }
+            | Op::Stale { target, .. } => Some(target),
         }
     }
 }

@@ -376,6 +376,13 @@ impl<'a> Planner<'a> {
                 self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
                 self.relink(&old, None);
             }
+            Op::Stale { target, .. } => {
+                let Some(old) = self.get(target).cloned() else { return };
+                self.retire(&old, HistoryStatus::Retired, None, self.today);
+                self.remove(target);
+                self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
+                self.relink(&old, None);
+            }
             Op::Duplicate { facts, target } => {
                 let Some(old) = self.get(target).cloned() else { return };
                 let (first, _) = self.dates(facts);

@@ -67,6 +67,9 @@ pub enum PlanReason {
     /// What a sweep of the current entries found (duplicates, contradictions, superseded
     /// values): never applied on its own.
     Sweep,
+    /// Entries unused for `decay.retire_after_days`, proposed for retirement by a sweep:
+    /// never applied on its own unless `consolidation.auto_apply` names STALE.
+    Stale,
     /// An entry changed on two machines between syncs: the later version stays current, the
     /// plan brings back the other.
     Sync,
@@ -82,6 +85,7 @@ impl PlanReason {
             PlanReason::Proposal => "proposal",
             PlanReason::Rebuild => "rebuild",
             PlanReason::Sweep => "sweep",
+            PlanReason::Stale => "stale",
             PlanReason::Sync => "sync",
             PlanReason::Other(s) => s,
         }
@@ -96,6 +100,7 @@ impl From<String> for PlanReason {
             "proposal" => PlanReason::Proposal,
             "rebuild" => PlanReason::Rebuild,
             "sweep" => PlanReason::Sweep,
+            "stale" => PlanReason::Stale,
             "sync" => PlanReason::Sync,
             _ => PlanReason::Other(s),
         }

@@ -272,6 +272,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
                     }
                 }
                 Op::Retire { .. } => return Err("RETIRE is not an op a decider may propose".into()),
+                Op::Stale { .. } => return Err("STALE is not an op a decider may propose".into()),
             }
             Ok(())
         })();

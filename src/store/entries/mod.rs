@@ -63,6 +63,8 @@ pub enum HistoryStatus {
     Restored,
     /// Set aside by `memfold rebuild`.
     Rebuilt,
+    /// Retired for disuse (`memfold sweep --stale`): its facts stay accounted for here.
+    Retired,
     /// A status this build does not know (written by a person or a newer memfold); kept as is.
     Other(String),
 }
@@ -77,6 +79,7 @@ impl HistoryStatus {
             HistoryStatus::Reverted => "reverted",
             HistoryStatus::Restored => "restored",
             HistoryStatus::Rebuilt => "rebuilt",
+            HistoryStatus::Retired => "retired",
             HistoryStatus::Other(s) => s,
         }
     }
@@ -90,6 +93,7 @@ impl HistoryStatus {
             "reverted" => HistoryStatus::Reverted,
             "restored" => HistoryStatus::Restored,
             "rebuilt" => HistoryStatus::Rebuilt,
+            "retired" => HistoryStatus::Retired,
             other => HistoryStatus::Other(other.to_string()),
         }
     }
@@ -260,15 +264,19 @@ pub struct Linked {
     pub sources: Vec<String>,
 }
 
-/// The current entries of `memory.md`'s text that have links or are linked to, by id (none
-/// for a memory without links, which is the cost of a scan for the word).
-pub fn linked(text: &str) -> std::collections::HashMap<String, Linked> {
+/// The current entries of `memory.md`'s text that have links, by id, and the ids of pinned
+/// entries (for a memory with neither, the cost of a scan for two words).
+pub fn linked(text: &str) -> (std::collections::HashMap<String, Linked>, Vec<String>) {
     let mut out = std::collections::HashMap::new();
-    if !text.contains("\"related\"") {
-        return out;
+    let mut pinned = Vec::new();
+    if !text.contains("\"related\"") && !text.contains("\"pinned\"") {
+        return (out, pinned);
     }
     let file = EntryFile::parse(text, "consolidated/memory.md");
     for entry in file.entries() {
+        if entry.meta.pinned {
+            pinned.push(entry.id().to_string());
+        }
         let links = entry.meta.links();
         if links.is_empty() {
             continue;
@@ -281,7 +289,7 @@ pub fn linked(text: &str) -> std::collections::HashMap<String, Linked> {
             sources: entry.meta.sources.clone(),
         });
     }
-    out
+    (out, pinned)
 }
 
 /// A link from an entry to one it is related to but distinct from, and what they share.

@@ -85,7 +85,7 @@ impl From<&ProposedOp> for OpReport {
             Op::Add { content, .. } => (None, Some(content.clone()), None),
             Op::Replace { content, why, .. } => (None, Some(content.clone()), why.clone()),
             Op::Remove { into, why, .. } => (Some(into.clone()), None, why.clone()),
-            Op::Retire { why, .. } => (None, None, why.clone()),
+            Op::Retire { why, .. } | Op::Stale { why, .. } => (None, None, why.clone()),
             Op::Duplicate { .. } => (None, None, None),
         };
         OpReport {
