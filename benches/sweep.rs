@@ -16,12 +16,14 @@
 //!   process that answers at once: DUPLICATE for the same sentence, else ADD), its
 //!   `sweep_max_calls` raised so every document is decided: LLM calls and prompt tokens per
 //!   swept entry, as the server counted them (characters / 4, whole prompt);
+//! - `sweep --stale` with half the entries recalled ten days ago and `decay.retire_after_days`
+//!   below the entries' age: wall time and entries proposed; then the plan applied and undone;
 //! - the commit it ran on.
 //!
 //! Run: `cargo bench --bench sweep` (release). Knobs: `MEMFOLD_BENCH_ENTRIES` (100000),
 //! `MEMFOLD_BENCH_CHANGED` (1000), `MEMFOLD_BENCH_KINDS` (`varied,repetitive`).
 //! Targets (issue "Curation"): a full sweep of 100k entries offline ≤ 60 s, an incremental
-//! sweep after 1,000 changed entries ≤ 5 s.
+//! sweep after 1,000 changed entries ≤ 5 s; `sweep --stale` at 100k ≤ 60 s.
 
 #[path = "../tests/common/life.rs"]
 #[allow(dead_code)]
@@ -234,6 +236,35 @@ fn bench(kind: &str, n: usize, changed: usize) {
         llm.prompt_tokens() as f64 / swept,
         llm.prompt_tokens() as f64 / llm.chat_calls().max(1) as f64,
     );
+
+    stale(dir.path(), &root, n);
+}
+
+/// `sweep --stale` after searches recalled every other entry ten days ago (a recall log of
+/// n/2 records), with `decay.retire_after_days` below the seeded entries' age, so the other
+/// half (less those a pending plan holds) is proposed; then the plan applied and undone.
+fn stale(dir: &Path, root: &Root, n: usize) {
+    let when = (chrono::Utc::now() - chrono::Duration::days(10)).to_rfc3339();
+    let log: String = (0..n)
+        .step_by(2)
+        .map(|i| format!("{{\"id\":\"m-{i:06}\",\"time\":\"{when}\",\"query\":\"0123456789ab\"}}\n"))
+        .collect();
+    std::fs::write(root.recall(), log).unwrap();
+    let env = [("MEMFOLD_DECAY__RETIRE_AFTER_DAYS", "300")];
+    let (found, secs) = sweep(dir, &["--stale"], &env);
+    let proposed = found["stale"].as_array().map_or(0, Vec::len);
+    println!("  sweep --stale, {} recalled: {secs:.2} s wall ({} ms inside), {proposed} proposed", n / 2, found["ms"]);
+    let Some(plan) = found["stale_plan"].as_str() else { return };
+    let timed = |args: &[&str]| {
+        let started = Instant::now();
+        let out = run::memfold(dir).args(args).env("MEMFOLD_LOG", "warn").output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        (serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null), started.elapsed().as_secs_f64())
+    };
+    let (applied, apply_secs) = timed(&["apply", plan, "--json"]);
+    let run = applied["run"].as_str().unwrap_or_default().to_string();
+    let (_, undo_secs) = timed(&["undo", &run, "--json"]);
+    println!("  the stale plan applied: {apply_secs:.2} s wall; undone: {undo_secs:.2} s wall");
 }
 
 fn main() {

@@ -19,21 +19,23 @@ use serde_json::Value;
 use crate::common::{d, init_root, json, memfold};
 
 fn libfaketime() -> Option<PathBuf> {
-    ["/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime", "/usr/lib/faketime", "/usr/local/lib/faketime"]
-        .iter()
-        .map(|dir| Path::new(dir).join("libfaketime.so.1"))
-        .find(|p| p.is_file())
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime",
+        "/usr/lib/aarch64-linux-gnu/faketime",
+        "/usr/lib/faketime",
+        "/usr/local/lib/faketime",
+    ]
+    .iter()
+    .map(|dir| Path::new(dir).join("libfaketime.so.1"))
+    .find(|p| p.is_file())
 }
 
 /// The binary on `root` at `when` ("2026-06-01 12:00:00", the clock running from there).
 fn at(root: &Path, when: &str, args: &[&str], extra: &[(&str, &str)]) -> std::process::Output {
     let lib = libfaketime().expect("libfaketime");
     let fake = format!("@{when}");
-    let mut env = vec![
-        ("LD_PRELOAD", lib.to_str().unwrap()),
-        ("FAKETIME", fake.as_str()),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-    ];
+    let mut env =
+        vec![("LD_PRELOAD", lib.to_str().unwrap()), ("FAKETIME", fake.as_str()), ("FAKETIME_DONT_FAKE_MONOTONIC", "1")];
     env.extend_from_slice(extra);
     memfold(root, args, &env)
 }
@@ -67,7 +69,8 @@ fn unused_entries_are_proposed_for_retirement_ranked_lower_retired_to_history_an
     }
     let dir = init_root();
     let root = Root::new(dir.path());
-    let texts: Vec<String> = (0..98).map(|i| format!("The locker {} holds the spare climbing rope.", word(i))).collect();
+    let texts: Vec<String> =
+        (0..98).map(|i| format!("The locker {} holds the spare climbing rope.", word(i))).collect();
     let twin = "Keeps the spare house key under the blue flower pot.";
     let pinned = "The wifi password hint is the name of the first cat, oxqorbit.";
     let append = |texts: &[&str]| -> Vec<String> {
@@ -91,7 +94,12 @@ fn unused_entries_are_proposed_for_retirement_ranked_lower_retired_to_history_an
         let out = json(&at(dir.path(), "2026-06-01 12:00:00", &["search", &word(i), "-k", "1", "--json"], &[]));
         assert_eq!(hit_ids(&out), [format!("m-{i:03}")], "{}", word(i));
     }
-    let out = json(&at(dir.path(), "2026-06-01 13:00:00", &["search", "spare house key flower pot", "-k", "1", "--json"], &[]));
+    let out = json(&at(
+        dir.path(),
+        "2026-06-01 13:00:00",
+        &["search", "spare house key flower pot", "-k", "1", "--json"],
+        &[],
+    ));
     assert_eq!(hit_ids(&out), ["m-twin-b"]);
     // The other twin, as old, written in by hand: the same text, never recalled.
     let fact = append(&[twin]).remove(0);
@@ -124,7 +132,10 @@ fn unused_entries_are_proposed_for_retirement_ranked_lower_retired_to_history_an
     // without decay the tie goes by id.
     let query = ["search", "spare house key under the blue flower pot", "-k", "2", "--json"];
     assert_eq!(hit_ids(&json(&at(dir.path(), later, &query, &[]))), ["m-twin-b", "m-twin-a"]);
-    assert_eq!(hit_ids(&json(&at(dir.path(), later, &query, &[("MEMFOLD_DECAY__WEIGHT", "0")]))), ["m-twin-a", "m-twin-b"]);
+    assert_eq!(
+        hit_ids(&json(&at(dir.path(), later, &query, &[("MEMFOLD_DECAY__WEIGHT", "0")]))),
+        ["m-twin-a", "m-twin-b"]
+    );
 
     // Applied, the 50 go to history as retired; their facts are accounted for.
     let applied = json(&at(dir.path(), later, &["apply", &plan, "--json"], &[]));
@@ -138,7 +149,11 @@ fn unused_entries_are_proposed_for_retirement_ranked_lower_retired_to_history_an
     let verified = json(&at(dir.path(), later, &["verify", "--json"], &[]));
     assert_eq!((verified["ok"].as_bool(), verified["retired"].as_u64()), (Some(true), Some(50)), "{verified}");
     let found = json(&at(dir.path(), later, &["search", &word(1), "-k", "1", "--history", "--json"], &[]));
-    assert_eq!((found["hits"][0]["id"].as_str(), found["hits"][0]["kind"].as_str()), (Some("m-001"), Some("history")), "{found}");
+    assert_eq!(
+        (found["hits"][0]["id"].as_str(), found["hits"][0]["kind"].as_str()),
+        (Some("m-001"), Some("history")),
+        "{found}"
+    );
     let pending = json(&at(dir.path(), later, &["status", "--json"], &[]));
     assert_eq!(pending["pending_facts"], 0, "retired facts are not pending again: {pending}");
 
@@ -148,4 +163,43 @@ fn unused_entries_are_proposed_for_retirement_ranked_lower_retired_to_history_an
     assert_eq!(std::fs::read_to_string(root.memory()).unwrap(), memory);
     let verified = json(&at(dir.path(), later, &["verify", "--json"], &[]));
     assert_eq!((verified["ok"].as_bool(), verified["retired"].as_u64()), (Some(true), Some(0)), "{verified}");
+}
+
+/// With `consolidation.auto_apply` naming STALE, a sweep retires the stale entries itself, as a
+/// run `undo` takes back; a pinned entry as old is kept. No clock moved: the entries are old.
+#[test]
+fn auto_apply_naming_stale_retires_as_an_undoable_run() {
+    let dir = init_root();
+    let root = Root::new(dir.path());
+    let facts: Vec<NewFact> = ["Old note about the shed key.", "Old note about the gate code, kept on purpose."]
+        .iter()
+        .map(|t| NewFact { text: t.to_string(), date: Some(d("2025-01-10")), source: None })
+        .collect();
+    let ids: Vec<String> = archive::append(&root, &facts, d("2025-01-10").and_hms_opt(12, 0, 0).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|f| f.id)
+        .collect();
+    let memory = entry("m-shed", "Old note about the shed key.", &ids[0], false)
+        + &entry("m-gate", "Old note about the gate code, kept on purpose.", &ids[1], true);
+    std::fs::write(root.memory(), &memory).unwrap();
+    let auto = [
+        ("MEMFOLD_CONSOLIDATION__AUTO_APPLY", "ADD,REPLACE,REMOVE,DUPLICATE,STALE"),
+        ("MEMFOLD_DECAY__RETIRE_AFTER_DAYS", "30"),
+    ];
+    let out = json(&memfold(dir.path(), &["sweep", "--stale", "--json"], &auto));
+    let run = out["stale_run"].as_str().unwrap_or_else(|| panic!("applied: {out}")).to_string();
+    let left = std::fs::read_to_string(root.memory()).unwrap();
+    assert!(!left.contains("shed key") && left.contains("gate code"), "{left}");
+    assert!(std::fs::read_to_string(root.history()).unwrap().contains("\"status\":\"retired\""));
+    assert!(memfold(dir.path(), &["undo", &run], &[]).status.success());
+    assert_eq!(std::fs::read_to_string(root.memory()).unwrap(), memory);
+    // Without STALE in auto_apply the same sweep only proposes. (The run's commit wrote
+    // MEMORY.md, whose lines are exempt: in a memory this small it holds both entries.)
+    let promoted = std::fs::read_to_string(root.memory_md()).unwrap();
+    assert!(promoted.contains("m-shed"), "{promoted}");
+    std::fs::write(root.memory_md(), "").unwrap();
+    let out = json(&memfold(dir.path(), &["sweep", "--stale", "--json"], &auto[1..]));
+    assert!(out["stale_plan"].is_string() && out["stale_run"].is_null(), "{out}");
+    assert_eq!(std::fs::read_to_string(root.memory()).unwrap(), memory);
 }

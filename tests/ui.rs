@@ -416,3 +416,51 @@ async fn a_stored_secret_is_masked_on_the_pages_unless_asked_for() {
     let tombstones = std::fs::read_to_string(fixture.root().join(".memfold/tombstones.jsonl")).unwrap();
     assert!(tombstones.contains("[secret: password]") && !tombstones.contains("Honeycomb-77x"), "{tombstones}");
 }
+
+/// The names memory speaks of have pages: the list of names, a page per name with its entries,
+/// an entry's page linking to the names it speaks of and to its related entries, and the inbox
+/// counting related, named and stale entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_has_a_page_linked_from_its_entries() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[]).await; // offline decider: it links a shared name
+    daemon.add(&["Has a dog named Rex."]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    daemon.add(&["Walks Rex every morning before work."]).await;
+    let (code, report) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200, "{report}");
+    let (_, entries) = daemon.get("/entries").await;
+    let id_of = |words: &str| {
+        entries["entries"].as_array().unwrap().iter().find(|e| e["content"].as_str().unwrap().contains(words)).unwrap()
+            ["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (dog, walks) = (id_of("named Rex"), id_of("Walks Rex"));
+    let cookie = sign_in(&fixture, &daemon).await;
+
+    let names = get(&daemon, "/ui/about", Some(&cookie)).await;
+    assert_eq!(names.status, 200, "{}", names.body);
+    assert!(names.body.contains("href=\"/ui/about/Rex\">Rex</a></td><td>2</td>"), "{}", names.body);
+    let rex = get(&daemon, "/ui/about/Rex", Some(&cookie)).await;
+    assert!(
+        rex.body.contains(&format!("/ui/entries/{dog}")) && rex.body.contains(&format!("/ui/entries/{walks}")),
+        "{}",
+        rex.body
+    );
+    let entry = get(&daemon, &format!("/ui/entries/{walks}"), Some(&cookie)).await;
+    assert!(entry.body.contains("Names: <a href=\"/ui/about/Rex\">Rex</a>"), "{}", entry.body);
+    assert!(
+        entry.body.contains(&format!("Related: <a href=\"/ui/entries/{dog}\">{dog}</a> (shares Rex)")),
+        "{}",
+        entry.body
+    );
+    let inbox = get(&daemon, "/ui", Some(&cookie)).await;
+    assert!(inbox.body.contains("2 linked to related entries, 2 naming someone or something"), "{}", inbox.body);
+    assert!(inbox.body.contains("0 unused for long"), "{}", inbox.body);
+    let (_, status) = daemon.get("/status").await;
+    assert_eq!((status["related_entries"].as_u64(), status["named_entries"].as_u64()), (Some(2), Some(2)), "{status}");
+    daemon.stop().await;
+}

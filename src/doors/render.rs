@@ -550,7 +550,8 @@ pub fn sweep(report: &crate::memory::SweepReport) -> String {
         report.entries,
         report.retire_after_days,
         match (&report.stale_plan, &report.stale_run, report.dry_run) {
-            (Some(_), Some(run), _) => format!(", retired by run {run} (consolidation.auto_apply names STALE; `memfold undo {run}`)"),
+            (Some(_), Some(run), _) =>
+                format!(", retired by run {run} (consolidation.auto_apply names STALE; `memfold undo {run}`)"),
             (Some(plan), None, _) => format!(", proposed for retirement as plan {plan} (`memfold plan {plan}`)"),
             (None, _, true) if !report.stale.is_empty() => " (dry run: nothing stored)".to_string(),
             _ => String::new(),

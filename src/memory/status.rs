@@ -9,15 +9,15 @@ use crate::config::Config;
 use crate::memory::views::{CurationStats, EmbedderStatus, Status};
 use crate::planning::consolidate::gate::{self, GateInput};
 use crate::planning::consolidate::{pass, records};
-use crate::store::Root;
 use crate::planning::stale;
+use crate::store::Root;
 use crate::store::caches::{DecayCounts, RecordSummaries, RecordSummary, StatusCounts, stat_of};
 use crate::store::entries::EntryFile;
-use crate::store::uses::Uses;
-use crate::sys::clock::Clock;
 use crate::store::ledger::{Ledger, LedgerError};
 use crate::store::sources::Sources;
 use crate::store::state::State;
+use crate::store::uses::Uses;
+use crate::sys::clock::Clock;
 use crate::sys::lock;
 
 /// The counts of a full read, with the record of the files read.
@@ -165,9 +165,10 @@ fn status_of(
         named_entries: derived.named,
         stale_entries: match config.decay.retire_after_days {
             0 => 0,
-            days => derived.decay.as_ref().map_or(0, |d| {
-                d.before(config.clock().day_of(now) - chrono::Duration::days(i64::from(days)))
-            }),
+            days => derived
+                .decay
+                .as_ref()
+                .map_or(0, |d| d.before(config.clock().day_of(now) - chrono::Duration::days(i64::from(days)))),
         },
     })
 }

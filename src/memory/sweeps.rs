@@ -11,13 +11,13 @@ use super::{Memory, blocking};
 use crate::error::Error;
 use crate::models::llm::Usage;
 use crate::planning::consolidate::divert;
+use crate::planning::consolidate::ops::OpKind;
 use crate::planning::consolidate::ops::ProposedOp;
 use crate::planning::consolidate::pass::{OpReport, ms};
 use crate::planning::consolidate::plan::Planner;
 use crate::planning::consolidate::records::{self, PlanReason, PlanStatus};
 use crate::planning::consolidate::rules::Hints;
 use crate::planning::consolidate::validate::validate;
-use crate::planning::consolidate::ops::OpKind;
 use crate::planning::stale;
 use crate::planning::sweep::{self, SweepState};
 use crate::store::commit::{self, Change};
@@ -208,8 +208,10 @@ impl Memory {
         change.records.push(next.file());
         let root = self.inner.root.clone();
         blocking(move || commit::commit(&root, &change, &lock)).await?;
-        tracing::info!(swept = report.swept, compared = report.compared, ops = report.ops.len(), plan = ?report.plan, stale = report.stale.len(), "sweep done");
-        let auto = self.inner.config.consolidation.auto_apply.iter().any(|k| k.eq_ignore_ascii_case(OpKind::Stale.as_str()));
+        let (ops, stale) = (report.ops.len(), report.stale.len());
+        tracing::info!(swept = report.swept, compared = report.compared, ops, plan = ?report.plan, stale, "sweep done");
+        let auto =
+            self.inner.config.consolidation.auto_apply.iter().any(|k| k.eq_ignore_ascii_case(OpKind::Stale.as_str()));
         if auto && let Some(id) = report.stale_plan.clone() {
             report.stale_run = Some(self.apply_plan(&id).await?.run);
         }

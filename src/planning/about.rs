@@ -130,13 +130,15 @@ pub fn named_entries(memory: &EntryFile) -> usize {
 }
 
 /// Each entry's candidate names (and whether it is sure: written inside a sentence, or what a
-/// link shares), and the names sure somewhere, lowercased.
+/// link shares), and the names sure somewhere, lowercased. Read from the text with its secrets
+/// masked: a password is never listed as a name.
 fn entry_names(memory: &EntryFile) -> (Vec<Vec<(String, bool)>>, std::collections::HashSet<String>) {
     let per_entry: Vec<Vec<(String, bool)>> = memory
         .entries()
         .map(|entry| {
             let shared = entry.meta.links().into_iter().filter_map(|l| l.shares).map(|s| (s, true));
-            crate::planning::consolidate::rules::proper_names(&entry.content).into_iter().chain(shared).collect()
+            let text = crate::store::secrets::mask(&entry.content);
+            crate::planning::consolidate::rules::proper_names(&text).into_iter().chain(shared).collect()
         })
         .collect();
     let sure = per_entry.iter().flatten().filter(|(_, sure)| *sure).map(|(n, _)| n.to_lowercase()).collect();
@@ -168,5 +170,8 @@ mod tests {
         let listed = names_of(&memory);
         assert!(listed.contains(&Named { name: "Ana".into(), entries: 3 }), "{listed:?}");
         assert_eq!(named_entries(&memory), 4, "every entry but the banana bread");
+        let secret = file("<!--m {\"id\":\"m-1\"}-->\nThe router admin password is Kestrel#2026, says Ana.\n");
+        let listed = names_of(&secret);
+        assert!(listed.iter().all(|n| !n.name.contains("Kestrel")), "a secret is no name: {listed:?}");
     }
 }

@@ -47,7 +47,12 @@ impl LastUse {
 }
 
 /// The last use of `entry` (see the module docs); `day_of` gives an instant's day.
-pub fn last_use(entry: &Entry, uses: &Uses, exempt: &Exempt, day_of: impl Fn(DateTime<Utc>) -> NaiveDate) -> Option<LastUse> {
+pub fn last_use(
+    entry: &Entry,
+    uses: &Uses,
+    exempt: &Exempt,
+    day_of: impl Fn(DateTime<Utc>) -> NaiveDate,
+) -> Option<LastUse> {
     let written = entry.meta.updated.or(entry.meta.first_seen).map(LastUse::Written);
     let recalled = uses.ids.get(entry.id()).map(|u| LastUse::Recalled { day: day_of(u.0), count: u.1 });
     let kept = exempt.kept.get(entry.id()).map(|t| LastUse::Kept(day_of(*t)));
@@ -57,7 +62,13 @@ pub fn last_use(entry: &Entry, uses: &Uses, exempt: &Exempt, day_of: impl Fn(Dat
 
 /// Whether `entry` is past `retire_after_days` unused on `today` (never for a pinned or exempt
 /// one, nor for an entry with no date and no use: nothing says how old it is).
-pub fn is_stale(entry: &Entry, last: Option<LastUse>, exempt: &Exempt, today: NaiveDate, retire_after_days: u32) -> bool {
+pub fn is_stale(
+    entry: &Entry,
+    last: Option<LastUse>,
+    exempt: &Exempt,
+    today: NaiveDate,
+    retire_after_days: u32,
+) -> bool {
     if retire_after_days == 0 || entry.meta.pinned || exempt.ids.contains(entry.id()) {
         return false;
     }

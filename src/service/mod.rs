@@ -181,6 +181,9 @@ pub struct EntryView {
     pub pinned: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// The entries it is related to, and what they share.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<crate::store::entries::Link>,
 }
 
 impl From<&Entry> for EntryView {
@@ -194,6 +197,7 @@ impl From<&Entry> for EntryView {
             sources: m.sources.clone(),
             pinned: m.pinned,
             kind: m.kind.clone(),
+            related: m.links(),
         }
     }
 }

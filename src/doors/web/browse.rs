@@ -170,6 +170,9 @@ pub(super) struct EntryPage {
     reveal: bool,
     /// Whether a version holds a secret (the page offers to show it).
     secret: bool,
+    /// The names the current text speaks of (each a page), and the entries it is linked to.
+    names: Vec<String>,
+    related: Vec<crate::store::entries::Link>,
 }
 
 pub(super) async fn entry_page(session: &Session, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
@@ -184,8 +187,31 @@ async fn entry_page_revealed(session: &Session, id: &str, nav: Nav, alert: Optio
     let current = chain.versions.iter().find(|v| v.id == id && v.status.is_current());
     let (current, pinned) = (current.map(|v| v.content.clone()), current.is_some_and(|v| v.pinned));
     let secret = chain.versions.iter().any(|v| !crate::store::secrets::find(&v.content).is_empty());
-    EntryPage { nav, id: id.to_string(), current, pinned, versions: chain.versions, alert, reveal, secret }
-        .into_response()
+    let mut names: Vec<String> = Vec::new();
+    // From the masked text: a secret is never a name, nor a link to one.
+    let masked = current.as_deref().map(crate::store::secrets::mask).unwrap_or_default();
+    for (name, _) in crate::planning::consolidate::rules::proper_names(&masked) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let related = match current {
+        Some(_) => session.service.entry(DOOR, id).await.map(|e| e.related).unwrap_or_default(),
+        None => Vec::new(),
+    };
+    EntryPage {
+        nav,
+        id: id.to_string(),
+        current,
+        pinned,
+        versions: chain.versions,
+        alert,
+        reveal,
+        secret,
+        names,
+        related,
+    }
+    .into_response()
 }
 
 pub(super) async fn entry(session: axum::Extension<Session>, Id(id): Id, done: Query<Done>) -> Response {
@@ -301,7 +327,9 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Qu
                 crate::store::ledger::FactFate::Pending => "Pending: no entry holds it yet",
                 crate::store::ledger::FactFate::Consolidated => "Consolidated",
                 crate::store::ledger::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
-                crate::store::ledger::FactFate::Retired => "Retired: its entry went unused and was retired (in history)",
+                crate::store::ledger::FactFate::Retired => {
+                    "Retired: its entry went unused and was retired (in history)"
+                }
             };
             let secret = [Some(&fact.fact.text), fact.fact.src.as_ref()]
                 .into_iter()
@@ -311,6 +339,41 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Qu
                 .into_response()
         }
         Err(e) => error_page(&e, &session, "Fact"),
+    }
+}
+
+// ---- names ------------------------------------------------------------------------------------
+
+#[derive(Template, WebTemplate)]
+#[template(path = "ui/about.html")]
+pub(super) struct AboutPage {
+    nav: Nav,
+    /// One name's entries; None: the list of names.
+    about: Option<crate::planning::about::About>,
+    names: Vec<crate::planning::about::Named>,
+}
+
+/// The names memory speaks of, each with how many entries name it.
+pub(super) async fn names(session: axum::Extension<Session>) -> Response {
+    let nav = Nav::new("about", &session, &Done::default());
+    match session.service.about(DOOR, None, false).await {
+        Ok(crate::memory::views::AboutAnswer::Names { names }) => AboutPage { nav, about: None, names }.into_response(),
+        Ok(crate::memory::views::AboutAnswer::About(about)) => {
+            AboutPage { nav, about: Some(about), names: Vec::new() }.into_response()
+        }
+        Err(e) => error_page(&e, &session, "Names"),
+    }
+}
+
+/// What memory holds about one name, and what was true before.
+pub(super) async fn about(session: axum::Extension<Session>, Id(name): Id) -> Response {
+    let nav = Nav::new("about", &session, &Done::default());
+    match session.service.about(DOOR, Some(&name), true).await {
+        Ok(crate::memory::views::AboutAnswer::About(about)) => {
+            AboutPage { nav, about: Some(about), names: Vec::new() }.into_response()
+        }
+        Ok(crate::memory::views::AboutAnswer::Names { names }) => AboutPage { nav, about: None, names }.into_response(),
+        Err(e) => error_page(&e, &session, "About"),
     }
 }
 

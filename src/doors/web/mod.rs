@@ -35,7 +35,7 @@ pub(super) mod filters {
 #[cfg(test)]
 mod tests;
 
-use browse::{entry, fact, forget, forget_page, merge, pin, run, runs, search, supersede, undo, unpin};
+use browse::{about, entry, fact, forget, forget_page, merge, names, pin, run, runs, search, supersede, undo, unpin};
 use plans::{decide, inbox, plan, plan_diff};
 
 use std::collections::BTreeMap;
@@ -118,7 +118,9 @@ pub fn router(spaces: Arc<Spaces>, port: u16) -> Router {
         .route("/entries/{id}/merge", post(merge))
         .route("/entries/{id}/supersede", post(supersede))
         .route("/facts/{id}", get(fact))
-        .route("/search", get(search));
+        .route("/search", get(search))
+        .route("/about", get(names))
+        .route("/about/{id}", get(about));
     let pages = Router::new()
         .merge(pages.clone())
         .nest("/s/{space}", pages)
