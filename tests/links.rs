@@ -375,3 +375,56 @@ async fn get_about_answers_like_the_command_line() {
     assert_eq!(status, 400, "an unknown parameter is refused: {answer}");
     daemon.stop().await;
 }
+
+/// Links live in `memory.md`; the index, the linked-entry cache and the use table are derived.
+/// Rebuilt from nothing (`reindex --clear` with those files deleted), the same links are
+/// followed and `about` answers the same, and a hand edit that drops a link is followed at once.
+#[test]
+fn rebuilding_the_index_gives_the_same_links_and_the_same_about() {
+    use crate::common::{json, memfold};
+    let dir = crate::common::init_root();
+    let run = |args: &[&str]| json(&memfold(dir.path(), args, &[]));
+    run(&["add", "Has a dog named Rex.", "--json"]);
+    run(&["consolidate", "--force", "--json"]);
+    run(&["add", "Walks Rex every morning before work.", "--json"]);
+    run(&["consolidate", "--force", "--json"]);
+    let about = || run(&["about", "Rex", "--json"]);
+    // Hits, each with the entry whose link brought it (scores may differ after a rebuild).
+    let search = || -> Vec<(String, Value)> {
+        let out = run(&["search", "a dog named Rex", "-k", "2", "--json"]);
+        out["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["id"].as_str().unwrap().to_string(), h["related_to"].clone()))
+            .collect()
+    };
+    let (about_before, search_before) = (about(), search());
+    assert_eq!(about_before["entries"].as_array().map(Vec::len), Some(2), "{about_before}");
+    assert!(search_before.iter().any(|(_, to)| !to.is_null()) || search_before.len() == 2, "{search_before:?}");
+    let state = dir.path().join(".memfold");
+    std::fs::remove_dir_all(state.join("index")).unwrap();
+    for derived in ["links.json", "uses.tsv", "status.json"] {
+        let _ = std::fs::remove_file(state.join(derived));
+    }
+    run(&["reindex", "--clear", "--json"]);
+    assert_eq!(about(), about_before);
+    assert_eq!(search(), search_before);
+    // A person deletes the link from one side by hand: `verify` names the other side's, and the
+    // search from a fresh process reads the edit (the cache is keyed by memory.md).
+    let path = dir.path().join("consolidated/memory.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let file = EntryFile::parse(&text, "memory.md");
+    let walks = file.entries().find(|e| e.content.contains("Walks")).unwrap();
+    let opening = format!("<!--m {{\"id\":\"{}\"", walks.id());
+    let header = text.lines().find(|l| l.starts_with(&opening)).unwrap().to_string();
+    let mut meta = walks.meta.clone();
+    meta.set_links(Vec::new());
+    let edited = text
+        .replace(&header, memfold::store::entries::Entry::new(meta, &walks.content).render().lines().next().unwrap());
+    std::fs::write(&path, edited).unwrap();
+    let verified = crate::common::memfold(dir.path(), &["verify", "--json"], &[]);
+    let report: Value = serde_json::from_slice(&verified.stdout).unwrap();
+    assert_eq!(report["ok"], true, "a link never holds a fact: {report}");
+    assert!(report["warnings"].to_string().contains("does not link back"), "{report}");
+}

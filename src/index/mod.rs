@@ -221,11 +221,11 @@ pub struct SearchOpts {
     pub decay_half_life_days: f64,
 }
 
-/// What decay by use knows of the rows: the day each was last recalled, by key, and the keys
-/// exempt from decay (pinned entries, `MEMORY.md`'s).
+/// What decay by use knows of the rows: when each was last recalled (unix seconds; its day
+/// counted in UTC), by key, and the keys exempt from decay (pinned entries, `MEMORY.md`'s).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UseDays {
-    pub last: HashMap<String, NaiveDate>,
+    pub last: HashMap<String, i64>,
     pub exempt: std::collections::HashSet<String>,
 }
 

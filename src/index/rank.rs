@@ -152,7 +152,8 @@ pub(super) fn used(key: &str, valid_from: NaiveDate, opts: &super::SearchOpts) -
     if uses.exempt.contains(key) {
         return opts.decay_weight;
     }
-    let last = uses.last.get(key).map_or(valid_from, |day| valid_from.max(*day));
+    let recalled = uses.last.get(key).and_then(|secs| chrono::DateTime::from_timestamp(*secs, 0)).map(|t| t.date_naive());
+    let last = recalled.map_or(valid_from, |day| valid_from.max(day));
     recency(last, opts.today, opts.decay_weight, opts.decay_half_life_days)
 }
 

@@ -1306,8 +1306,8 @@ async fn a_recently_used_row_ranks_above_an_equal_unused_one() {
             keys(&hits).into_iter().map(str::to_string).collect::<Vec<_>>()
         }
     };
-    let used = |list: &[(&str, &str)]| -> HashMap<String, NaiveDate> {
-        list.iter().map(|(key, when)| (key.to_string(), day(when))).collect()
+    let used = |list: &[(&str, &str)]| -> HashMap<String, i64> {
+        list.iter().map(|(key, when)| (key.to_string(), day(when).and_hms_opt(12, 0, 0).unwrap().and_utc().timestamp())).collect()
     };
     assert_eq!(ranked(None).await[..3], ["m-a", "m-b", "m-c"], "without uses, ties go by key");
     let uses = UseDays { last: used(&[("m-c", "2026-10-01"), ("m-b", "2025-06-01")]), exempt: Default::default() };

@@ -193,10 +193,8 @@ impl Memory {
         {
             return days.clone();
         }
-        let clock = self.inner.clock;
         let days = blocking(move || {
-            let uses = Uses::load(&root);
-            let last = uses.ids.iter().map(|(id, used)| (id.clone(), clock.day_of(used.0))).collect();
+            let last = Uses::last_seen(&root);
             let mut exempt: std::collections::HashSet<String> = linked.pinned.iter().cloned().collect();
             let promoted = std::fs::read_to_string(root.memory_md()).unwrap_or_default();
             exempt.extend(crate::store::promoted::parse(&promoted).generated.into_iter().map(|l| l.entry));

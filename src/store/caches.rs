@@ -16,7 +16,7 @@
 //! ([`LinkCache`]), so a search from a fresh process follows links and ranks by use without
 //! reading a large `memory.md`.
 //!
-//! **Uses** (`.memfold/uses.json`): see [`super::uses`].
+//! **Uses** (`.memfold/uses.tsv`): see [`super::uses`].
 //!
 //! **Record summaries** (`.memfold/records.json`): what `status` needs of each stored plan and
 //! run record ([`RecordSummary`]), with the size and modification time it was read at; a record

@@ -1,4 +1,4 @@
-//! The use table `.memfold/uses.json`: when each entry was last recalled and how often, kept
+//! The use table `.memfold/uses.tsv`: when each entry was last recalled and how often, kept
 //! beyond the recall log's window (decay by use reads it: search ranking and `sweep --stale`).
 //!
 //! It is derived from the recall log and nothing else: the log's records are folded into it
@@ -8,13 +8,16 @@
 //! only what was appended since, and a log rewritten under it is read again from the start.
 //! Deleting the table rebuilds it from the log on the next fold: uses older than the log's
 //! window are then forgotten, which can only make an entry look less used, never cost a fact.
+//!
+//! The file is text a search reads fast (at 100k entries, a few ms): a comment, a line
+//! `@<TAB>offset<TAB>head`, then a line per entry, `id<TAB>last recall (unix seconds)<TAB>recalls`.
+//! A line that does not read so is skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::state::Recall;
 use super::{Root, content_hash};
@@ -23,11 +26,14 @@ use super::{Root, content_hash};
 pub const FOLD_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// One entry's use: the last time a search returned it, and how many times one did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Use(pub DateTime<Utc>, pub u64);
 
+/// The first line of the file.
+const COMMENT: &str = "# memfold's use table: entry, last recall (unix seconds), recalls; derived from recall.jsonl";
+
 /// The table: uses by entry id, and how much of the log it holds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Uses {
     /// Bytes of the recall log folded in.
     offset: u64,
@@ -38,12 +44,44 @@ pub struct Uses {
 
 impl Uses {
     pub fn path(root: &Root) -> PathBuf {
-        root.state_dir().join("uses.json")
+        root.state_dir().join("uses.tsv")
     }
 
     /// The table as saved (empty when missing or unreadable: the next fold rebuilds it).
     pub fn load(root: &Root) -> Uses {
-        std::fs::read(Uses::path(root)).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
+        let text = std::fs::read_to_string(Uses::path(root)).unwrap_or_default();
+        let mut uses = Uses::default();
+        for line in text.lines() {
+            let mut cols = line.split('\t');
+            match (cols.next(), cols.next(), cols.next()) {
+                (Some("@"), Some(offset), Some(head)) => {
+                    uses.offset = offset.parse().unwrap_or(0);
+                    uses.head = head.to_string();
+                }
+                (Some(id), Some(secs), Some(count)) => {
+                    let time = secs.parse().ok().and_then(|s| DateTime::from_timestamp(s, 0));
+                    if let (Some(time), Ok(count)) = (time, count.parse()) {
+                        uses.ids.insert(id.to_string(), Use(time, count));
+                    }
+                }
+                _ => {}
+            }
+        }
+        uses
+    }
+
+    /// The last recall of each entry as saved, in unix seconds: what a search ranks with, read
+    /// without building the whole table.
+    pub fn last_seen(root: &Root) -> HashMap<String, i64> {
+        let text = std::fs::read_to_string(Uses::path(root)).unwrap_or_default();
+        let mut out = HashMap::with_capacity(text.len() / 24);
+        for line in text.lines().skip_while(|l| l.starts_with('#') || l.starts_with("@\t")) {
+            let mut cols = line.split('\t');
+            if let (Some(id), Some(Ok(secs))) = (cols.next(), cols.next().map(str::parse::<i64>)) {
+                out.insert(id.to_string(), secs);
+            }
+        }
+        out
     }
 
     /// The table with every record of the log folded in, without saving it.
@@ -55,8 +93,16 @@ impl Uses {
 
     /// Save the table (atomically).
     pub fn save(&self, root: &Root) -> Result<(), super::atomic::WriteError> {
-        let bytes = serde_json::to_vec(self).expect("the use table serialises");
-        super::atomic::write_atomic(&Uses::path(root), &bytes, None)
+        use std::fmt::Write;
+        let mut text = String::with_capacity(64 + self.ids.len() * 32);
+        let _ = writeln!(text, "{COMMENT}\n@\t{}\t{}", self.offset, self.head);
+        for (id, used) in &self.ids {
+            // An id with a tab or a line break would not read back; ids never hold one.
+            if !id.contains(['\t', '\n', '\r']) {
+                let _ = writeln!(text, "{id}\t{}\t{}", used.0.timestamp(), used.1);
+            }
+        }
+        super::atomic::write_atomic(&Uses::path(root), text.as_bytes(), None)
     }
 
     /// Whether the saved table is older than [`FOLD_EVERY`] (or missing).
@@ -157,7 +203,10 @@ mod tests {
         assert!(uses.ids["m-1"].0 > uses.ids["m-2"].0);
         assert!(!uses.ids.contains_key("m-3"));
         uses.save(&root).unwrap();
-        assert_eq!(Uses::load(&root), uses);
+        let seconds = |u: &Uses| -> Vec<(String, i64, u64)> { u.ids.iter().map(|(id, x)| (id.clone(), x.0.timestamp(), x.1)).collect() };
+        let loaded = Uses::load(&root);
+        assert_eq!((seconds(&loaded), loaded.offset, &loaded.head), (seconds(&uses), uses.offset, &uses.head));
+        assert_eq!(Uses::last_seen(&root)["m-1"], uses.ids["m-1"].0.timestamp());
         // The log rewritten with other records: read from its start, the old uses kept.
         std::fs::write(root.recall(), "").unwrap();
         append_jsonl(&root.recall(), &[recall("m-4", 0)]).unwrap();
