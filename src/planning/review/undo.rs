@@ -288,6 +288,8 @@ struct PutBack {
 fn put_back(memory: &EntryFile, changes: &[NetChange], before: Option<&EntryFile>) -> PutBack {
     let mut memory = memory.clone();
     let (mut restored, mut removed) = (Vec::new(), Vec::new());
+    let mut versions: HashMap<String, Entry> = HashMap::new();
+    let mut returning: Vec<Entry> = Vec::new();
     for c in changes {
         let old = c.before.as_deref().and_then(block_entry);
         match (old, c.after.is_some()) {
@@ -296,18 +298,24 @@ fn put_back(memory: &EntryFile, changes: &[NetChange], before: Option<&EntryFile
                 removed.push(c.entry.clone());
             }
             (Some(old), true) => {
-                if let Some(slot) = memory.get_mut(&c.entry) {
-                    *slot = old;
-                }
+                versions.insert(c.entry.clone(), old);
                 restored.push(c.entry.clone());
             }
             (Some(old), false) => {
-                reinsert(&mut memory, old, before);
+                returning.push(old);
                 restored.push(c.entry.clone());
             }
             (None, false) => {}
         }
     }
+    // One pass over the file, however many entries the run changed (a run that retired 50,000
+    // entries put back one by one read the whole file each time).
+    for entry in memory.entries_mut() {
+        if let Some(old) = versions.remove(entry.id()) {
+            *entry = old;
+        }
+    }
+    reinsert_all(&mut memory, returning, before);
     PutBack { memory, restored, removed }
 }
 
@@ -349,21 +357,74 @@ fn history_after_undo(
 
 /// Put an entry the run removed back where it stood before the run (after the nearest earlier
 /// entry that is still there), or at the end.
+#[cfg(test)]
 pub(super) fn reinsert(memory: &mut EntryFile, entry: Entry, before: Option<&EntryFile>) {
-    let index =
-        |memory: &EntryFile, id: &str| memory.items.iter().position(|i| matches!(i, Item::Entry(e) if e.id() == id));
-    if let Some(before) = before {
-        let order: Vec<&str> = before.entries().map(Entry::id).collect();
-        if let Some(pos) = order.iter().position(|id| *id == entry.id()) {
-            if let Some(at) = order[..pos].iter().rev().find_map(|id| index(memory, id)) {
-                memory.items.insert(at + 1, Item::Entry(entry));
-                return;
-            }
-            if let Some(at) = order[pos + 1..].iter().find_map(|id| index(memory, id)) {
-                memory.items.insert(at, Item::Entry(entry));
-                return;
-            }
+    reinsert_all(memory, vec![entry], before);
+}
+
+/// Put entries the run removed back where they stood before the run: each after the nearest
+/// earlier entry of `before` that is still there (entries put back after the same one in their
+/// order in `before`), else before the nearest later one, else at the end. One pass.
+pub(super) fn reinsert_all(memory: &mut EntryFile, entries: Vec<Entry>, before: Option<&EntryFile>) {
+    if entries.is_empty() {
+        return;
+    }
+    let Some(before) = before else {
+        entries.into_iter().for_each(|e| memory.push(e));
+        return;
+    };
+    let order: Vec<&str> = before.entries().map(Entry::id).collect();
+    let at: HashMap<&str, usize> = order.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let present: HashSet<&str> = memory.entries().map(Entry::id).collect();
+    // The nearest present entry before and after each place of `before`.
+    let mut earlier: Vec<Option<usize>> = vec![None; order.len()];
+    let mut last = None;
+    for (i, id) in order.iter().enumerate() {
+        earlier[i] = last;
+        if present.contains(id) {
+            last = Some(i);
         }
     }
-    memory.push(entry);
+    let mut later: Vec<Option<usize>> = vec![None; order.len()];
+    let mut next = None;
+    for (i, id) in order.iter().enumerate().rev() {
+        later[i] = next;
+        if present.contains(id) {
+            next = Some(i);
+        }
+    }
+    let mut after_it: HashMap<String, Vec<(usize, Entry)>> = HashMap::new();
+    let mut before_it: HashMap<String, Vec<(usize, Entry)>> = HashMap::new();
+    let mut at_end: Vec<Entry> = Vec::new();
+    for entry in entries {
+        match at.get(entry.id()).copied() {
+            Some(p) => match (earlier[p], later[p]) {
+                (Some(a), _) => after_it.entry(order[a].to_string()).or_default().push((p, entry)),
+                (None, Some(b)) => before_it.entry(order[b].to_string()).or_default().push((p, entry)),
+                (None, None) => at_end.push(entry),
+            },
+            None => at_end.push(entry),
+        }
+    }
+    let items = std::mem::take(&mut memory.items);
+    let mut out = Vec::with_capacity(items.len() + after_it.len() + before_it.len());
+    let sorted = |mut list: Vec<(usize, Entry)>| {
+        list.sort_by_key(|(p, _)| *p);
+        list.into_iter().map(|(_, e)| Item::Entry(e))
+    };
+    for item in items {
+        let id = match &item {
+            Item::Entry(e) => Some(e.id().to_string()),
+            Item::Trivia(_) => None,
+        };
+        if let Some(list) = id.as_deref().and_then(|id| before_it.remove(id)) {
+            out.extend(sorted(list));
+        }
+        out.push(item);
+        if let Some(list) = id.as_deref().and_then(|id| after_it.remove(id)) {
+            out.extend(sorted(list));
+        }
+    }
+    memory.items = out;
+    at_end.into_iter().for_each(|e| memory.push(e));
 }
