@@ -369,16 +369,15 @@ impl<'a> Planner<'a> {
                 self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after }]);
             }
             Op::Remove { target, into, .. } => self.fold(op, target, into, HistoryStatus::Merged),
-            Op::Retire { target, .. } => {
+            // An entry that leaves with nothing to fold into: taken back by an undo elsewhere
+            // (its facts pending again), or retired for disuse (its facts stay accounted for).
+            Op::Retire { target, .. } | Op::Stale { target, .. } => {
                 let Some(old) = self.get(target).cloned() else { return };
-                self.retire(&old, HistoryStatus::Reverted, None, self.today);
-                self.remove(target);
-                self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
-                self.relink(&old, None);
-            }
-            Op::Stale { target, .. } => {
-                let Some(old) = self.get(target).cloned() else { return };
-                self.retire(&old, HistoryStatus::Retired, None, self.today);
+                let status = match op.op {
+                    Op::Stale { .. } => HistoryStatus::Retired,
+                    _ => HistoryStatus::Reverted,
+                };
+                self.retire(&old, status, None, self.today);
                 self.remove(target);
                 self.record(op, vec![Change { entry: target.clone(), before: Some(old.render()), after: None }]);
                 self.relink(&old, None);
