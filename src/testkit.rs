@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
@@ -27,6 +27,7 @@ use tokio::sync::watch;
 
 use crate::config::{EmbeddingConfig, EmbeddingProvider, LlmConfig};
 pub use crate::models::llm::estimate_tokens;
+use crate::sys::guard as lock;
 
 /// Model name the fake reports and the config helpers use for chat.
 pub const FAKE_CHAT_MODEL: &str = "fake-chat";
@@ -69,10 +70,6 @@ struct Shared {
     prompt_tokens: AtomicU64,
     completion_tokens: AtomicU64,
     stopping: watch::Receiver<bool>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A running fake server. Stops on drop.

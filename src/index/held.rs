@@ -32,6 +32,7 @@
 //! version change under it is thrown away.
 
 use std::cmp::Reverse;
+use crate::sys::guard;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -435,7 +436,7 @@ impl Slot {
     /// starts: rows read before that would be thrown away).
     pub(super) fn hold(self: &Arc<Self>, table: &Table) {
         if !self.on.swap(true, Ordering::SeqCst) {
-            self.start_waiting(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), table);
+            self.start_waiting(&mut guard(&self.state), table);
         }
     }
 
@@ -449,7 +450,7 @@ impl Slot {
         // Registered before the look, so a read that ends right after it is not missed.
         done.as_mut().enable();
         let start = {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = guard(&self.state);
             !std::mem::replace(&mut state.reading, true)
         };
         if start {
@@ -473,7 +474,7 @@ impl Slot {
     /// [`HOLD_AFTER_QUIET`], searched or not.
     pub(super) fn changed(self: &Arc<Self>, table: &Table) {
         if self.on.load(Ordering::Relaxed) {
-            self.start_waiting(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), table);
+            self.start_waiting(&mut guard(&self.state), table);
         }
     }
 
@@ -485,7 +486,7 @@ impl Slot {
             return;
         }
         let Ok(version) = table.version().await else { return };
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = guard(&self.state);
         if state.held.as_ref().is_none_or(|h| h.version != version) {
             self.start_reading(&mut state, table);
         }
@@ -510,7 +511,7 @@ impl Slot {
     /// before the next, or `None` when it is done (the version is held, is being read, or is
     /// unknown).
     fn quiet_step(self: &Arc<Self>, table: &Table, version: Option<u64>) -> Option<Duration> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = guard(&self.state);
         let version = version.filter(|v| state.held.as_ref().is_none_or(|h| h.version != *v));
         let Some(version) = version else {
             state.waiting = false;
@@ -542,7 +543,7 @@ impl Slot {
             return;
         }
         let held = {
-            let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let state = guard(&self.state);
             match state.held.as_ref().filter(|h| h.version == before && h.tail_len() + keys.len() <= TAIL_MAX) {
                 Some(held) => held.clone(),
                 None => return,
@@ -566,7 +567,7 @@ impl Slot {
         }
         // A search that saw the new version before this dropped the old rows; they are still
         // the base of the new ones.
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = guard(&self.state);
         if state.held.as_ref().is_none_or(|h| h.version == before) {
             state.held = Some(Arc::new(held.extended(version, more)));
         }
@@ -582,7 +583,7 @@ impl Slot {
     #[cfg(test)]
     /// The version of the vectors held, without asking the table for its latest.
     pub(super) fn held_version(&self) -> Option<u64> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).held.as_ref().map(|h| h.version)
+        guard(&self.state).held.as_ref().map(|h| h.version)
     }
 
     pub(super) fn served(&self) -> u64 {
@@ -607,7 +608,7 @@ impl Slot {
                 return None;
             }
         };
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = guard(&self.state);
         if let Some(held) = state.held.as_ref().filter(|h| h.version == version) {
             return Some(held.clone());
         }
@@ -640,7 +641,7 @@ impl Slot {
         let read = Held::read(&table).await;
         // The read's batches and grown vectors are free now: about twice what is held.
         let _ = tokio::task::spawn_blocking(crate::sys::alloc::release_free_memory).await;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = guard(&self.state);
         state.reading = false;
         match read {
             Ok(Some(held)) => {

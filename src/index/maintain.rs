@@ -2,6 +2,7 @@
 //! into the indices, pruning old versions, and settling what small writes left behind.
 
 use std::collections::HashMap;
+use crate::sys::guard;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -218,7 +219,7 @@ impl Index {
         let uri = self.dir.to_string_lossy();
         let db = connect(&uri, &self.tuning, wanted).await?;
         let table = db.open_table(TABLE).execute().await.db("open table")?;
-        *self.db.lock().unwrap_or_else(|e| e.into_inner()) = db;
+        *guard(&self.db) = db;
         self.set_table(table);
         self.cache.store(wanted, Ordering::Relaxed);
         debug!(from = current, to = wanted, "resized the index cache");

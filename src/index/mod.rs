@@ -81,6 +81,7 @@ mod rows;
 mod sync;
 
 use std::collections::{BTreeMap, HashMap};
+use crate::sys::guard;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
@@ -517,15 +518,15 @@ impl Index {
     }
 
     fn table(&self) -> Table {
-        self.table.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        guard(&self.table).clone()
     }
 
     fn set_table(&self, table: Table) {
-        *self.table.lock().unwrap_or_else(|e| e.into_inner()) = table;
+        *guard(&self.table) = table;
     }
 
     fn db(&self) -> Connection {
-        self.db.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        guard(&self.db).clone()
     }
 
     /// Under the writer lock: make sure the table still belongs to this embedder (another

@@ -6,6 +6,7 @@ use crate::memory::Turn;
 use crate::models::llm::{Usage, extract};
 use crate::store::archive::{self, Fact, NewFact};
 use crate::store::caches::KeyCache;
+use crate::sys::guard;
 
 /// Facts that passed [`Memory::check_facts`] (or came checked from a turn's extraction): what
 /// [`Memory::add`] appends. Checked once, at the door of the request they came with, so a
@@ -65,8 +66,7 @@ impl Memory {
     pub fn add(&self, facts: CheckedFacts) -> Result<Vec<Fact>, Error> {
         let facts = facts.0;
         let now = self.inner.clock.wall_now();
-        let added =
-            self.inner.appender.lock().unwrap_or_else(|e| e.into_inner()).append(&self.inner.root, &facts, now)?;
+        let added = guard(&self.inner.appender).append(&self.inner.root, &facts, now)?;
         self.mark_dirty();
         Ok(added)
     }

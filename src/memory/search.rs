@@ -1,5 +1,6 @@
 //! Search and the index: freshness, hybrid search, reindex.
 
+use crate::sys::guard;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -110,7 +111,7 @@ impl Memory {
         let me = self.clone();
         blocking(move || {
             let today = me.inner.clock.wall_now().date();
-            let primed = me.inner.appender.lock().unwrap_or_else(|e| e.into_inner()).prime(&me.inner.root, today);
+            let primed = guard(&me.inner.appender).prime(&me.inner.root, today);
             if let Err(e) = primed {
                 tracing::debug!(error = %e, "today's archive file not read ahead");
             }
@@ -167,14 +168,14 @@ impl Memory {
     async fn linked(&self) -> std::sync::Arc<LinkCache> {
         let root = self.inner.root.clone();
         let now = LinkCache::stat(&root);
-        if let Some((seen, linked)) = self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+        if let Some((seen, linked)) = guard(&self.inner.linked).as_ref()
             && *seen == now
         {
             return linked.clone();
         }
         let read = blocking(move || Ok::<_, std::io::Error>(LinkCache::current(&root))).await.unwrap_or_default();
         let linked = std::sync::Arc::new(read);
-        *self.inner.linked.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, linked.clone()));
+        *guard(&self.inner.linked) = Some((now, linked.clone()));
         linked
     }
 
@@ -188,7 +189,7 @@ impl Memory {
             std::fs::metadata(path).ok().map_or((0, 0), |m| crate::store::caches::stat_of(&m))
         };
         let seen = [stat(Uses::path(&root)), (linked.size, linked.modified_ns), stat(root.memory_md())];
-        if let Some((was, days)) = self.inner.uses.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+        if let Some((was, days)) = guard(&self.inner.uses).as_ref()
             && *was == seen
         {
             return days.clone();
@@ -203,7 +204,7 @@ impl Memory {
         .await
         .unwrap_or_default();
         let days = std::sync::Arc::new(days);
-        *self.inner.uses.lock().unwrap_or_else(|p| p.into_inner()) = Some((seen, days.clone()));
+        *guard(&self.inner.uses) = Some((seen, days.clone()));
         days
     }
 
@@ -211,7 +212,8 @@ impl Memory {
     /// first `status` after a rebuild, a pass or a hand edit reads no large file.
     async fn cache_status_counts(&self, ledger: Ledger, seen: crate::store::sources::Sources) {
         let root = self.inner.root.clone();
-        let saved = blocking(move || crate::memory::status::cache_counts(&root, &ledger, seen)).await;
+        let clock = self.inner.clock;
+        let saved = blocking(move || crate::memory::status::cache_counts(&root, &ledger, seen, clock)).await;
         if let Err(e) = saved {
             tracing::debug!(error = %e, "could not cache the status counts");
         }

@@ -21,7 +21,7 @@ use crate::sys::clock::Clock;
 use crate::sys::lock;
 
 /// The counts of a full read, with the record of the files read.
-fn counts_of(ledger: &Ledger, seen: Sources) -> StatusCounts {
+fn counts_of(root: &Root, ledger: &Ledger, seen: Sources, clock: Clock) -> StatusCounts {
     let pending = ledger.pending();
     StatusCounts {
         seen,
@@ -31,7 +31,7 @@ fn counts_of(ledger: &Ledger, seen: Sources) -> StatusCounts {
         candidates: pass::candidates_among(ledger, &pending).map(|f| f.id.clone()).collect(),
         related: ledger.memory.entries().filter(|e| !e.meta.links().is_empty()).count(),
         named: crate::planning::about::named_entries(&ledger.memory),
-        decay: None,
+        decay: Some(decay_counts(root, &ledger.memory, clock)),
     }
 }
 
@@ -71,14 +71,14 @@ fn with_decay(root: &Root, mut counts: StatusCounts, clock: Clock) -> Result<Sta
 
 /// The derived counts: from the cache if its record still describes the files (looked at
 /// before any read, as the index's record is), else from a full read, which is then cached.
-fn derived(root: &Root) -> Result<StatusCounts, LedgerError> {
+fn derived(root: &Root, clock: Clock) -> Result<StatusCounts, LedgerError> {
     let cached = StatusCounts::load(root);
     let look_error = |source| LedgerError::Read { path: root.dir().display().to_string(), source };
     let seen = Sources::look(root, cached.as_ref().map(|c| &c.seen)).map_err(look_error)?;
     if let Some(cached) = cached.filter(|c| c.seen.changed(&seen).is_empty()) {
         return Ok(cached);
     }
-    let counts = counts_of(&Ledger::load(root)?, seen);
+    let counts = counts_of(root, &Ledger::load(root)?, seen, clock);
     if let Err(e) = counts.save(root) {
         tracing::debug!(error = %e, "could not cache the status counts");
     }
@@ -88,8 +88,13 @@ fn derived(root: &Root) -> Result<StatusCounts, LedgerError> {
 /// Cache the counts of `ledger`, read after the files were looked at as `seen`, and bring the
 /// record summaries up to date (a pass's plan is read here once, not by the next `status`).
 /// Blocking.
-pub fn cache_counts(root: &Root, ledger: &Ledger, seen: Sources) -> Result<(), crate::store::atomic::WriteError> {
-    counts_of(ledger, seen).save(root)?;
+pub fn cache_counts(
+    root: &Root,
+    ledger: &Ledger,
+    seen: Sources,
+    clock: Clock,
+) -> Result<(), crate::store::atomic::WriteError> {
+    counts_of(root, ledger, seen, clock).save(root)?;
     summaries(root);
     Ok(())
 }
@@ -113,7 +118,7 @@ fn status_of(
     now: DateTime<Utc>,
     summaries: &RecordSummaries,
 ) -> Result<Status, LedgerError> {
-    let derived = with_decay(root, derived(root)?, config.clock())?;
+    let derived = with_decay(root, derived(root, config.clock())?, config.clock())?;
     let state = State::load(&root.state_json())?;
     let pending = derived.pending;
     // The gate counts what an unforced pass would take up, so it agrees with the pass.

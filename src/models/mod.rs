@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod llm;
 
 use std::collections::HashMap;
+use crate::sys::guard;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -56,7 +57,7 @@ impl Models {
     /// The chat client for `cfg` (none without a base URL).
     pub fn chat(&self, cfg: &LlmConfig) -> Result<Option<ChatClient>, LlmError> {
         let key = serde_json::to_string(cfg).expect("a configuration serialises");
-        let mut chats = self.chats.lock().unwrap_or_else(|e| e.into_inner());
+        let mut chats = guard(&self.chats);
         if let Some(chat) = chats.get(&key) {
             return Ok(chat.clone());
         }

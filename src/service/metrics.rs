@@ -8,6 +8,7 @@
 //! describe the files (pending facts, entries) are read from the files when scraped and passed
 //! to [`Metrics::render`].
 
+use crate::sys::guard;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -143,13 +144,13 @@ impl Metrics {
     /// Calls, gate checks, refreshes and settles so far, failed or not: a number that stands
     /// still while the daemon is idle.
     pub fn activity(&self) -> u64 {
-        let calls: u64 = self.calls.lock().unwrap_or_else(|e| e.into_inner()).values().sum();
+        let calls: u64 = guard(&self.calls).values().sum();
         let counted = [&self.gate_checks, &self.refreshes, &self.refresh_errors, &self.settles, &self.settle_errors];
         calls + counted.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>()
     }
 
     pub fn call(&self, verb: Verb, door: Door) {
-        *self.calls.lock().unwrap_or_else(|e| e.into_inner()).entry((verb, door)).or_default() += 1;
+        *guard(&self.calls).entry((verb, door)).or_default() += 1;
     }
 
     /// Facts appended by `verb` ([`Verb::Add`] or [`Verb::AddTurn`]).
@@ -219,7 +220,7 @@ impl Metrics {
     }
 
     pub fn response(&self, status: u16) {
-        *self.responses.lock().unwrap_or_else(|e| e.into_inner()).entry(status).or_default() += 1;
+        *guard(&self.responses).entry(status).or_default() += 1;
     }
 
     /// The Prometheus text exposition of every family.

@@ -25,6 +25,7 @@ pub mod token;
 pub mod watch;
 pub mod workers;
 
+use crate::sys::guard as lock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -240,10 +241,6 @@ struct Ingest {
 struct Waiting {
     facts: CheckedFacts,
     reply: oneshot::Sender<Result<Vec<Fact>, Error>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Service {

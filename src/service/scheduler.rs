@@ -13,9 +13,10 @@
 //! the passes in flight are dropped, which leaves the files as they were (a commit already
 //! started runs to its end on its blocking thread).
 
+use crate::sys::guard as lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -111,10 +112,6 @@ impl PassRecord {
             finished: None,
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The daemon's request channel, which every space's [`PassQueue`] sends on.

@@ -15,8 +15,9 @@
 //! space's serve lock, so no second daemon serves it meanwhile. A space that fails to open
 //! answers with an error naming it; the others keep serving.
 
+use crate::sys::guard as lock;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -208,10 +209,6 @@ pub fn check_share(home: Option<&Config>, from: &str, to: &str) -> Result<(), Er
         return Err(Error::BadInput(format!("the entry is in space {to} already")));
     }
     Ok(())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Spaces {

@@ -18,10 +18,11 @@
 //! and close: [`WatchHandle::add`], [`WatchHandle::remove`]): one notify instance and one thread,
 //! however many spaces, and each batch says which root it is for.
 
+use crate::sys::guard as lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::RecursiveMode;
@@ -83,10 +84,6 @@ pub struct Watcher {
     rx: mpsc::Receiver<Vec<Batch>>,
     /// Events notify delivered, counted before any filtering.
     events: Arc<AtomicUsize>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether a change at `path` can change what memfold knows.

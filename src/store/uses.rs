@@ -155,11 +155,6 @@ impl Uses {
         self.offset = file.metadata().map_or(0, |m| m.len());
         self.head = first_line_hash(&mut file);
     }
-
-    /// The last use of `id`.
-    pub fn last(&self, id: &str) -> Option<DateTime<Utc>> {
-        self.ids.get(id).map(|u| u.0)
-    }
 }
 
 /// The hash of a file's first line (empty for an empty file), leaving the file at its start.

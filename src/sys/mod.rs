@@ -10,3 +10,9 @@ pub mod lock;
 mod random;
 
 pub use random::random_hex;
+
+/// A mutex's guard, also when a thread panicked holding it: memfold's mutexes hold caches and
+/// bookkeeping that a panic never leaves half-written, so the next holder goes on with them.
+pub fn guard<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

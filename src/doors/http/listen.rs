@@ -16,6 +16,7 @@
 //! connection that is inside a request is never closed for another; when every connection
 //! is, new ones wait in the kernel's backlog until one ends. Bodies are bounded in [`super`].
 
+use crate::sys::guard as lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -81,10 +82,6 @@ impl Connections {
             None => false,
         }
     }
-}
-
-fn lock(connections: &Mutex<Connections>) -> std::sync::MutexGuard<'_, Connections> {
-    connections.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Serve `app` on `listener` until `stop` says so, then let open connections finish their

@@ -23,9 +23,10 @@
 
 mod tools;
 
+use crate::sys::guard as lock;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
@@ -75,10 +76,6 @@ const SERVED: [Served; 2] = [
 
 fn served(uri: &str) -> Option<&'static Served> {
     SERVED.iter().find(|s| s.uri == uri)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 const INSTRUCTIONS: &str = "memfold is the user's long-term memory, kept as markdown. Search it \

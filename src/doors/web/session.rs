@@ -5,6 +5,7 @@
 //! everyone out): at most [`MAX_SESSIONS`], each dropped after [`SESSION_IDLE`] without a
 //! request. Each has its own CSRF token, which every form carries and every POST must return.
 
+use crate::sys::guard;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ impl Sessions {
     /// A new session of `access`: its id (for the cookie) and its CSRF token.
     pub fn create(&self, access: Access) -> (String, String) {
         let (id, csrf) = (random_hex(), random_hex());
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = guard(&self.map);
         map.retain(|_, s| s.used.elapsed() < SESSION_IDLE);
         while map.len() >= MAX_SESSIONS {
             let oldest = map.iter().min_by_key(|(_, s)| s.used).map(|(k, _)| k.clone());
@@ -50,7 +51,7 @@ impl Sessions {
 
     /// The CSRF token and the access of the session `id`, if it is signed in; marks it used.
     pub fn get(&self, id: &str) -> Option<(String, Access)> {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = guard(&self.map);
         let key = content_hash(id);
         match map.get_mut(&key) {
             Some(s) if s.used.elapsed() < SESSION_IDLE => {

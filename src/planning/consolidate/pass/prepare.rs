@@ -2,6 +2,7 @@
 //! neighbours (with the aspect keys' candidates), and the decision calls they are packed into.
 
 use std::collections::{HashMap, HashSet};
+use crate::sys::guard;
 
 use serde::Serialize;
 
@@ -145,7 +146,7 @@ impl AspectRun<'_> {
         let taxonomy = self.aspects.taxonomy();
         if let Some(keying) = self.aspects.keying() {
             let missing: Vec<(&str, &str)> = {
-                let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                let cache = guard(&self.cache);
                 facts.iter().filter(|f| cache.get(&f.text).is_none()).map(|f| (f.id.as_str(), f.text.as_str())).collect()
             };
             if !missing.is_empty() {
@@ -157,7 +158,7 @@ impl AspectRun<'_> {
                             .iter()
                             .map(|&(id, text)| (text.to_string(), keys.remove(id).unwrap_or_default()))
                             .collect();
-                        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(&keyed);
+                        guard(&self.cache).insert(&keyed);
                     }
                     Err(e) => {
                         if let crate::models::llm::LlmError::Unparseable { usage: cost, .. } = &e {
@@ -168,7 +169,7 @@ impl AspectRun<'_> {
                 }
             }
         }
-        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = guard(&self.cache);
         let parse = |text: &str| -> Vec<Key> {
             cache.get(text).into_iter().flatten().filter_map(|k| taxonomy.parse_key(k)).collect()
         };
