@@ -141,6 +141,19 @@ fn no_source_file_is_over_900_lines_and_there_is_one_stemmer() {
     }
 }
 
+/// A mutex is locked one way, `sys::guard` (a poisoned one too): no helper of its own, no
+/// poison handling written out at a call.
+#[test]
+fn a_mutex_is_locked_one_way() {
+    for (name, text) in sources(&src()) {
+        if name == "sys/mod.rs" {
+            continue;
+        }
+        assert!(!text.contains("fn lock<T>("), "{name} has a lock helper of its own");
+        assert!(!text.contains(".lock().unwrap_or_else("), "{name} handles a poisoned mutex itself");
+    }
+}
+
 #[test]
 fn tests_have_one_skip_helper() {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");

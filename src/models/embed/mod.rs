@@ -9,11 +9,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
+use crate::sys::guard;
 use crate::config::{EmbeddingConfig, EmbeddingProvider};
 
 pub mod local;
@@ -279,7 +280,7 @@ impl CachedEmbedder {
 
     /// Vectors already known for `keys`; `None` where the text is new.
     fn lookup(&self, keys: &[[u8; 32]]) -> Vec<Option<Vec<f32>>> {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = guard(&self.state);
         keys.iter().map(|k| state.vectors.get(k).cloned()).collect()
     }
 }
@@ -324,7 +325,7 @@ impl Embedder for CachedEmbedder {
             let state = Arc::clone(&self.state);
             let to_store = records.clone();
             let stored = tokio::task::spawn_blocking(move || {
-                let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut state = guard(&state);
                 state.append(to_store)
             })
             .await;
