@@ -62,7 +62,8 @@ pub fn decide(doc: &ClusterDoc, today: NaiveDate, hints: Option<&Hints>) -> Vec<
 }
 
 /// Each capitalised word: (lowercase, as written, whether it is surely a name, the longer
-/// name it ends, whether the text is about it). A word that opens a sentence ("Ana's
+/// name it ends, whether the text is about it); a title before a name ("Dr." of "Dr. Chen")
+/// is part of the longer name only. A word that opens a sentence ("Ana's
 /// birthday…") may be a name; it counts when the other text writes it as one. The last word
 /// of a longer name ("Street" of "Elm Street") is shared only by the same name. A text is
 /// about a name it opens with ("Ana's birthday…", "My sister Ana…", "Our cat Miso…") or
@@ -95,7 +96,8 @@ fn names(text: &str) -> Vec<Name> {
         let phrase: Vec<&str> = toks[start..=i].iter().map(|t| t.word.as_str()).collect();
         let about = opening(start) || naming(start);
         for (at, tok) in toks.iter().enumerate().take(i + 1).skip(start) {
-            if tok.word.chars().count() < 2 {
+            // A title names nobody on its own: "Dr." of "Dr. Chen" is not shared with "Dr. Pham".
+            if tok.word.chars().count() < 2 || words::is_title(&tok.word) {
                 continue;
             }
             let ends = if at == i && i > start { phrase.join(" ") } else { String::new() };

@@ -890,3 +890,11 @@ fn what_an_entry_says_was_true_before_is_not_its_claim() {
     assert_eq!(claim("Has a dog. Likes tea."), "Has a dog. Likes tea.");
 }
 
+
+#[test]
+fn a_title_is_part_of_a_name_never_a_name_of_its_own() {
+    let names = |t: &str| proper_names(t).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert_eq!(names("The new head of the school is Dr. Pham."), ["Pham"]);
+    assert_eq!(names("My dentist is Dr. Albers."), ["Albers"]);
+    assert_eq!(names("Mrs. Okafor needs the receipts."), ["Okafor"]);
+}

@@ -130,7 +130,9 @@ pub(super) fn tokens(text: &str) -> Vec<Tok> {
                 last.punct = punct;
             }
         }
-        if punct.is_some_and(|p| ".;:!?".contains(p)) {
+        // The full stop of a title ("Dr. Chen") ends no sentence.
+        let title = punct == Some('.') && out.last().is_some_and(|t| super::words::is_title(&t.word));
+        if punct.is_some_and(|p| ".;:!?".contains(p)) && !title {
             start = true;
         }
     }

@@ -85,6 +85,16 @@ pub(super) fn is_stopword(word: &str) -> bool {
     listed!(STOPWORDS, word)
 }
 
+/// A title written before a name ("Dr. Chen", "Mrs. Okafor"): part of the name, never a name
+/// of its own (two doctors share no name).
+pub(super) fn is_title(word: &str) -> bool {
+    matches!(
+        word,
+        "mr" | "mrs" | "ms" | "mx" | "miss" | "dr" | "prof" | "professor" | "sir" | "dame" | "lord" | "lady" | "rev"
+            | "fr" | "st" | "sr" | "jr" | "capt" | "col" | "gen" | "sgt" | "judge" | "uncle" | "aunt" | "auntie"
+    )
+}
+
 pub(super) fn is_negation(word: &str) -> bool {
     listed!(NEGATIONS, word)
 }
