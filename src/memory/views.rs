@@ -102,8 +102,8 @@ pub struct Status {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub curation: Option<CurationStats>,
     /// Current entries linked to others (`related`), naming a name `memfold about` lists, and
-    /// unused for `decay.retire_after_days` (what `sweep --stale` would propose, less entries a
-    /// pending plan holds or a person kept).
+    /// unused for `decay.retire_after_days` (pinned ones and `MEMORY.md`'s left out; `sweep
+    /// --stale` also leaves out those a pending plan holds or a person kept).
     pub related_entries: usize,
     pub named_entries: usize,
     pub stale_entries: usize,
