@@ -197,8 +197,7 @@ impl Memory {
         let days = blocking(move || {
             let last = Uses::last_seen(&root);
             let mut exempt: std::collections::HashSet<String> = linked.pinned.iter().cloned().collect();
-            let promoted = std::fs::read_to_string(root.memory_md()).unwrap_or_default();
-            exempt.extend(crate::store::promoted::parse(&promoted).generated.into_iter().map(|l| l.entry));
+            exempt.extend(crate::store::promoted::entry_ids(&root));
             Ok::<_, Error>(UseDays { last, exempt })
         })
         .await

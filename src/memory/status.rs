@@ -40,11 +40,7 @@ fn counts_of(root: &Root, ledger: &Ledger, seen: Sources, clock: Clock) -> Statu
 fn decay_counts(root: &Root, memory: &EntryFile, clock: Clock) -> DecayCounts {
     let seen = DecayCounts::look(root);
     let uses = Uses::current(root);
-    let promoted = std::fs::read_to_string(root.memory_md()).unwrap_or_default();
-    let exempt = stale::Exempt {
-        ids: crate::store::promoted::parse(&promoted).generated.into_iter().map(|l| l.entry).collect(),
-        ..stale::Exempt::default()
-    };
+    let exempt = stale::Exempt { ids: crate::store::promoted::entry_ids(root), ..stale::Exempt::default() };
     let mut quiet = std::collections::BTreeMap::new();
     for entry in memory.entries().filter(|e| !e.meta.pinned && !exempt.ids.contains(e.id())) {
         if let Some(last) = stale::last_use(entry, &uses, &exempt, |t| clock.day_of(t)) {

@@ -235,9 +235,8 @@ impl Memory {
     /// entries of `MEMORY.md` and of pending plans, and when a person last kept an entry by
     /// rejecting its retirement. Blocking (reads `MEMORY.md`).
     fn decay_exempt(&self, heads: &[records::PlanHead], held: &HashSet<String>) -> stale::Exempt {
-        let promoted = std::fs::read_to_string(self.inner.root.memory_md()).unwrap_or_default();
         let mut ids: HashSet<String> = held.clone();
-        ids.extend(crate::store::promoted::parse(&promoted).generated.into_iter().map(|l| l.entry));
+        ids.extend(crate::store::promoted::entry_ids(&self.inner.root));
         let mut kept: HashMap<String, DateTime<Utc>> = HashMap::new();
         for head in heads.iter().filter(|p| p.reason == PlanReason::Stale && p.status == PlanStatus::Rejected) {
             let Some(at) = head.rejected else { continue };

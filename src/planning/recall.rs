@@ -180,6 +180,7 @@ fn near_copy(a: &HashSet<String>, b: &HashSet<String>) -> bool {
 pub fn choose(prompt: &str, candidates: &[Candidate], settings: &Settings, told: &HashMap<String, String>) -> Vec<Chosen> {
     let held: Vec<HashSet<String>> = candidates.iter().map(|c| words(&c.text)).collect();
     let scores = scores_of(prompt, candidates, &held, settings);
+    let told_already = |c: &Candidate| told.get(&c.id).is_some_and(|k| *k == told_key(c));
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     // Best first; an entry before a fact of equal score; ties by id.
     order.sort_by(|&a, &b| {
@@ -212,7 +213,7 @@ pub fn choose(prompt: &str, candidates: &[Candidate], settings: &Settings, told:
             continue;
         }
         // Told already and unchanged: it still counts as chosen for the near-copies.
-        if told.get(&c.id).is_some_and(|k| *k == told_key(c)) {
+        if told_already(c) {
             chosen_words.push(mine);
             continue;
         }
@@ -234,7 +235,7 @@ pub fn choose(prompt: &str, candidates: &[Candidate], settings: &Settings, told:
             if c.related_to.as_deref() != Some(id.as_str()) || !taken.insert(c.id.as_str()) {
                 continue;
             }
-            if chosen.len() >= settings.max_lines || told.get(&c.id).is_some_and(|k| *k == told_key(c)) {
+            if chosen.len() >= settings.max_lines || told_already(c) {
                 continue;
             }
             let line = line(c);

@@ -101,6 +101,13 @@ pub fn parse(text: &str) -> Parsed {
     p
 }
 
+/// The entries `MEMORY.md`'s generated lines come from (none when it is missing): decay never
+/// lowers or retires them.
+pub fn entry_ids(root: &Root) -> std::collections::HashSet<String> {
+    let text = std::fs::read_to_string(root.memory_md()).unwrap_or_default();
+    parse(&text).generated.into_iter().map(|l| l.entry).collect()
+}
+
 pub fn render(p: &Parsed) -> String {
     let mut out = p.before.clone();
     if !out.is_empty() && !out.ends_with('\n') {
