@@ -9,24 +9,70 @@ use std::path::{Path, PathBuf};
 /// The layers, from the outside in: a module may use the ones after its own.
 const LAYERS: [&str; 8] = ["doors", "service", "memory", "planning", "index", "models", "store", "sys"];
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// Where each layer's code lives (docs/ARCHITECTURE.md, "Crates"): the `memfold` crate holds
+/// the doors and the service, `memfold-core` the use cases and planning, and the store crate
+/// `sys` beside the files.
+const HOMES: [(&str, &str); 8] = [
+    ("doors", "src/doors"),
+    ("service", "src/service"),
+    ("memory", "crates/core/src/memory"),
+    ("planning", "crates/core/src/planning"),
+    ("index", "crates/index/src"),
+    ("models", "crates/models/src"),
+    ("store", "crates/store/src"),
+    ("sys", "crates/store/src/sys"),
+];
+
+/// The files outside the layers, by the names the tests give them.
+const TOP: [(&str, &str); 5] = [
+    ("lib.rs", "src/lib.rs"),
+    ("main.rs", "src/main.rs"),
+    ("config.rs", "crates/store/src/config.rs"),
+    ("error.rs", "crates/core/src/error.rs"),
+    ("core.rs", "crates/core/src/lib.rs"),
+];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
 
-/// Every `.rs` file under `dir`, with its path relative to `src/`.
-fn sources(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
+/// Every `.rs` file under `dir`, relative to it, with its text.
+fn walk_sources(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            out.extend(sources(&path));
+            walk_sources(&path, base, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
-            let name = path.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+            let name = path.strip_prefix(base).unwrap().to_string_lossy().into_owned();
             out.push((name, std::fs::read_to_string(&path).unwrap()));
         }
     }
+}
+
+/// Every source file of the workspace, named `layer/path` (`store/archive/mod.rs`,
+/// `sys/clock.rs`) or, outside the layers, by its name in [`TOP`].
+fn all_sources() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (layer, home) in HOMES {
+        let mut files = Vec::new();
+        walk_sources(&repo().join(home), &repo().join(home), &mut files);
+        for (rel, text) in files {
+            // The store crate's home holds `sys` and the configuration beside the files.
+            if !(layer == "store" && (rel.starts_with("sys/") || rel == "config.rs")) {
+                out.push((format!("{layer}/{rel}"), text));
+            }
+        }
+    }
+    for (name, path) in TOP {
+        out.push((name.to_string(), std::fs::read_to_string(repo().join(path)).unwrap()));
+    }
     out.sort();
     out
+}
+
+/// The sources of one layer (or one folder of it: `planning`, `doors`).
+fn sources_of(prefix: &str) -> Vec<(String, String)> {
+    all_sources().into_iter().filter(|(name, _)| name.starts_with(&format!("{prefix}/"))).collect()
 }
 
 /// A file's code without its test module (`#[cfg(test)] mod tests { … }` at the end) and
@@ -35,7 +81,8 @@ fn code(name: &str, text: &str) -> String {
     if name.ends_with("/tests.rs") {
         return String::new();
     }
-    let end = text.find("\n#[cfg(test)]\nmod tests").unwrap_or(text.len());
+    // The test module at the end (`mod tests;`, a file of its own, ends nothing).
+    let end = text.find("\n#[cfg(test)]\nmod tests {").unwrap_or(text.len());
     text[..end].lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
 }
 
@@ -45,42 +92,120 @@ fn layer(name: &str) -> Option<usize> {
 }
 
 #[test]
-fn the_top_of_src_is_the_layers_and_a_few_files() {
-    let mut files = Vec::new();
-    let mut folders = BTreeSet::new();
-    for entry in std::fs::read_dir(src()).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if path.is_dir() {
-            folders.insert(name);
-        } else {
-            files.push(name);
+fn the_workspace_is_the_crates_and_each_crate_its_layers() {
+    let names = |dir: &str| -> (BTreeSet<String>, BTreeSet<String>) {
+        let (mut files, mut folders) = (BTreeSet::new(), BTreeSet::new());
+        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                folders.insert(name)
+            } else {
+                files.insert(name)
+            };
+        }
+        (files, folders)
+    };
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        names("src"),
+        (set(&["lib.rs", "main.rs"]), set(&["doors", "service"])),
+        "src/ is the binary crate's doors and service"
+    );
+    assert_eq!(names("crates").1, set(&["core", "index", "models", "store"]), "the crates");
+    assert_eq!(names("crates/core/src"), (set(&["error.rs", "lib.rs"]), set(&["memory", "planning"])));
+    let members = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    for krate in ["crates/store", "crates/models", "crates/index", "crates/core"] {
+        assert!(members.contains(&format!("\"{krate}\"")), "{krate} is no workspace member");
+    }
+}
+
+/// The store crate builds without the index, the models or a server, and only the binary
+/// crate has the doors' crates (HTTP server, MCP, templates, the command line's parser).
+#[test]
+fn each_crate_depends_only_on_what_its_layer_needs() {
+    let deps = |krate: &str| -> BTreeSet<String> {
+        let manifest: toml::Table =
+            std::fs::read_to_string(repo().join(krate).join("Cargo.toml")).unwrap().parse().unwrap();
+        ["dependencies", "dev-dependencies"]
+            .iter()
+            .filter_map(|section| manifest.get(*section).and_then(|d| d.as_table()))
+            .flat_map(|table| table.keys().cloned())
+            .collect()
+    };
+    let store = deps("crates/store");
+    for heavy in
+        ["lancedb", "lance", "axum", "rmcp", "reqwest", "hyper", "memfold-index", "memfold-models", "memfold-core"]
+    {
+        assert!(!store.contains(heavy), "the store crate depends on {heavy}");
+    }
+    assert!(!store.iter().any(|d| d.starts_with("candle")), "the store crate depends on candle");
+    for krate in ["crates/store", "crates/models", "crates/index", "crates/core"] {
+        for door in ["axum", "rmcp", "askama", "askama_web", "clap", "tower-http"] {
+            assert!(!deps(krate).contains(door), "{krate} depends on {door}, a door's crate");
         }
     }
-    assert!(files.len() <= 6, "{files:?}");
-    assert_eq!(folders, LAYERS.iter().map(|l| l.to_string()).collect(), "every folder of src/ is a layer");
+    assert!(!deps("crates/index").contains("memfold-core") && !deps("crates/models").contains("memfold-index"));
+}
+
+/// What a path names, by the layer its code lives in: `crate::` paths within a crate and the
+/// other crates' names.
+fn target_of(mine: &str, path: &str) -> Option<&'static str> {
+    let first = |p: &str| -> String { p.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
+    let layer = |name: &str| LAYERS.iter().copied().find(|l| *l == name);
+    if let Some(rest) = path.strip_prefix("crate::") {
+        let head = first(rest);
+        return match mine {
+            "store" | "sys" => match head.as_str() {
+                "sys" => Some("sys"),
+                "config" => None,
+                _ => Some("store"),
+            },
+            "index" | "models" => Some(if mine == "index" { "index" } else { "models" }),
+            _ => layer(&head),
+        };
+    }
+    let (krate, rest) = path.split_once("::")?;
+    let head = first(rest);
+    match krate {
+        "memfold_store" => match head.as_str() {
+            "sys" => Some("sys"),
+            "config" => None,
+            _ => Some("store"),
+        },
+        "memfold_index" => Some("index"),
+        "memfold_models" => Some("models"),
+        "memfold_core" => match head.as_str() {
+            "Memory" => Some("memory"),
+            other => layer(other),
+        },
+        _ => None,
+    }
 }
 
 #[test]
 fn dependencies_point_down_and_config_knows_no_server() {
     let mut up = Vec::new();
-    for (name, text) in sources(&src()) {
+    for (name, text) in all_sources() {
         let code = code(&name, &text);
         let Some(mine) = layer(&name) else {
             if name == "config.rs" {
-                for door in ["crate::doors", "crate::service"] {
+                for door in ["crate::doors", "crate::service", "memfold_"] {
                     assert!(!code.contains(door), "config.rs uses {door}");
                 }
             }
             continue;
         };
+        // The configuration sits above the files: it names a home's spaces, they read no setting.
+        if matches!(LAYERS[mine], "store" | "sys") && code.contains("crate::config") {
+            up.push(format!("{name}: {} uses config", LAYERS[mine]));
+        }
         for (n, line) in code.lines().enumerate() {
-            for (at, _) in line.match_indices("crate::") {
-                let target: String =
-                    line[at + 7..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
-                if let Some(theirs) = LAYERS.iter().position(|l| *l == target)
-                    && theirs < mine
-                {
+            for (at, _) in line.match_indices("crate::").chain(line.match_indices("memfold_")) {
+                let start = line[..at].rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(0, |i| i + 1);
+                let Some(target) = target_of(LAYERS[mine], &line[start..]) else { continue };
+                let theirs = LAYERS.iter().position(|l| *l == target).unwrap();
+                if theirs < mine {
                     up.push(format!("{name}:{}: {} uses {target}", n + 1, LAYERS[mine]));
                 }
             }
@@ -106,7 +231,7 @@ fn planning_writes_no_file() {
         ".save(",
     ];
     let mut found = Vec::new();
-    for (name, text) in sources(&src().join("planning")) {
+    for (name, text) in sources_of("planning") {
         let code = code(&name, &text);
         for write in WRITES {
             if code.contains(write) {
@@ -119,7 +244,7 @@ fn planning_writes_no_file() {
 
 #[test]
 fn doors_reach_memory_only_through_the_service() {
-    for (name, text) in sources(&src().join("doors")) {
+    for (name, text) in sources_of("doors") {
         // The command line has no daemon to share: it is the one door that holds a Memory.
         if name == "doors/cli.rs" {
             continue;
@@ -132,7 +257,7 @@ fn doors_reach_memory_only_through_the_service() {
 
 #[test]
 fn no_source_file_is_over_900_lines_and_there_is_one_stemmer() {
-    for (name, text) in sources(&src()) {
+    for (name, text) in all_sources() {
         let lines = code(&name, &text).lines().count();
         assert!(lines <= 900, "{name}: {lines} lines");
         if name != "planning/consolidate/stem.rs" {
@@ -141,11 +266,72 @@ fn no_source_file_is_over_900_lines_and_there_is_one_stemmer() {
     }
 }
 
+/// Functions of over 100 lines (from `fn` to its closing brace, comments included, as
+/// rustfmt lays them out), tests left out.
+fn long_functions() -> Vec<(usize, String)> {
+    let mut long = Vec::new();
+    for (name, text) in all_sources() {
+        if name.ends_with("/tests.rs") {
+            continue;
+        }
+        let text = &text[..text.find("\n#[cfg(test)]\nmod tests {").unwrap_or(text.len())];
+        let lines: Vec<&str> = text.lines().collect();
+        for (at, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let words: Vec<&str> = body.split_whitespace().collect();
+            let Some(fn_at) = words.iter().position(|w| *w == "fn") else { continue };
+            let leading_ok =
+                words[..fn_at].iter().all(|w| w.starts_with("pub") || ["async", "const", "unsafe"].contains(w));
+            if !leading_ok || body.ends_with(';') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            if let Some(end) = lines[at + 1..].iter().position(|l| *l == close) {
+                let n = end + 2;
+                if n > 100 {
+                    let fn_name: String = words
+                        .get(fn_at + 1)
+                        .unwrap_or(&"")
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    long.push((n, format!("{name}:{}: {fn_name}", at + 1)));
+                }
+            }
+        }
+    }
+    long.sort();
+    long
+}
+
+#[test]
+fn at_most_three_functions_are_over_100_lines() {
+    let long = long_functions();
+    assert!(long.len() <= 3, "functions over 100 lines:\n{long:#?}");
+}
+
+/// One clock (docs/ARCHITECTURE.md, invariant 7): the system's time is read by `sys::clock`
+/// alone, so a configured zone or a moved clock holds for every stamp memfold writes. (A file's
+/// age is the file system's: `SystemTime` against an mtime is left to the two places that do it.)
+#[test]
+fn the_time_is_read_in_one_place() {
+    for (name, text) in all_sources() {
+        if name == "sys/clock.rs" {
+            continue;
+        }
+        let code = code(&name, &text);
+        for read in ["Utc::now", "Local::now"] {
+            assert!(!code.contains(read), "{name} reads the time itself ({read}): ask sys::clock");
+        }
+    }
+}
+
 /// A mutex is locked one way, `sys::guard` (a poisoned one too): no helper of its own, no
 /// poison handling written out at a call.
 #[test]
 fn a_mutex_is_locked_one_way() {
-    for (name, text) in sources(&src()) {
+    for (name, text) in all_sources() {
         if name == "sys/mod.rs" {
             continue;
         }
@@ -166,8 +352,8 @@ fn tests_have_one_skip_helper() {
     }
 }
 
-/// Every folder under `src/` is named in docs/ARCHITECTURE.md's code map (as `name/`, inside
-/// the bullet of its layer), and every folder the map names is a folder of `src/`.
+/// Every folder of a layer is named in docs/ARCHITECTURE.md's code map (as `name/`, inside
+/// the bullet of its layer), and every folder the map names is a folder of a layer.
 #[test]
 fn the_code_map_names_every_folder_and_only_those() {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md")).unwrap();
@@ -181,16 +367,12 @@ fn the_code_map_names_every_folder_and_only_those() {
         &rest[..rest.find("\n- ").unwrap_or(rest.len())]
     };
     let mut folders = BTreeSet::new();
-    fn walk(dir: &Path, out: &mut BTreeSet<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                out.insert(path.strip_prefix(src()).unwrap().display().to_string());
-                walk(&path, out);
-            }
+    for (name, _) in all_sources() {
+        let parts: Vec<&str> = name.split('/').collect();
+        for end in 1..parts.len() {
+            folders.insert(parts[..end].join("/"));
         }
     }
-    walk(&src(), &mut folders);
     for folder in &folders {
         let layer = folder.split('/').next().unwrap();
         let name = folder.rsplit('/').next().unwrap();
@@ -202,7 +384,10 @@ fn the_code_map_names_every_folder_and_only_those() {
         if let Some(name) =
             named.strip_suffix('/').filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
         {
-            assert!(name == "src" || names.contains(name), "the code map names `{named}`, which is no folder of src/");
+            assert!(
+                name == "src" || names.contains(name),
+                "the code map names `{named}`, which is no folder of a layer"
+            );
         }
     }
 }

@@ -11,16 +11,16 @@ use chrono::NaiveDate;
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
-use crate::config::{Config, Overrides};
 use crate::doors::render::{self, Reader};
-use crate::error::Error;
-use crate::memory::views::{Added, NewFact, PassOptions, Successor};
-use crate::memory::{Memory, SearchRequest, SweepOptions, Undo};
 use crate::service::Spaces;
 use crate::service::token;
-use crate::store::Root;
-use crate::store::agents::Agent;
-use crate::store::home::Home;
+use memfold_core::error::Error;
+use memfold_core::memory::views::{Added, NewFact, PassOptions, Successor};
+use memfold_core::memory::{Memory, SearchRequest, SweepOptions, Undo};
+use memfold_store::Root;
+use memfold_store::agents::Agent;
+use memfold_store::config::{Config, Overrides};
+use memfold_store::home::Home;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -119,7 +119,7 @@ pub enum Command {
     /// macOS), written with this binary's absolute path and this root or home.
     Service {
         #[command(subcommand)]
-        action: ServiceAction,
+        action: crate::doors::unit::ServiceAction,
     },
     /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell), e.g.
     /// `memfold completions bash > ~/.local/share/bash-completion/completions/memfold`.
@@ -420,61 +420,6 @@ pub struct AddArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Subcommand)]
-pub enum ServiceAction {
-    /// Write the unit (or plist), then enable and start it.
-    Install {
-        #[command(flatten)]
-        how: ServiceArgs,
-    },
-    /// Stop and disable it, and remove the file it was installed with.
-    Uninstall {
-        #[command(flatten)]
-        how: ServiceArgs,
-    },
-    /// Start the installed service.
-    Start {
-        #[command(flatten)]
-        how: ServiceArgs,
-    },
-    /// Stop it (gracefully: open requests finish, a pass in flight is dropped intact).
-    Stop {
-        #[command(flatten)]
-        how: ServiceArgs,
-    },
-    /// Restart it (a new binary or configuration takes effect).
-    Restart {
-        #[command(flatten)]
-        how: ServiceArgs,
-    },
-    /// What the service manager says of it.
-    Status {
-        #[command(flatten)]
-        how: ServiceArgs,
-    },
-    /// The last 100 lines of its log.
-    Logs {
-        /// And what comes after, until interrupted.
-        #[arg(long, short)]
-        follow: bool,
-        #[command(flatten)]
-        how: ServiceArgs,
-    },
-}
-
-#[derive(Debug, Args)]
-pub struct ServiceArgs {
-    /// systemd or launchd [default: this system's].
-    #[arg(long, value_enum)]
-    pub manager: Option<crate::doors::unit::Manager>,
-    /// Print the file and the commands (or the command); write and run nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// install, uninstall: write (or remove) the file, but leave the service manager alone.
-    #[arg(long)]
-    pub no_start: bool,
-}
-
 /// Run a parsed command; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
     let overrides = Overrides {
@@ -483,23 +428,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         home: cli.global.home.clone(),
         space: cli.global.space.clone(),
     };
-    match &cli.command {
-        Command::Completions { shell } => {
-            use clap::CommandFactory;
-            clap_complete::generate(*shell, &mut Cli::command(), "memfold", &mut std::io::stdout());
-            return Ok(0);
-        }
-        Command::Man { dir } => {
-            use clap::CommandFactory;
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            clap_mangen::generate_to(Cli::command(), dir).with_context(|| format!("writing into {}", dir.display()))?;
-            let pages = std::fs::read_dir(dir)?
-                .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "1")))
-                .count();
-            println!("{pages} man pages in {} (MANPATH, or copy them into ~/.local/share/man/man1)", dir.display());
-            return Ok(0);
-        }
-        _ => {}
+    if let Some(code) = generate(&cli.command)? {
+        return Ok(code);
     }
     if let Command::Hook { event, agent } = cli.command {
         return Ok(crate::doors::hook::run(&overrides, event, agent));
@@ -509,25 +439,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
     let mut config = Config::load(&overrides).context("loading configuration")?;
     if let Command::Service { action } = cli.command {
-        use crate::doors::unit::Control;
-        let (remove, how, control) = match action {
-            ServiceAction::Install { how } => (false, how, None),
-            ServiceAction::Uninstall { how } => (true, how, None),
-            ServiceAction::Start { how } => (false, how, Some(Control::Start)),
-            ServiceAction::Stop { how } => (false, how, Some(Control::Stop)),
-            ServiceAction::Restart { how } => (false, how, Some(Control::Restart)),
-            ServiceAction::Status { how } => (false, how, Some(Control::Status)),
-            ServiceAction::Logs { follow, how } => (false, how, Some(Control::Logs { follow })),
-        };
-        let user_home = crate::store::agents::user_home().map_err(anyhow::Error::msg)?;
-        let service = crate::doors::unit::Service::of(&config, overrides.config.as_deref(), &user_home)
-            .map_err(anyhow::Error::msg)?;
-        let manager = how.manager.unwrap_or_else(crate::doors::unit::Manager::here);
-        if let Some(control) = control {
-            return crate::doors::unit::control(&service, manager, control, how.dry_run).map_err(anyhow::Error::msg);
-        }
-        let request = crate::doors::unit::Request { manager, remove, dry_run: how.dry_run, no_start: how.no_start };
-        return crate::doors::unit::run(&service, &request).map_err(anyhow::Error::msg);
+        return crate::doors::unit::command(&config, overrides.config.as_deref(), action).map_err(anyhow::Error::msg);
     }
     if let Command::Setup { agent, client, scope, list, json, dry_run, remove } = cli.command {
         use crate::doors::setup::{self, Target};
@@ -548,7 +460,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     if let (Command::Mcp, Some(home), None) = (&cli.command, &config.home, &config.space) {
         let cwd = std::env::current_dir().context("the current folder")?;
         let space =
-            crate::doors::hook::project_space(&config, &Home::new(home), &crate::store::project::Project::of(&cwd))
+            crate::doors::hook::project_space(&config, &Home::new(home), &memfold_store::project::Project::of(&cwd))
                 .map_err(anyhow::Error::msg)?;
         config =
             Config::load(&Overrides { space: Some(space), ..overrides.clone() }).context("loading configuration")?;
@@ -557,7 +469,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     if let (Command::Egress { since, json }, false) = (&cli.command, home_level) {
         let root = Root::new(&config.root);
         root.check_initialized().map_err(anyhow::Error::msg)?;
-        let sent = crate::store::egress::read(&root.egress_file(), *since).context("reading .memfold/egress.jsonl")?;
+        let sent = memfold_store::egress::read(&root.egress_file(), *since).context("reading .memfold/egress.jsonl")?;
         return print(*json, &json!({ "requests": sent }), || render::egress(&sent));
     }
     match cli.command {
@@ -591,59 +503,85 @@ pub fn run(cli: Cli) -> Result<i32> {
             };
         }
         let memory = Memory::open(config).await?;
-        match cli.command {
-            Command::Init { .. }
-            | Command::Token
-            | Command::Ui { .. }
-            | Command::Spaces { .. }
-            | Command::Hook { .. }
-            | Command::Egress { .. }
-            | Command::Service { .. }
-            | Command::Doctor { .. }
-            | Command::Completions { .. }
-            | Command::Man { .. }
-            | Command::Setup { .. } => {
-                unreachable!("handled above")
-            }
-            Command::Import { from, path, json } => import(&memory, &from, path, json).await,
-            Command::About { name, history, json } => {
-                let answer = memory.about(name.as_deref(), history).await?;
-                print(json, &answer, || render::about(&answer))
-            }
-            Command::Add(args) => add(&memory, args),
-            Command::Status { json } => status(&memory, json).await,
-            Command::Sync { init, status: true, json } => {
-                if init.is_some() {
-                    bail!("--status changes nothing: give it without --init");
-                }
-                let status = memory.sync_status().await?;
-                print(json, &status, || render::sync_status(&status))
-            }
-            Command::Sync { init, json, .. } => {
-                let report = memory.sync(init).await?;
-                print(json, &report, || render::synced(&report))
-            }
-            Command::Sweep { full, dry_run, stale, json } => {
-                let report = memory.sweep(SweepOptions { full, dry_run, stale }).await?;
-                print(json, &report, || render::sweep(&report))
-            }
-            Command::Verify { json } => verify(&memory, json).await,
-            Command::Search(args) => search(&memory, args).await,
-            Command::Reindex { clear, json } => reindex(&memory, clear, json).await,
-            Command::Curate(verb) => curate(&memory, verb).await,
-            Command::Review(verb) => review(&memory, verb).await,
-            Command::Serve { bind } => {
-                crate::doors::daemon::serve_root(memory, bind).await.map(|()| 0).map_err(Into::into)
-            }
-            Command::Mcp => crate::doors::mcp::serve_stdio(memory).await.map(|()| 0).map_err(Into::into),
-            Command::Consolidate { force, dry_run, json } => {
-                consolidate(&memory, PassOptions { force, dry_run }, json).await
-            }
-        }
+        on_root(memory, cli.command).await
     });
     // An atomic write already handed to a blocking thread finishes before the process exits.
     runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     code
+}
+
+/// The commands that only print what clap knows: completions and man pages.
+fn generate(command: &Command) -> Result<Option<i32>> {
+    match command {
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(*shell, &mut Cli::command(), "memfold", &mut std::io::stdout());
+            return Ok(Some(0));
+        }
+        Command::Man { dir } => {
+            use clap::CommandFactory;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(Cli::command(), dir).with_context(|| format!("writing into {}", dir.display()))?;
+            let pages = std::fs::read_dir(dir)?
+                .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "1")))
+                .count();
+            println!("{pages} man pages in {} (MANPATH, or copy them into ~/.local/share/man/man1)", dir.display());
+            return Ok(Some(0));
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// A command on one space or root, with its memory open.
+async fn on_root(memory: Memory, command: Command) -> Result<i32> {
+    match command {
+        Command::Init { .. }
+        | Command::Token
+        | Command::Ui { .. }
+        | Command::Spaces { .. }
+        | Command::Hook { .. }
+        | Command::Egress { .. }
+        | Command::Service { .. }
+        | Command::Doctor { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. }
+        | Command::Setup { .. } => {
+            unreachable!("handled above")
+        }
+        Command::Import { from, path, json } => import(&memory, &from, path, json).await,
+        Command::About { name, history, json } => {
+            let answer = memory.about(name.as_deref(), history).await?;
+            print(json, &answer, || render::about(&answer))
+        }
+        Command::Add(args) => add(&memory, args),
+        Command::Status { json } => status(&memory, json).await,
+        Command::Sync { init, status: true, json } => {
+            if init.is_some() {
+                bail!("--status changes nothing: give it without --init");
+            }
+            let status = memory.sync_status().await?;
+            print(json, &status, || render::sync_status(&status))
+        }
+        Command::Sync { init, json, .. } => {
+            let report = memory.sync(init).await?;
+            print(json, &report, || render::synced(&report))
+        }
+        Command::Sweep { full, dry_run, stale, json } => {
+            let report = memory.sweep(SweepOptions { full, dry_run, stale }).await?;
+            print(json, &report, || render::sweep(&report))
+        }
+        Command::Verify { json } => verify(&memory, json).await,
+        Command::Search(args) => search(&memory, args).await,
+        Command::Reindex { clear, json } => reindex(&memory, clear, json).await,
+        Command::Curate(verb) => curate(&memory, verb).await,
+        Command::Review(verb) => review(&memory, verb).await,
+        Command::Serve { bind } => crate::doors::daemon::serve_root(memory, bind).await.map(|()| 0).map_err(Into::into),
+        Command::Mcp => crate::doors::mcp::serve_stdio(memory).await.map(|()| 0).map_err(Into::into),
+        Command::Consolidate { force, dry_run, json } => {
+            consolidate(&memory, PassOptions { force, dry_run }, json).await
+        }
+    }
 }
 
 fn parse_agent(name: &str) -> Result<Agent, String> {
@@ -652,7 +590,7 @@ fn parse_agent(name: &str) -> Result<Agent, String> {
 
 /// `import --from claude-code|codex|gemini|cursor|copilot|mem0 [PATH]`.
 async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) -> Result<i32> {
-    use crate::store::agents::{claude_memory_dir, codex_home, imports, user_home};
+    use memfold_store::agents::{claude_memory_dir, codex_home, imports, user_home};
     let home = || user_home().map_err(anyhow::Error::msg).context("finding the agent's own folder (or give PATH)");
     let found = match from {
         "claude-code" | "claude" => {
@@ -660,7 +598,7 @@ async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) 
                 Some(dir) => dir,
                 None => {
                     let cwd = std::env::current_dir().context("the current folder")?;
-                    claude_memory_dir(&home()?, &crate::store::home::project_of(&cwd))
+                    claude_memory_dir(&home()?, &memfold_store::home::project_of(&cwd))
                 }
             };
             imports::claude_code(&dir)
@@ -676,11 +614,11 @@ async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) 
         "cursor" | "copilot" => {
             let project = match path {
                 Some(dir) => dir,
-                None => crate::store::home::project_of(&std::env::current_dir().context("the current folder")?),
+                None => memfold_store::home::project_of(&std::env::current_dir().context("the current folder")?),
             };
             match from {
                 "cursor" => imports::cursor(&project),
-                _ => imports::copilot(&project, &crate::store::agents::copilot_home(&home()?)),
+                _ => imports::copilot(&project, &memfold_store::agents::copilot_home(&home()?)),
             }
         }
         "mem0" => imports::mem0(&path.context("--from mem0 takes the export's file: memfold import --from mem0 FILE")?),
@@ -775,7 +713,7 @@ async fn join_spaces(config: Config, names: &[String], json: bool) -> Result<i32
         .map_err(|e| anyhow::anyhow!("space {into}: {e}"))?;
     let flags = Overrides { home: Some(home.dir().to_path_buf()), space: Some(into.clone()), ..Overrides::default() };
     let memory = Memory::open(Config::load(&flags).context("loading configuration")?).await?;
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let stamp = memfold_store::sys::clock::now().format("%Y%m%dT%H%M%SZ");
     let aside = home.state_dir().join("merged").join(format!("{from}-{stamp}"));
     let joined = memory.join_space(other, from.clone(), aside).await?;
     print(json, &joined, || render::joined(into, &joined))
@@ -1015,7 +953,7 @@ async fn share(memory: &Memory, id: &str, to: &str) -> Result<Added> {
 
 /// Make what this process creates private (umask 077): the `memfold` binary calls it first.
 pub fn private_umask() {
-    crate::sys::access::private_umask();
+    memfold_store::sys::access::private_umask();
 }
 
 /// Process-wide settings for a long-running memfold, made before any other thread starts (the

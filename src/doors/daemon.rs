@@ -41,14 +41,14 @@ use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 use super::http;
-use crate::config::Config;
-use crate::error::Error;
-use crate::memory::Memory;
 use crate::service::token;
 use crate::service::watch::{WATCH_DEBOUNCE, WatchError, Watcher};
 use crate::service::workers::{trimmer_worker, watcher_worker};
 use crate::service::{SchedulerWorker, Spaces};
-use crate::sys::lock::LockError;
+use memfold_core::error::Error;
+use memfold_core::memory::Memory;
+use memfold_store::config::Config;
+use memfold_store::sys::lock::LockError;
 
 /// Errors that stop `memfold serve` (at start, or a worker failing).
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +101,7 @@ async fn run(
     if let Some(root) = &root {
         root.warm_up().await.map_err(DaemonError::Index)?;
     }
-    let open_files = crate::sys::limits::raise_open_files();
+    let open_files = memfold_store::sys::limits::raise_open_files();
     let listener = tokio::net::TcpListener::bind(&bind)
         .await
         .map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
@@ -114,7 +114,7 @@ async fn run(
     let mut signals = Signals::new().map_err(DaemonError::Signal)?;
 
     let (stop_tx, stop) = watch::channel(false);
-    let max_connections = crate::sys::limits::connections(config.server.max_connections, open_files);
+    let max_connections = memfold_store::sys::limits::connections(config.server.max_connections, open_files);
     info!(
         %addr,
         dir = %spaces.dir().display(),

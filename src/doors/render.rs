@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use chrono::NaiveDate;
 
-use crate::memory::views::{
+use memfold_core::memory::views::{
     Added, AppliedPlan, Chain, Curated, Forgotten, Hit, OpReport, PassReport, PlanDetail, PlanStatus, PlanView,
     Reindexed, RejectedPlan, Report, RunDetail, RunView, Status, TextFrom, Undone,
 };
@@ -103,9 +103,9 @@ pub fn hits(hits: &[Hit]) -> String {
 /// An entry's versions: the current one first, then the older ones and those merged into it.
 /// `about NAME`: the entries about it, then what was true before; or, asked for no name, the
 /// names memory speaks of.
-pub fn about(answer: &crate::memory::views::AboutAnswer) -> String {
-    use crate::memory::views::AboutAnswer;
-    let line = |e: &crate::planning::about::AboutEntry| {
+pub fn about(answer: &memfold_core::memory::views::AboutAnswer) -> String {
+    use memfold_core::memory::views::AboutAnswer;
+    let line = |e: &memfold_core::planning::about::AboutEntry| {
         let mut notes = vec![e.id.clone()];
         if let Some(updated) = e.updated {
             notes.push(updated.to_string());
@@ -182,7 +182,7 @@ pub fn forgotten(done: &Forgotten) -> String {
 }
 
 /// What `memfold sync` did.
-pub fn synced(report: &crate::memory::SyncReport) -> String {
+pub fn synced(report: &memfold_core::memory::SyncReport) -> String {
     let m = &report.merged;
     let mut out = format!("synced with {}", report.remote);
     if report.merges == 0 {
@@ -205,9 +205,9 @@ pub fn synced(report: &crate::memory::SyncReport) -> String {
     for c in &m.conflicts {
         let kept = if c.theirs_kept { "the other machine's version" } else { "this machine's version" };
         let what = match c.kind {
-            crate::planning::sync::ConflictKind::ChangedOnBoth => "changed on two machines",
-            crate::planning::sync::ConflictKind::RemovedHere => "removed here, changed on the other machine",
-            crate::planning::sync::ConflictKind::RemovedThere => "removed on the other machine, changed here",
+            memfold_core::planning::sync::ConflictKind::ChangedOnBoth => "changed on two machines",
+            memfold_core::planning::sync::ConflictKind::RemovedHere => "removed here, changed on the other machine",
+            memfold_core::planning::sync::ConflictKind::RemovedThere => "removed on the other machine, changed here",
         };
         out.push_str(&format!("\n  {}: {what}; {kept} is current", c.entry));
     }
@@ -240,7 +240,7 @@ pub fn synced(report: &crate::memory::SyncReport) -> String {
 }
 
 /// `memfold spaces --merge INTO FROM`.
-pub fn joined(into: &str, joined: &crate::memory::JoinedSpace) -> String {
+pub fn joined(into: &str, joined: &memfold_core::memory::JoinedSpace) -> String {
     let m = &joined.merged;
     let mut out = format!(
         "space {} joined into {into}: {} fact{} and {} entr{} came in, {} tombstone{}; its folder is kept at {}",
@@ -263,7 +263,7 @@ pub fn joined(into: &str, joined: &crate::memory::JoinedSpace) -> String {
 }
 
 /// `memfold sync --status`.
-pub fn sync_status(status: &crate::memory::SyncStatus) -> String {
+pub fn sync_status(status: &memfold_core::memory::SyncStatus) -> String {
     if !status.enabled {
         return "sync is not set up: `memfold sync --init REMOTE`".to_string();
     }
@@ -473,7 +473,7 @@ pub fn plan_detail(detail: &PlanDetail) -> String {
             for change in &detail.changes {
                 let before = change.before.as_deref().unwrap_or("");
                 let after = change.after.as_deref().unwrap_or("");
-                for line in crate::planning::diff::unified(before, after, &change.entry, 1).lines() {
+                for line in memfold_core::planning::diff::unified(before, after, &change.entry, 1).lines() {
                     let _ = write!(out, "\n    {line}");
                 }
             }
@@ -497,7 +497,7 @@ pub fn run_detail(detail: &RunDetail) -> String {
             for change in &op.changes {
                 let before = change.before.as_deref().unwrap_or("");
                 let after = change.after.as_deref().unwrap_or("");
-                for line in crate::planning::diff::unified(before, after, &change.entry, 1).lines() {
+                for line in memfold_core::planning::diff::unified(before, after, &change.entry, 1).lines() {
                     let _ = write!(out, "\n    {line}");
                 }
             }
@@ -507,7 +507,7 @@ pub fn run_detail(detail: &RunDetail) -> String {
 }
 
 /// What a sweep found.
-pub fn sweep(report: &crate::memory::SweepReport) -> String {
+pub fn sweep(report: &memfold_core::memory::SweepReport) -> String {
     let mut out = String::new();
     if !report.stale_only {
         let _ = write!(
@@ -708,7 +708,7 @@ pub fn spaces(spaces: &[crate::service::SpaceSummary]) -> String {
 }
 
 /// The requests that left the machine, one line each.
-pub fn egress(sent: &[crate::store::egress::Sent]) -> String {
+pub fn egress(sent: &[memfold_store::egress::Sent]) -> String {
     if sent.is_empty() {
         return "no request has left this machine (no LLM or embedding endpoint was asked)".into();
     }

@@ -8,8 +8,86 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::config::Config;
-use crate::store::unit::{self as unit_files, Found};
+use clap::{Args, Subcommand};
+
+use memfold_store::config::Config;
+use memfold_store::unit::{self as unit_files, Found};
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceAction {
+    /// Write the unit (or plist), then enable and start it.
+    Install {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// Stop and disable it, and remove the file it was installed with.
+    Uninstall {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// Start the installed service.
+    Start {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// Stop it (gracefully: open requests finish, a pass in flight is dropped intact).
+    Stop {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// Restart it (a new binary or configuration takes effect).
+    Restart {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// What the service manager says of it.
+    Status {
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+    /// The last 100 lines of its log.
+    Logs {
+        /// And what comes after, until interrupted.
+        #[arg(long, short)]
+        follow: bool,
+        #[command(flatten)]
+        how: ServiceArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    /// systemd or launchd [default: this system's].
+    #[arg(long, value_enum)]
+    pub manager: Option<Manager>,
+    /// Print the file and the commands (or the command); write and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// install, uninstall: write (or remove) the file, but leave the service manager alone.
+    #[arg(long)]
+    pub no_start: bool,
+}
+
+/// `memfold service ACTION`: the unit or plist written, removed or controlled.
+pub fn command(config: &Config, config_file: Option<&Path>, action: ServiceAction) -> Result<i32, String> {
+    let (remove, how, control) = match action {
+        ServiceAction::Install { how } => (false, how, None),
+        ServiceAction::Uninstall { how } => (true, how, None),
+        ServiceAction::Start { how } => (false, how, Some(Control::Start)),
+        ServiceAction::Stop { how } => (false, how, Some(Control::Stop)),
+        ServiceAction::Restart { how } => (false, how, Some(Control::Restart)),
+        ServiceAction::Status { how } => (false, how, Some(Control::Status)),
+        ServiceAction::Logs { follow, how } => (false, how, Some(Control::Logs { follow })),
+    };
+    let user_home = memfold_store::agents::user_home()?;
+    let service = Service::of(config, config_file, &user_home)?;
+    let manager = how.manager.unwrap_or_else(Manager::here);
+    if let Some(what) = control {
+        return self::control(&service, manager, what, how.dry_run);
+    }
+    let request = Request { manager, remove, dry_run: how.dry_run, no_start: how.no_start };
+    run(&service, &request)
+}
 
 /// What the files memfold writes say first, so that `uninstall` (and a second `install`) know
 /// them for memfold's.
@@ -211,7 +289,7 @@ pub struct Request {
 /// removed).
 fn commands(manager: Manager, file: &Path, remove: bool) -> Vec<Vec<String>> {
     let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let uid = crate::sys::access::user_id();
+    let uid = memfold_store::sys::access::user_id();
     match (manager, remove) {
         (Manager::Systemd, false) => vec![
             words(&["systemctl", "--user", "daemon-reload"]),
@@ -331,7 +409,7 @@ pub enum Control {
 /// The command that does `control` with `manager`.
 pub fn control_command(service: &Service, manager: Manager, control: Control) -> Vec<String> {
     let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let target = format!("gui/{}/com.memfold", crate::sys::access::user_id());
+    let target = format!("gui/{}/com.memfold", memfold_store::sys::access::user_id());
     let log = service.log_file().to_string_lossy().into_owned();
     match (manager, control) {
         (Manager::Systemd, Control::Start) => words(&["systemctl", "--user", "start", "memfold.service"]),

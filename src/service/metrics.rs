@@ -8,7 +8,7 @@
 //! describe the files (pending facts, entries) are read from the files when scraped and passed
 //! to [`Metrics::render`].
 
-use crate::sys::guard;
+use memfold_store::sys::guard;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{Door, Verb};
-use crate::models::llm::Usage;
-use crate::planning::consolidate::ops::OpKind;
-use crate::planning::consolidate::pass::PassReport;
+use memfold_core::planning::consolidate::ops::OpKind;
+use memfold_core::planning::consolidate::pass::PassReport;
+use memfold_models::llm::Usage;
 
 /// What became of a pass the scheduler ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,7 +128,7 @@ pub struct Gauges {
     pub spaces: Option<SpaceGauges>,
     /// A root's `memory.md` in tokens, and what curation did over its life.
     pub memory_tokens: Option<usize>,
-    pub curation: Option<crate::memory::views::CurationStats>,
+    pub curation: Option<memfold_core::memory::views::CurationStats>,
 }
 
 /// A home's spaces for `/metrics`: bounded labels, however many spaces there are.
@@ -393,7 +393,7 @@ fn render_gauges(out: &mut Exposition, gauges: &Gauges) {
             &plain(held),
         );
     }
-    let (sent, masked) = crate::store::egress::counted();
+    let (sent, masked) = memfold_store::egress::counted();
     out.family(
         "memfold_egress_requests_total",
         "counter",
@@ -418,73 +418,80 @@ fn render_gauges(out: &mut Exposition, gauges: &Gauges) {
         );
     }
     if let Some(c) = &gauges.curation {
-        out.family(
-            "memfold_tokens_saved_by_merges",
-            "gauge",
-            "Estimated tokens of the entries merges folded away, in runs not undone.",
-            &plain(c.tokens_saved_by_merges as u64),
-        );
-        out.family(
-            "memfold_ops_undone",
-            "gauge",
-            "Ops taken back by undos (whole runs and single ops).",
-            &plain(c.ops_undone as u64),
-        );
-        let mut decided = Vec::new();
-        let mut share = Vec::new();
-        for d in &c.deciders {
-            for (outcome, n) in
-                [("applied", d.proposals_applied), ("rejected", d.proposals_rejected), ("expired", d.proposals_expired)]
-            {
-                decided.push((format!(r#"{{decider="{}",outcome="{outcome}"}}"#, d.decider), n.to_string()));
-            }
-            if let Some(r) = d.rejected_share {
-                share.push((format!(r#"{{decider="{}"}}"#, d.decider), format!("{r:.4}")));
-            }
-        }
-        if !decided.is_empty() {
-            out.family("memfold_proposals", "gauge", "Proposals people decided, by decider and outcome.", &decided);
-        }
-        if !share.is_empty() {
-            out.family(
-                "memfold_proposals_rejected_share",
-                "gauge",
-                "Share of a decider's decided proposals that people rejected (its false-positive rate).",
-                &share,
-            );
-        }
+        render_curation(out, c);
     }
     if let Some(spaces) = &gauges.spaces {
-        out.family(
-            "memfold_spaces",
-            "gauge",
-            "Spaces of the home, and how many are open.",
-            &[
-                (r#"{state="all"}"#.into(), spaces.all.to_string()),
-                (r#"{state="open"}"#.into(), spaces.open.to_string()),
-            ],
-        );
-        let labelled = |pick: fn(&(String, usize, usize)) -> usize| -> Vec<(String, String)> {
-            spaces.top.iter().map(|s| (format!(r#"{{space="{}"}}"#, s.0), pick(s).to_string())).collect()
-        };
-        out.family(
-            "memfold_space_entries",
-            "gauge",
-            "Current entries of the largest spaces (spaces.metrics_top of them).",
-            &labelled(|s| s.1),
-        );
-        out.family(
-            "memfold_space_pending_facts",
-            "gauge",
-            "Pending facts of the largest spaces (spaces.metrics_top of them).",
-            &labelled(|s| s.2),
-        );
+        render_spaces(out, spaces);
     }
     out.family(
         "memfold_uptime_seconds",
         "gauge",
         "Seconds since the daemon started.",
         &[(String::new(), format!("{:.3}", gauges.uptime.as_secs_f64()))],
+    );
+}
+
+/// What curation did: tokens merges saved, ops undone, and how people decided proposals.
+fn render_curation(out: &mut Exposition, c: &memfold_core::memory::views::CurationStats) {
+    out.family(
+        "memfold_tokens_saved_by_merges",
+        "gauge",
+        "Estimated tokens of the entries merges folded away, in runs not undone.",
+        &plain(c.tokens_saved_by_merges as u64),
+    );
+    out.family(
+        "memfold_ops_undone",
+        "gauge",
+        "Ops taken back by undos (whole runs and single ops).",
+        &plain(c.ops_undone as u64),
+    );
+    let mut decided = Vec::new();
+    let mut share = Vec::new();
+    for d in &c.deciders {
+        for (outcome, n) in
+            [("applied", d.proposals_applied), ("rejected", d.proposals_rejected), ("expired", d.proposals_expired)]
+        {
+            decided.push((format!(r#"{{decider="{}",outcome="{outcome}"}}"#, d.decider), n.to_string()));
+        }
+        if let Some(r) = d.rejected_share {
+            share.push((format!(r#"{{decider="{}"}}"#, d.decider), format!("{r:.4}")));
+        }
+    }
+    if !decided.is_empty() {
+        out.family("memfold_proposals", "gauge", "Proposals people decided, by decider and outcome.", &decided);
+    }
+    if !share.is_empty() {
+        out.family(
+            "memfold_proposals_rejected_share",
+            "gauge",
+            "Share of a decider's decided proposals that people rejected (its false-positive rate).",
+            &share,
+        );
+    }
+}
+
+/// A home's spaces: how many, how many open, and the largest ones.
+fn render_spaces(out: &mut Exposition, spaces: &SpaceGauges) {
+    out.family(
+        "memfold_spaces",
+        "gauge",
+        "Spaces of the home, and how many are open.",
+        &[(r#"{state="all"}"#.into(), spaces.all.to_string()), (r#"{state="open"}"#.into(), spaces.open.to_string())],
+    );
+    let labelled = |pick: fn(&(String, usize, usize)) -> usize| -> Vec<(String, String)> {
+        spaces.top.iter().map(|s| (format!(r#"{{space="{}"}}"#, s.0), pick(s).to_string())).collect()
+    };
+    out.family(
+        "memfold_space_entries",
+        "gauge",
+        "Current entries of the largest spaces (spaces.metrics_top of them).",
+        &labelled(|s| s.1),
+    );
+    out.family(
+        "memfold_space_pending_facts",
+        "gauge",
+        "Pending facts of the largest spaces (spaces.metrics_top of them).",
+        &labelled(|s| s.2),
     );
 }
 
@@ -549,11 +556,11 @@ mod tests {
             held_searches: Some(5),
             spaces: Some(SpaceGauges { all: 3, open: 2, top: vec![("work".into(), 40, 1), ("home".into(), 12, 0)] }),
             memory_tokens: Some(120),
-            curation: Some(crate::memory::views::CurationStats {
+            curation: Some(memfold_core::memory::views::CurationStats {
                 runs: 2,
                 tokens_saved_by_merges: 9,
                 ops_undone: 1,
-                deciders: vec![crate::memory::views::DeciderStats {
+                deciders: vec![memfold_core::memory::views::DeciderStats {
                     decider: "offline".into(),
                     proposals_applied: 3,
                     proposals_rejected: 1,

@@ -25,7 +25,7 @@ pub mod token;
 pub mod watch;
 pub mod workers;
 
-use crate::sys::guard as lock;
+use memfold_store::sys::guard as lock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -33,18 +33,18 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::Config;
-use crate::error::{Error, Kind};
-use crate::index::{Hit, Settled};
-use crate::memory::views::{
+use memfold_core::error::{Error, Kind};
+use memfold_core::memory::views::{
     AboutAnswer, Added, AppliedPlan, Chain, Curated, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail,
     PlanView, Reindexed, RejectedPlan, RunDetail, RunView, Status, Successor, Undone,
 };
-use crate::memory::{
+use memfold_core::memory::{
     CheckedFacts, Memory, RecallRequest, Recalled, Rewritten, SearchRequest, SweepOptions, SweepReport, Turn, Undo,
 };
-use crate::planning::recall::Candidate;
-use crate::store::archive::{Fact, NewFact};
+use memfold_core::planning::recall::Candidate;
+use memfold_index::{Hit, Settled};
+use memfold_store::archive::{Fact, NewFact};
+use memfold_store::config::Config;
 use metrics::Metrics;
 use scheduler::PassQueue;
 pub use scheduler::{PassRecord, PassState, STALE_RETRY, SchedulerWorker};
@@ -184,7 +184,7 @@ pub struct EntryView {
     pub kind: Option<String>,
     /// The entries it is related to, and what they share.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub related: Vec<crate::store::entries::Link>,
+    pub related: Vec<memfold_store::entries::Link>,
 }
 
 impl From<&Entry> for EntryView {
@@ -547,7 +547,7 @@ impl Service {
         // Best first; on a tie the caller's own space first.
         let own = |hit: &Hit| hit.space.as_deref() != Some(self.name.as_str());
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(own(a).cmp(&own(b))));
-        hits.truncate(request.k.unwrap_or(self.config().search.default_k).min(crate::memory::MAX_K));
+        hits.truncate(request.k.unwrap_or(self.config().search.default_k).min(memfold_core::memory::MAX_K));
         Ok(hits)
     }
 
@@ -751,7 +751,7 @@ impl Service {
                 conflicts = report.merged.conflicts.len(),
                 "synced"
             ),
-            Err(e) if e.kind() == crate::error::Kind::Busy => {
+            Err(e) if e.kind() == memfold_core::error::Kind::Busy => {
                 tracing::debug!(space = %self.name, "sync skipped: another change holds the lock")
             }
             Err(e) => {

@@ -13,13 +13,14 @@
 //! the passes in flight are dropped, which leaves the files as they were (a commit already
 //! started runs to its end on its blocking thread).
 
-use crate::sys::guard as lock;
+use memfold_store::sys::guard as lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use memfold_store::sys::clock;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, info, warn};
@@ -28,8 +29,8 @@ use super::Service;
 use super::metrics::PassOutcome;
 use super::spaces::Spaces;
 use super::workers::stopped;
-use crate::error::{Error, Kind};
-use crate::memory::views::{PassOptions, PassReport};
+use memfold_core::error::{Error, Kind};
+use memfold_core::memory::views::{PassOptions, PassReport};
 
 /// Delay before a pass refused as stale (memory.md changed during it) is tried again.
 pub const STALE_RETRY: Duration = Duration::from_secs(5);
@@ -107,7 +108,7 @@ impl PassRecord {
             ops: 0,
             gate: None,
             error: None,
-            queued: Utc::now(),
+            queued: clock::now(),
             started: None,
             finished: None,
         }
@@ -169,7 +170,7 @@ impl PassQueue {
 
     fn request_id(&self) -> String {
         let n = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("q-{}-{n}", Utc::now().format("%Y%m%dT%H%M%SZ"))
+        format!("q-{}-{n}", clock::now().format("%Y%m%dT%H%M%SZ"))
     }
 
     /// Insert or replace the record with this request id.
@@ -400,7 +401,7 @@ async fn run_one(request: PassRequest) -> Finished {
         record.queued = queue.queued_at(&request.id).unwrap_or(record.queued);
     }
     record.state = PassState::Running;
-    record.started = Some(Utc::now());
+    record.started = Some(clock::now());
     queue.record(record.clone());
     let started = Instant::now();
     let guard = Abandoned { service: service.clone(), record: Some(record.clone()), started };
@@ -413,7 +414,7 @@ async fn run_one(request: PassRequest) -> Finished {
     }
     drop(guard.disarm());
     let elapsed = started.elapsed();
-    record.finished = Some(Utc::now());
+    record.finished = Some(clock::now());
     Finished { request, record, result, elapsed }
 }
 
@@ -441,7 +442,7 @@ impl Drop for Abandoned {
                 "shutdown: pass abandoned; the files are as they were (or as its atomic write left them, if it had started)"
             );
             record.state = PassState::Abandoned;
-            record.finished = Some(Utc::now());
+            record.finished = Some(clock::now());
             self.service.passes().record(record);
         }
     }

@@ -15,7 +15,7 @@
 //! space's serve lock, so no second daemon serves it meanwhile. A space that fails to open
 //! answers with an error naming it; the others keep serving.
 
-use crate::sys::guard as lock;
+use memfold_store::sys::guard as lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -29,13 +29,14 @@ use super::metrics::{Gauges, Metrics, SpaceGauges};
 use super::scheduler::{self, PassRequest, SchedulerWorker};
 use super::token;
 use super::watch::WatchHandle;
-use crate::config::{Config, Overrides};
-use crate::error::Error;
-use crate::memory::Memory;
-use crate::models::Models;
-use crate::store::home::Home;
-use crate::store::{Root, content_hash};
-use crate::sys::lock::LockGuard;
+use memfold_core::error::Error;
+use memfold_core::memory::Memory;
+use memfold_models::Models;
+use memfold_store::config::{Config, Overrides};
+use memfold_store::home::Home;
+use memfold_store::sys::clock;
+use memfold_store::sys::lock::LockGuard;
+use memfold_store::{Root, content_hash};
 
 /// Who a bearer token lets in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,7 +267,7 @@ impl Spaces {
             watcher: Mutex::new(None),
             daemon,
             started: Instant::now(),
-            started_at: Utc::now(),
+            started_at: clock::now(),
             summaries: Mutex::new(None),
             retired_held_searches: std::sync::atomic::AtomicU64::new(0),
             indexers: Mutex::new(tokio::task::JoinSet::new()),
@@ -434,7 +435,7 @@ impl Spaces {
             (Served::Home(home), name) => (home.space(name).ok()?.codes_dir(), Access::Space(name.to_string())),
         };
         let code = code.to_string();
-        crate::blocking(move || crate::store::signin::consume_code(&dir, &code)).await.then_some(access)
+        memfold_store::sys::blocking(move || memfold_store::signin::consume_code(&dir, &code)).await.then_some(access)
     }
 
     // ---- spaces ---------------------------------------------------------------------------
@@ -554,7 +555,7 @@ impl Spaces {
     // ---- the daemon's own files -----------------------------------------------------------
 
     /// The serve lock of the root or the home: one daemon at a time.
-    pub fn serve_lock(&self) -> Result<LockGuard, crate::sys::lock::LockError> {
+    pub fn serve_lock(&self) -> Result<LockGuard, memfold_store::sys::lock::LockError> {
         let path = match &self.served {
             Served::Root => Root::new(&self.config.root).serve_lock(),
             Served::Home(home) => home.serve_lock(),
@@ -562,7 +563,7 @@ impl Spaces {
         LockGuard::try_acquire(&path, "memfold serve")
     }
 
-    /// Record where the daemon listens, or, with None, that it stopped ([`crate::store::listening`]).
+    /// Record where the daemon listens, or, with None, that it stopped ([`memfold_store::listening`]).
     pub fn announce(&self, addr: Option<std::net::SocketAddr>) {
         let file = match &self.served {
             Served::Root => Root::new(&self.config.root).listening_file(),
@@ -570,23 +571,23 @@ impl Spaces {
         };
         match addr {
             Some(addr) => {
-                if let Err(e) = crate::store::listening::Listening::write_to(&file, addr) {
+                if let Err(e) = memfold_store::listening::Listening::write_to(&file, addr) {
                     tracing::warn!(error = %e, "could not record where the daemon listens");
                 }
             }
-            None => crate::store::listening::Listening::remove_from(&file),
+            None => memfold_store::listening::Listening::remove_from(&file),
         }
     }
 
     /// Log which files other accounts can read or change.
     pub fn warn_if_exposed(&self) {
         let dir = self.dir();
-        let exposed = crate::sys::access::exposed(dir);
+        let exposed = memfold_store::sys::access::exposed(dir);
         if !exposed.is_empty() {
             let files: Vec<String> = exposed.iter().map(|e| format!("{} ({:o})", e.path, e.mode)).collect();
             tracing::warn!(
                 files = %files.join(", "),
-                fix = %crate::sys::access::fix_for(dir),
+                fix = %memfold_store::sys::access::fix_for(dir),
                 "other accounts on this machine can read or change these memory files"
             );
         }
@@ -671,15 +672,14 @@ impl Spaces {
     /// tick of the scheduler). Gates are read from each space's files without opening it.
     pub async fn due(&self) -> Vec<String> {
         let Some(me) = self.me.upgrade() else { return Vec::new() };
-        let now = Utc::now();
-        let open: Vec<String> = crate::blocking(move || {
+        let now = clock::now();
+        let open: Vec<String> = memfold_store::sys::blocking(move || {
             me.names()
                 .into_iter()
                 .filter(|name| {
-                    let gate = me
-                        .config_of(name)
-                        .ok()
-                        .and_then(|config| crate::memory::status::status(&Root::new(&config.root), &config, now).ok());
+                    let gate = me.config_of(name).ok().and_then(|config| {
+                        memfold_core::memory::status::status(&Root::new(&config.root), &config, now).ok()
+                    });
                     me.metrics.gate_checked();
                     gate.is_some_and(|status| status.gate.open || status.sweep_due)
                 })
@@ -693,13 +693,14 @@ impl Spaces {
     /// from each space's files without opening it).
     pub async fn sync_due(&self) -> Vec<String> {
         let Some(me) = self.me.upgrade() else { return Vec::new() };
-        let now = Utc::now();
-        crate::blocking(move || {
+        let now = clock::now();
+        memfold_store::sys::blocking(move || {
             me.names()
                 .into_iter()
                 .filter(|name| {
-                    me.config_of(name)
-                        .is_ok_and(|config| crate::memory::sync_due(&Root::new(&config.root), &config.sync, false, now))
+                    me.config_of(name).is_ok_and(|config| {
+                        memfold_core::memory::sync_due(&Root::new(&config.root), &config.sync, false, now)
+                    })
                 })
                 .collect()
         })
@@ -718,8 +719,8 @@ impl Spaces {
     pub async fn summaries(&self) -> Vec<SpaceSummary> {
         let Some(me) = self.me.upgrade() else { return Vec::new() };
         let open: Vec<String> = lock(&self.open).iter().map(|o| o.name.clone()).collect();
-        crate::blocking(move || {
-            let now = Utc::now();
+        memfold_store::sys::blocking(move || {
+            let now = clock::now();
             me.names().into_iter().map(|name| summary(&me, &name, open.contains(&name), now)).collect()
         })
         .await
@@ -780,7 +781,7 @@ pub const METRICS_FRESH: Duration = Duration::from_secs(30);
 fn summary(spaces: &Spaces, name: &str, open: bool, now: DateTime<Utc>) -> SpaceSummary {
     let config = spaces.config_of(name).ok();
     let root = config.as_ref().map(|c| Root::new(&c.root)).unwrap_or_else(|| Root::new(spaces.dir()));
-    let status = config.as_ref().and_then(|c| crate::memory::status::status(&root, c, now).ok());
+    let status = config.as_ref().and_then(|c| memfold_core::memory::status::status(&root, c, now).ok());
     let modified = |path: std::path::PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let newest_day = std::fs::read_dir(root.archive_dir())
         .into_iter()
@@ -798,7 +799,7 @@ fn summary(spaces: &Spaces, name: &str, open: bool, now: DateTime<Utc>) -> Space
         entries: status.as_ref().map_or(0, |s| s.entries),
         pending_facts: status.as_ref().map_or(0, |s| s.pending_facts),
         last_pass: status.as_ref().and_then(|s| s.last_run.as_ref()).map(|r| r.finished),
-        disk_bytes: crate::store::tree_bytes(root.dir()),
+        disk_bytes: memfold_store::tree_bytes(root.dir()),
         last_use,
         shared: spaces.config.spaces.shared.iter().any(|s| s == name),
         open,

@@ -11,9 +11,9 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
-use crate::store::Root;
-use crate::sys::access;
+use memfold_store::Root;
+use memfold_store::config::Config;
+use memfold_store::sys::access;
 
 /// Random bytes in a token.
 const TOKEN_BYTES: usize = 32;
@@ -123,7 +123,7 @@ pub fn ensure(path: &Path) -> Result<String, TokenError> {
     tmp.as_file().sync_all().map_err(io)?;
     match std::fs::hard_link(tmp.path(), path) {
         Ok(()) => {
-            crate::store::atomic::sync_dir(dir).map_err(io)?;
+            memfold_store::atomic::sync_dir(dir).map_err(io)?;
             Ok(token)
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {

@@ -18,7 +18,7 @@
 //! and close: [`WatchHandle::add`], [`WatchHandle::remove`]): one notify instance and one thread,
 //! however many spaces, and each batch says which root it is for.
 
-use crate::sys::guard as lock;
+use memfold_store::sys::guard as lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,7 +29,7 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use tokio::sync::mpsc;
 
-use crate::store::Root;
+use memfold_store::Root;
 
 /// Debounce of the file watcher.
 pub(crate) const WATCH_DEBOUNCE: Duration = Duration::from_millis(250);

@@ -12,8 +12,8 @@ use tracing::{debug, warn};
 use super::Spaces;
 use super::metrics::Metrics;
 use super::watch::Watcher;
-use crate::memory::Memory;
-use crate::sys::alloc::release_free_memory;
+use memfold_core::memory::Memory;
+use memfold_store::sys::alloc::release_free_memory;
 
 /// Quiet time the indexer waits after being told the files changed, so bursts are one refresh.
 const INDEX_DEBOUNCE: Duration = Duration::from_millis(100);

@@ -27,18 +27,18 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::config::{Config, Overrides};
-use crate::planning::remember;
 use crate::service::token;
-use crate::store::Root;
-use crate::store::agents::Agent;
-use crate::store::agents::capture::{Capture, Position, Spooled, Told};
-use crate::store::agents::transcript::{self, Role, Said};
-use crate::store::archive::{Appender, NewFact};
-use crate::store::home::Home;
-use crate::store::listening::Listening;
-use crate::store::project::Project;
 use client::Daemon;
+use memfold_core::planning::remember;
+use memfold_store::Root;
+use memfold_store::agents::Agent;
+use memfold_store::agents::capture::{Capture, Position, Spooled, Told};
+use memfold_store::agents::transcript::{self, Role, Said};
+use memfold_store::archive::{Appender, NewFact};
+use memfold_store::config::{Config, Overrides};
+use memfold_store::home::Home;
+use memfold_store::listening::Listening;
+use memfold_store::project::Project;
 
 /// The events a hook answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -163,7 +163,7 @@ pub fn run(overrides: &Overrides, event: Event, agent: Option<Agent>) -> i32 {
     match answer {
         Ok(Some(out)) => println!("{out}"),
         Ok(None) => {}
-        Err(panic) => warn(&format!("failed: {}", crate::panic_message(&*panic))),
+        Err(panic) => warn(&format!("failed: {}", memfold_store::sys::panic_message(&*panic))),
     }
     0
 }
@@ -359,7 +359,7 @@ fn context(agent: Agent, event: Event, text: Option<&str>) -> Option<String> {
     let Some(text) = text else {
         return (agent == Agent::Cursor && prompt).then(|| json!({ "continue": true }).to_string());
     };
-    let text = crate::store::secrets::mask(text);
+    let text = memfold_store::secrets::mask(text);
     let answer = match agent {
         Agent::ClaudeCode | Agent::Codex | Agent::Gemini => {
             json!({ "hookSpecificOutput": { "hookEventName": event.agent_name(agent), "additionalContext": text } })
@@ -424,7 +424,7 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
         "More: the memfold MCP tool memory_search, or `memfold search \"{}\"` in a shell.",
         if project.trim().is_empty() { "QUERY" } else { project.trim() }
     );
-    let (memory_md, more_lines) = crate::store::agents::read_head(&target.root.memory_md(), cap * 4);
+    let (memory_md, more_lines) = memfold_store::agents::read_head(&target.root.memory_md(), cap * 4);
     let mut relevant = Vec::new();
     if target.daemon.is_none() {
         footer.insert_str(
@@ -466,7 +466,7 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
             relevant_text.push_str(line);
             relevant_text.push('\n');
             let (id, text) = (hit["id"].as_str().unwrap_or_default(), hit["text"].as_str().unwrap_or_default());
-            told.entries.insert(id.to_string(), crate::planning::recall::told_key_of(text));
+            told.entries.insert(id.to_string(), memfold_core::planning::recall::told_key_of(text));
         }
     }
     if let Some(session) = session
@@ -565,7 +565,7 @@ fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), Strin
         .transcript_path
         .as_deref()
         .filter(|p| !p.is_empty())
-        .map(|p| crate::config::expand_tilde(Path::new(p)))
+        .map(|p| memfold_store::config::expand_tilde(Path::new(p)))
         .or_else(|| derived_transcript(agent, session).filter(|p| p.is_file()));
     if let Some(messages) = &payload.messages {
         // The conversation in the payload (OpenCode): the messages past the last capture.
@@ -598,7 +598,7 @@ fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), Strin
         said = turn_of(payload);
     }
     if let Some(summary) = payload.compact_summary.as_deref().filter(|s| !s.trim().is_empty()) {
-        let hash = crate::store::content_hash(summary);
+        let hash = memfold_store::content_hash(summary);
         if position.summary != hash {
             said.push(Said { role: Role::Summary, text: summary.to_string() });
             position.summary = hash;
@@ -641,8 +641,8 @@ fn derived_transcript(agent: Agent, session: &str) -> Option<PathBuf> {
     let safe = !session.is_empty() && session.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     match agent {
         Agent::Copilot if safe => {
-            let home = crate::store::agents::user_home().ok()?;
-            Some(crate::store::agents::copilot_home(&home).join("session-state").join(session).join("events.jsonl"))
+            let home = memfold_store::agents::user_home().ok()?;
+            Some(memfold_store::agents::copilot_home(&home).join("session-state").join(session).join("events.jsonl"))
         }
         _ => None,
     }
@@ -650,7 +650,7 @@ fn derived_transcript(agent: Agent, session: &str) -> Option<PathBuf> {
 
 /// Tell the daemon that turns wait in the spool (it extracts them in the background).
 fn hand_over(target: &Target) {
-    let waiting = crate::store::agents::capture::spooled(&target.root).len();
+    let waiting = memfold_store::agents::capture::spooled(&target.root).len();
     if waiting == 0 {
         return;
     }
@@ -684,7 +684,7 @@ fn spool(target: &Target, capture: &Capture, said: &[Said], source: &str, from: 
     // The spool is a file memfold writes: a credential is held to `ingest.secrets` before it.
     let policy = target.config.ingest.secrets;
     for (i, text) in parts.into_iter().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
-        let text = match crate::store::secrets::hold(policy, &text) {
+        let text = match memfold_store::secrets::hold(policy, &text) {
             Ok((held, _)) => held,
             Err(first) => {
                 warn(&format!(
@@ -735,8 +735,8 @@ fn store_requests(target: &Target, said: &[Said], source: &str) -> Result<(), St
         }
     }
     let mut facts = facts;
-    crate::store::secrets::apply(target.config.ingest.secrets, &mut facts)?;
-    crate::store::archive::check_new(&facts, target.config.ingest.max_fact_bytes).map_err(|e| e.to_string())?;
+    memfold_store::secrets::apply(target.config.ingest.secrets, &mut facts)?;
+    memfold_store::archive::check_new(&facts, target.config.ingest.max_fact_bytes).map_err(|e| e.to_string())?;
     // The configured clock (`time.zone`), as `memfold add` and the daemon use: the same day
     // file and time of day whichever way the fact came in.
     Appender::default()

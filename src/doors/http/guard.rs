@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 
 use axum::http::{HeaderMap, Method, Uri, header};
 
-use crate::config::Authority;
+use memfold_store::config::Authority;
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

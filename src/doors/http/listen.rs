@@ -9,14 +9,14 @@
 //! idle connections.
 //!
 //! At most `server.max_connections` are served at once (by default as many as the process's
-//! file limit allows, [`crate::sys::limits`]). When they are all taken and another client
+//! file limit allows, [`memfold_store::sys::limits`]). When they are all taken and another client
 //! connects, the oldest connection that has not yet sent a whole request head is closed to
 //! make room: a crowd of slow or silent clients (another account on the machine, a stalled
 //! proxy) can delay a real request by no more than the time it takes to close one of them. A
 //! connection that is inside a request is never closed for another; when every connection
 //! is, new ones wait in the kernel's backlog until one ends. Bodies are bounded in [`super`].
 
-use crate::sys::guard as lock;
+use memfold_store::sys::guard as lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -55,14 +55,14 @@ use tokio_util::sync::CancellationToken;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::doors::mcp::McpDoors;
-use crate::error::{Error, Kind};
-use crate::memory::views::{PassOptions, Successor};
-use crate::memory::{RecallRequest, SearchRequest, SweepOptions, TurnRequest, Undo};
 use crate::service::workers::stopped;
 use crate::service::{Access, Door, PassAnswer, Service, Spaces};
-use crate::store::archive::NewFact;
 use guard::Guard;
 use listen::Limits;
+use memfold_core::error::{Error, Kind};
+use memfold_core::memory::views::{PassOptions, Successor};
+use memfold_core::memory::{RecallRequest, SearchRequest, SweepOptions, TurnRequest, Undo};
+use memfold_store::archive::NewFact;
 
 /// How long open requests may take to finish after shutdown starts.
 pub const HTTP_DRAIN: Duration = Duration::from_secs(10);
@@ -158,7 +158,7 @@ fn app(spaces: Arc<Spaces>, bound: SocketAddr, mcp_stop: CancellationToken) -> A
 /// A request whose handler panicked: a 500 naming the panic (the space named by
 /// [`resolve_space`]), and the connection and the daemon go on.
 fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let what = crate::panic_message(&*panic);
+    let what = memfold_store::sys::panic_message(&*panic);
     tracing::error!(panic = what, "a request panicked");
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("memfold failed inside the request: {what}"))
         .into_response()

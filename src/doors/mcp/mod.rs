@@ -23,7 +23,7 @@
 
 mod tools;
 
-use crate::sys::guard as lock;
+use memfold_store::sys::guard as lock;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -42,10 +42,10 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt, t
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Error;
-use crate::memory::{Memory, Rewritten};
 use crate::service::watch::WatchError;
 use crate::service::{Service, Spaces};
+use memfold_core::error::Error;
+use memfold_core::memory::{Memory, Rewritten};
 
 /// A file served as a resource.
 #[derive(Debug)]
@@ -177,7 +177,7 @@ impl McpServer {
     /// A served file's content hash (None when it cannot be read).
     async fn hash(&self, served: &Served) -> Option<String> {
         let text = self.service().await.ok()?.file_text(served.changed_by).await.ok()?;
-        Some(crate::store::content_hash(text))
+        Some(memfold_store::content_hash(text))
     }
 
     /// Send `resources/updated` for `uri` to its listeners and legacy subscribers.
@@ -243,7 +243,7 @@ impl ServerHandler for McpServer {
             Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
         };
         // The agent's model reads it: every secret masked.
-        let text = crate::store::secrets::mask(&text);
+        let text = memfold_store::secrets::mask(&text);
         let read =
             ReadResourceResult::new(vec![ResourceContents::text(text, served.uri).with_mime_type("text/markdown")]);
         // The files change at any time, and memory is the user's own.

@@ -22,12 +22,12 @@ use serde_json::{Value, json};
 
 use super::McpServer;
 use crate::doors::render::{self as text, Reader};
-use crate::error::{Error, Kind};
-use crate::memory::views::{PassOptions, Successor};
-use crate::memory::{SearchRequest, TurnRequest, Undo, day};
 use crate::service::{Door, PassAnswer};
-use crate::store::archive::NewFact;
-use crate::store::secrets;
+use memfold_core::error::{Error, Kind};
+use memfold_core::memory::views::{PassOptions, Successor};
+use memfold_core::memory::{SearchRequest, TurnRequest, Undo, day};
+use memfold_store::archive::NewFact;
+use memfold_store::secrets;
 
 /// The MCP tools' reader: an agent.
 const READER: Reader = Reader::Agent;
@@ -233,7 +233,7 @@ async fn answer(work: impl Future<Output = Result<(String, Value), Refused>>) ->
         }
         Ok(Err(Refused(result))) => Ok(result),
         Err(panic) => {
-            let what = crate::panic_message(&*panic);
+            let what = memfold_store::sys::panic_message(&*panic);
             tracing::error!(panic = what, "tool panicked");
             Err(McpError::internal_error(format!("memfold failed inside the tool: {what}"), None))
         }

@@ -8,8 +8,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Client, Scope, Target, plugin};
-use crate::store::agents::settings::{self, HOOK_EVENTS};
-use crate::store::agents::{self, Agent};
+use memfold_store::agents::settings::{self, HOOK_EVENTS};
+use memfold_store::agents::{self, Agent};
 
 /// One part of memfold found in an agent's or client's file.
 #[derive(Debug, Clone, Serialize)]
@@ -27,7 +27,7 @@ pub struct Installed {
 
 /// Every file setup may write for `target`, in either scope (the project: the one `cwd` is in).
 pub fn files(target: Target, home: &Path, cwd: &Path) -> Vec<PathBuf> {
-    let project = crate::store::home::project_of(cwd);
+    let project = memfold_store::home::project_of(cwd);
     match target {
         Target::Mcp(client) => {
             [Scope::User, Scope::Project].iter().filter_map(|s| client.file(*s, home, &project)).collect()
@@ -214,7 +214,7 @@ fn on_machine(target: Target, home: &Path, cwd: &Path) -> Option<String> {
             .map(|p| p.display().to_string())
             .or_else(|| agent.folder(home).is_dir().then(|| agent.folder(home).display().to_string())),
         Target::Mcp(client) => client
-            .file(Scope::User, home, &crate::store::home::project_of(cwd))
+            .file(Scope::User, home, &memfold_store::home::project_of(cwd))
             .and_then(|f| f.parent().filter(|d| d.is_dir()).map(|d| d.display().to_string())),
     }
 }

@@ -1,7 +1,7 @@
 //! `memfold setup AGENT`: memfold's hooks (OpenCode: its plugin) and MCP server added to the
 //! agent's own settings files; `memfold setup mcp --client CLIENT`: the MCP server alone, for
 //! clients without hooks. Each change is merged into what is there (see
-//! [`crate::store::agents::settings`]), each changed file backed up first. A second run changes
+//! [`memfold_store::agents::settings`]), each changed file backed up first. A second run changes
 //! nothing; `--remove` takes out exactly what setup added; `--dry-run` prints the change and
 //! writes nothing. The agent's own memory is never turned off. `memfold setup --list` says which
 //! agents this machine has, which are set up, and with which memfold.
@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::config::Config;
-use crate::planning::diff;
-use crate::store::agents::settings::{self, Edit, Handler, Ours};
-use crate::store::agents::{self, Agent, HookLayout};
+use memfold_core::planning::diff;
+use memfold_store::agents::settings::{self, Edit, Handler, Ours};
+use memfold_store::agents::{self, Agent, HookLayout};
+use memfold_store::config::Config;
 
 pub use found::{Installed, installed, list};
 
@@ -190,7 +190,7 @@ const GEMINI_SWITCH: [&str; 2] = ["hooksConfig", "enabled"];
 /// The edits `request` makes, in the order they are applied, and the switches it turns on.
 pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<(Vec<Edit>, Vec<String>), String> {
     let home = agents::user_home()?;
-    let project = crate::store::home::project_of(cwd);
+    let project = memfold_store::home::project_of(cwd);
     let (exe, args, ours) = memfold_args(config, request)?;
     let mut server_args = args.clone();
     server_args.push("mcp".into());

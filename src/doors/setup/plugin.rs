@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::store::agents::settings::{self, Edit, Ours};
+use memfold_store::agents::settings::{self, Edit, Ours};
 
 /// The line that holds the command.
 const COMMAND_LINE: &str = "const MEMFOLD = ";

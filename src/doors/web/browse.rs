@@ -2,12 +2,12 @@
 //! unpin, forget), one archived fact, and search.
 
 use crate::doors::http::status_of;
-use crate::memory::views::{FactView, Version};
-use crate::memory::{SearchRequest, Undo};
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::Query;
 use axum::response::{IntoResponse, Redirect, Response};
+use memfold_core::memory::views::{FactView, Version};
+use memfold_core::memory::{SearchRequest, Undo};
 use serde::Deserialize;
 
 use super::*;
@@ -27,7 +27,7 @@ pub(super) struct RunRow {
 }
 
 impl RunRow {
-    fn from(r: crate::memory::views::RunView) -> RunRow {
+    fn from(r: memfold_core::memory::views::RunView) -> RunRow {
         RunRow {
             time: r.time.to_rfc3339(),
             when: format!("{} ({})", r.time.format("%Y-%m-%d %H:%M"), ago(r.time)),
@@ -172,7 +172,7 @@ pub(super) struct EntryPage {
     secret: bool,
     /// The names the current text speaks of (each a page), and the entries it is linked to.
     names: Vec<String>,
-    related: Vec<crate::store::entries::Link>,
+    related: Vec<memfold_store::entries::Link>,
 }
 
 pub(super) async fn entry_page(session: &Session, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
@@ -186,11 +186,11 @@ async fn entry_page_revealed(session: &Session, id: &str, nav: Nav, alert: Optio
     };
     let current = chain.versions.iter().find(|v| v.id == id && v.status.is_current());
     let (current, pinned) = (current.map(|v| v.content.clone()), current.is_some_and(|v| v.pinned));
-    let secret = chain.versions.iter().any(|v| !crate::store::secrets::find(&v.content).is_empty());
+    let secret = chain.versions.iter().any(|v| !memfold_store::secrets::find(&v.content).is_empty());
     let mut names: Vec<String> = Vec::new();
     // From the masked text: a secret is never a name, nor a link to one.
-    let masked = current.as_deref().map(crate::store::secrets::mask).unwrap_or_default();
-    for (name, _) in crate::planning::consolidate::rules::proper_names(&masked) {
+    let masked = current.as_deref().map(memfold_store::secrets::mask).unwrap_or_default();
+    for (name, _) in memfold_core::planning::consolidate::rules::proper_names(&masked) {
         if !names.contains(&name) {
             names.push(name);
         }
@@ -283,8 +283,8 @@ pub(super) async fn supersede(
     CheckedForm(fields): CheckedForm,
 ) -> Response {
     let by = match (filled(&fields, "with"), filled(&fields, "text")) {
-        (Some(with), None) => crate::planning::curate::Successor::Entry(with.to_string()),
-        (None, Some(text)) => crate::planning::curate::Successor::Text(text.to_string()),
+        (Some(with), None) => memfold_core::planning::curate::Successor::Entry(with.to_string()),
+        (None, Some(text)) => memfold_core::planning::curate::Successor::Text(text.to_string()),
         _ => {
             let e = Error::BadInput(
                 "supersede: give either the id of the entry that takes its place or a new text, not both".into(),
@@ -298,7 +298,7 @@ pub(super) async fn supersede(
     }
 }
 
-fn curated(session: &Session, done: &crate::planning::curate::Curated, what: &str) -> Response {
+fn curated(session: &Session, done: &memfold_core::planning::curate::Curated, what: &str) -> Response {
     Redirect::to(&format!("{}/entries/{}?done={what}&run={}", session.base, done.entry, done.run)).into_response()
 }
 
@@ -324,17 +324,17 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Qu
     match session.service.fact(DOOR, &id).await {
         Ok(fact) => {
             let fate = match fact.fate {
-                crate::store::ledger::FactFate::Pending => "Pending: no entry holds it yet",
-                crate::store::ledger::FactFate::Consolidated => "Consolidated",
-                crate::store::ledger::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
-                crate::store::ledger::FactFate::Retired => {
+                memfold_store::ledger::FactFate::Pending => "Pending: no entry holds it yet",
+                memfold_store::ledger::FactFate::Consolidated => "Consolidated",
+                memfold_store::ledger::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
+                memfold_store::ledger::FactFate::Retired => {
                     "Retired: its entry went unused and was retired (in history)"
                 }
             };
             let secret = [Some(&fact.fact.text), fact.fact.src.as_ref()]
                 .into_iter()
                 .flatten()
-                .any(|t| !crate::store::secrets::find(t).is_empty());
+                .any(|t| !memfold_store::secrets::find(t).is_empty());
             FactPage { nav: Nav::new("", &session, &Done::default()), fact, fate, reveal: done.reveal, secret }
                 .into_response()
         }
@@ -349,16 +349,18 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Qu
 pub(super) struct AboutPage {
     nav: Nav,
     /// One name's entries; None: the list of names.
-    about: Option<crate::planning::about::About>,
-    names: Vec<crate::planning::about::Named>,
+    about: Option<memfold_core::planning::about::About>,
+    names: Vec<memfold_core::planning::about::Named>,
 }
 
 /// The names memory speaks of, each with how many entries name it.
 pub(super) async fn names(session: axum::Extension<Session>) -> Response {
     let nav = Nav::new("about", &session, &Done::default());
     match session.service.about(DOOR, None, false).await {
-        Ok(crate::memory::views::AboutAnswer::Names { names }) => AboutPage { nav, about: None, names }.into_response(),
-        Ok(crate::memory::views::AboutAnswer::About(about)) => {
+        Ok(memfold_core::memory::views::AboutAnswer::Names { names }) => {
+            AboutPage { nav, about: None, names }.into_response()
+        }
+        Ok(memfold_core::memory::views::AboutAnswer::About(about)) => {
             AboutPage { nav, about: Some(about), names: Vec::new() }.into_response()
         }
         Err(e) => error_page(&e, &session, "Names"),
@@ -369,10 +371,12 @@ pub(super) async fn names(session: axum::Extension<Session>) -> Response {
 pub(super) async fn about(session: axum::Extension<Session>, Id(name): Id) -> Response {
     let nav = Nav::new("about", &session, &Done::default());
     match session.service.about(DOOR, Some(&name), true).await {
-        Ok(crate::memory::views::AboutAnswer::About(about)) => {
+        Ok(memfold_core::memory::views::AboutAnswer::About(about)) => {
             AboutPage { nav, about: Some(about), names: Vec::new() }.into_response()
         }
-        Ok(crate::memory::views::AboutAnswer::Names { names }) => AboutPage { nav, about: None, names }.into_response(),
+        Ok(memfold_core::memory::views::AboutAnswer::Names { names }) => {
+            AboutPage { nav, about: None, names }.into_response()
+        }
         Err(e) => error_page(&e, &session, "About"),
     }
 }
@@ -421,7 +425,7 @@ pub(super) async fn search(session: axum::Extension<Session>, Query(params): Que
                     let elsewhere = h.space.filter(|space| space != session.service.name());
                     let link = match (&elsewhere, h.kind) {
                         (Some(_), _) => None,
-                        (None, crate::index::DocKind::Fact) => Some(format!("{}/facts/{}", session.base, h.id)),
+                        (None, memfold_index::DocKind::Fact) => Some(format!("{}/facts/{}", session.base, h.id)),
                         (None, _) => Some(format!("{}/entries/{}", session.base, h.id)),
                     };
                     HitRow { kind, id: h.id, link, text: h.text, space: elsewhere }

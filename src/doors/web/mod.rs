@@ -28,7 +28,7 @@ pub(super) mod filters {
     #[askama::filter_fn]
     pub fn masked(text: impl ToString, _: &dyn askama::Values, reveal: bool) -> askama::Result<String> {
         let text = text.to_string();
-        Ok(if reveal { text } else { crate::store::secrets::mask(&text) })
+        Ok(if reveal { text } else { memfold_store::secrets::mask(&text) })
     }
 }
 
@@ -54,8 +54,8 @@ use cookie::{Cookie, SameSite};
 use serde::Deserialize;
 
 use crate::doors::http::status_of;
-use crate::error::Error;
 use crate::service::{Access, Door, Service, Spaces};
+use memfold_core::error::Error;
 use session::Sessions;
 
 const DOOR: Door = Door::Ui;
@@ -268,7 +268,8 @@ struct Done {
 
 impl Done {
     fn message(&self) -> Option<String> {
-        let run = self.run.as_deref().filter(|r| crate::planning::consolidate::records::check_id("run", r).is_ok());
+        let run =
+            self.run.as_deref().filter(|r| memfold_core::planning::consolidate::records::check_id("run", r).is_ok());
         Some(match (self.done.as_deref()?, run) {
             ("applied", Some(run)) => match self.n {
                 Some(n) if n > 0 => {
@@ -300,7 +301,7 @@ struct Alert {
 impl From<&Error> for Alert {
     fn from(e: &Error) -> Alert {
         let message = match e.kind() {
-            crate::error::Kind::Busy => format!("A consolidation pass is running; try again in a moment. ({e})"),
+            memfold_core::error::Kind::Busy => format!("A consolidation pass is running; try again in a moment. ({e})"),
             _ => e.to_string(),
         };
         Alert { message, ids: e.ids().to_vec() }
@@ -323,7 +324,7 @@ fn error_page(e: &Error, session: &Session, title: &str) -> Response {
 }
 
 fn ago(when: DateTime<Utc>) -> String {
-    let minutes = (Utc::now() - when).num_minutes().max(0);
+    let minutes = (memfold_store::sys::clock::now() - when).num_minutes().max(0);
     match minutes {
         0 => "just now".into(),
         m if m < 60 => format!("{m} min ago"),
@@ -397,7 +398,7 @@ struct LoginParams {
 /// prefetchers open addresses too).
 async fn login_page(Query(params): Query<LoginParams>) -> Response {
     let code = params.code.filter(|c| !c.is_empty() && c.len() <= 128);
-    let space = params.space.filter(|s| crate::store::home::check_name(s).is_ok()).unwrap_or_default();
+    let space = params.space.filter(|s| memfold_store::home::check_name(s).is_ok()).unwrap_or_default();
     LoginPage { css: CSS_PATH, code, space, message: None }.into_response()
 }
 

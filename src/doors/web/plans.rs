@@ -2,12 +2,12 @@
 //! before and after, its diff, and the form that applies or rejects it.
 
 use crate::doors::http::status_of;
-use crate::error::Error;
-use crate::memory::views::PlanDetail;
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::Query;
 use axum::response::{IntoResponse, Redirect, Response};
+use memfold_core::error::Error;
+use memfold_core::memory::views::PlanDetail;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -29,7 +29,7 @@ pub(super) struct PlanRow {
 #[template(path = "ui/inbox.html")]
 pub(super) struct InboxPage {
     nav: Nav,
-    status: crate::memory::views::Status,
+    status: memfold_core::memory::views::Status,
     plans: Vec<PlanRow>,
     rejected: usize,
 }
@@ -41,10 +41,10 @@ pub(super) async fn inbox(session: axum::Extension<Session>, done: Query<Done>) 
         (Err(e), _) | (_, Err(e)) => return error_page(&e, &session, "Inbox"),
     };
     let rejected =
-        plans.iter().filter(|p| p.status == crate::planning::consolidate::records::PlanStatus::Rejected).count();
+        plans.iter().filter(|p| p.status == memfold_core::planning::consolidate::records::PlanStatus::Rejected).count();
     let plans = plans
         .into_iter()
-        .filter(|p| p.status == crate::planning::consolidate::records::PlanStatus::Pending)
+        .filter(|p| p.status == memfold_core::planning::consolidate::records::PlanStatus::Pending)
         .map(|p| {
             let mut counts: BTreeMap<String, usize> = BTreeMap::new();
             for op in &p.ops {
@@ -80,7 +80,7 @@ pub(super) struct ChangeRow {
     entry: String,
     before: String,
     after: String,
-    runs: Vec<crate::planning::diff::WordRun>,
+    runs: Vec<memfold_core::planning::diff::WordRun>,
     /// What changed besides the text (sources, dates), in words.
     notes: String,
 }
@@ -99,7 +99,7 @@ pub(super) struct GroupRow {
     group: usize,
     facts: Vec<FactRow>,
     ops: Vec<OpRow>,
-    left_alone: Vec<crate::planning::consolidate::records::SeenEntry>,
+    left_alone: Vec<memfold_core::planning::consolidate::records::SeenEntry>,
     /// The group in a line: its ops and their targets.
     summary: String,
     /// The lowest confidence of its ops, when the decider gave one.
@@ -148,7 +148,7 @@ impl PlanPage {
 
 /// An entry block's content and its header's sources and dates, apart.
 pub(super) fn block_parts(block: &str) -> (String, Vec<String>, String) {
-    let file = crate::store::entries::EntryFile::parse(block, "plan");
+    let file = memfold_store::entries::EntryFile::parse(block, "plan");
     match file.entries().next() {
         Some(e) => {
             let dates = format!(
@@ -162,7 +162,7 @@ pub(super) fn block_parts(block: &str) -> (String, Vec<String>, String) {
     }
 }
 
-pub(super) fn change_row(c: &crate::memory::views::EntryChange) -> ChangeRow {
+pub(super) fn change_row(c: &memfold_core::memory::views::EntryChange) -> ChangeRow {
     let (before, before_sources, _) = c.before.as_deref().map(block_parts).unwrap_or_default();
     let (after, after_sources, after_dates) = c.after.as_deref().map(block_parts).unwrap_or_default();
     let added: Vec<&String> = after_sources.iter().filter(|s| !before_sources.contains(s)).collect();
@@ -175,7 +175,7 @@ pub(super) fn change_row(c: &crate::memory::views::EntryChange) -> ChangeRow {
     }
     ChangeRow {
         entry: c.entry.clone(),
-        runs: crate::planning::diff::words(&before, &after),
+        runs: memfold_core::planning::diff::words(&before, &after),
         before,
         after,
         notes: notes.join("; "),
@@ -183,7 +183,7 @@ pub(super) fn change_row(c: &crate::memory::views::EntryChange) -> ChangeRow {
 }
 
 pub(super) fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert: Option<Alert>) -> PlanPage {
-    let facts: BTreeMap<&str, &crate::store::archive::Fact> =
+    let facts: BTreeMap<&str, &memfold_store::archive::Fact> =
         detail.fact_texts.iter().map(|f| (f.id.as_str(), f)).collect();
     let groups = detail
         .groups
@@ -242,7 +242,7 @@ pub(super) fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert
         id: plan.id.clone(),
         headline: plan.headline(),
         stale: plan.stale,
-        pending: plan.status == crate::planning::consolidate::records::PlanStatus::Pending,
+        pending: plan.status == memfold_core::planning::consolidate::records::PlanStatus::Pending,
         rejected: plan.rejected.map(|t| t.to_rfc3339()),
         note: plan.note.clone(),
         groups,

@@ -1,18 +1,18 @@
 //! Who may use the review page: browser sessions, once a sign-in code
-//! ([`crate::store::signin`]) or the token let them in.
+//! ([`memfold_store::signin`]) or the token let them in.
 //!
 //! **Sessions** live in the daemon's memory, stored by the sha256 of their id (a restart signs
 //! everyone out): at most [`MAX_SESSIONS`], each dropped after [`SESSION_IDLE`] without a
 //! request. Each has its own CSRF token, which every form carries and every POST must return.
 
-use crate::sys::guard;
+use memfold_store::sys::guard;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::service::Access;
-use crate::store::content_hash;
-use crate::sys::random_hex;
+use memfold_store::content_hash;
+use memfold_store::sys::random_hex;
 
 /// Sessions kept at once; the least recently used goes first.
 pub const MAX_SESSIONS: usize = 32;

@@ -1,0 +1,227 @@
+//! Word lists and word classes: each list is a rule a person can read and argue with.
+
+use super::text::Tok;
+
+pub(super) const STOPWORDS: &str = concat!(
+    "a an the and or but of to in on at for with by from as into onto about than then so too very really ",
+    "just also still even quite i me my mine myself we us our ours you your yours he him his she her hers ",
+    "they them their theirs it its this that these those is am are was were be been being do does did ",
+    "have has had having will would shall should can could may might must there here some any longer yet ",
+    "again actually",
+);
+pub(super) const NEGATIONS: &str = "not no never none nobody nothing neither nor";
+/// Temporal markers: a fact that has one says what is true from now on.
+pub(super) const MARKER_WORDS: &str =
+    "now currently nowadays anymore moved switched started changed became joined quit stopped";
+/// Markers that are time adverbs, not content ("now works at" = "works at").
+pub(super) const TIME_ADVERBS: &str = "now currently nowadays anymore";
+pub(super) const CORRECTION_WORDS: &str = "correction corrected mistake misspelled typo wrong actually";
+pub(super) const ANTONYMS: &[(&str, &str)] = &[
+    ("like", "dislike"),
+    ("love", "hate"),
+    ("like", "hate"),
+    ("open", "closed"),
+    ("married", "divorced"),
+    ("married", "single"),
+    ("employed", "unemployed"),
+    ("allowed", "forbidden"),
+    ("enabled", "disabled"),
+    ("available", "unavailable"),
+    ("started", "stopped"),
+];
+/// Head nouns of attributes that hold one value at a time ("my X is Y" replaces the old Y).
+pub(super) const ATTRIBUTE_NOUNS: &str = concat!(
+    "name surname nickname colour email phone number address age birthday job title role employer salary ",
+    "rent timezone hometown height weight manager boss partner wife husband girlfriend boyfriend doctor ",
+    "dentist username pronoun",
+);
+/// Verbs of having: what one has can be many things, so "now has X" does not replace "has Y".
+pub(super) const POSSESSION_WORDS: &str = "has have had got own owns owned bought adopted";
+pub(super) const NUMBER_WORDS: &str = concat!(
+    "zero one two three four five six seven eight nine ten eleven twelve twenty hundred thousand million ",
+    "once twice",
+);
+pub(super) const MONTHS: &str = concat!(
+    "january february march april may june july august september october november december jan feb mar ",
+    "apr jun jul aug sep sept oct nov dec",
+);
+pub(super) const DAY_WORDS: &str =
+    "monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday tonight";
+/// How a later clause of an entry starts when it is only history of the first one.
+pub(super) const HISTORY_OPENERS: &[&str] = &["previously", "formerly", "before that", "until", "used to"];
+/// Jaccard over content words required before negation or an antonym can count as a contradiction.
+pub(super) const SAME_SUBJECT_JACCARD: f64 = 0.75;
+
+/// The space-separated words of the constant `$list` as a set, built once per list and call
+/// site (splitting the list on every lookup was an eighth of a large pass).
+macro_rules! word_set {
+    ($list:expr) => {{
+        static SET: std::sync::LazyLock<rustc_hash::FxHashSet<&'static str>> =
+            std::sync::LazyLock::new(|| $list.split(' ').filter(|w| !w.is_empty()).collect());
+        &*SET
+    }};
+}
+pub(super) use word_set;
+
+/// The stems ([`word_stem`]) of the space-separated words of the constant `$list` as a set,
+/// for lists compared with stemmed words.
+macro_rules! stem_set {
+    ($list:expr) => {{
+        static SET: std::sync::LazyLock<rustc_hash::FxHashSet<String>> = std::sync::LazyLock::new(|| {
+            $list
+                .split(' ')
+                .filter(|w| !w.is_empty())
+                .map($crate::planning::consolidate::rules::words::word_stem)
+                .collect()
+        });
+        &*SET
+    }};
+}
+pub(super) use stem_set;
+
+/// Whether `word` is one of the space-separated words of the constant `$list`.
+macro_rules! listed {
+    ($list:expr, $word:expr) => {
+        $crate::planning::consolidate::rules::words::word_set!($list).contains(AsRef::<str>::as_ref($word))
+    };
+}
+pub(super) use listed;
+
+pub(super) fn is_stopword(word: &str) -> bool {
+    listed!(STOPWORDS, word)
+}
+
+/// A title written before a name ("Dr. Chen", "Mrs. Okafor"): part of the name, never a name
+/// of its own (two doctors share no name).
+pub(super) fn is_title(word: &str) -> bool {
+    matches!(
+        word,
+        "mr" | "mrs"
+            | "ms"
+            | "mx"
+            | "miss"
+            | "dr"
+            | "prof"
+            | "professor"
+            | "sir"
+            | "dame"
+            | "lord"
+            | "lady"
+            | "rev"
+            | "fr"
+            | "st"
+            | "sr"
+            | "jr"
+            | "capt"
+            | "col"
+            | "gen"
+            | "sgt"
+            | "judge"
+            | "uncle"
+            | "aunt"
+            | "auntie"
+    )
+}
+
+pub(super) fn is_negation(word: &str) -> bool {
+    listed!(NEGATIONS, word)
+}
+
+pub(super) fn is_article(word: &str) -> bool {
+    matches!(word, "a" | "an" | "the")
+}
+
+pub(super) fn is_number(word: &str) -> bool {
+    word.chars().any(|c| c.is_ascii_digit()) || listed!(NUMBER_WORDS, word)
+}
+
+/// ISO and numeric dates, ordinals ("3rd"), month names (capitalised), weekdays, "today".
+pub(super) fn is_date(t: &Tok) -> bool {
+    let w = t.word.as_str();
+    if !w.bytes().any(|b| b.is_ascii_digit()) {
+        // No ordinal or numeric date, then (most words: checked without splitting them).
+        let capitalised = t.raw.chars().next().is_some_and(char::is_uppercase);
+        return (capitalised && listed!(MONTHS, w)) || listed!(DAY_WORDS, w);
+    }
+    let ordinal = ["st", "nd", "rd", "th"]
+        .iter()
+        .any(|s| w.strip_suffix(s).is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())));
+    let parts: Vec<&str> = w.split(['-', '/']).collect();
+    let numeric = (2..=3).contains(&parts.len())
+        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        && (parts[0].len() == 4 || parts.iter().rev().skip(1).all(|p| p.len() <= 2));
+    ordinal || numeric
+}
+
+/// A proper name: capitalised and not the first word of a sentence, or all capitals ("NASA").
+pub(super) fn is_name(t: &Tok) -> bool {
+    if t.word == "i" {
+        return false;
+    }
+    let (mut letters, mut all_upper) = (0, true);
+    for c in t.raw.chars().filter(|c| c.is_alphabetic()) {
+        letters += 1;
+        all_upper &= c.is_uppercase();
+    }
+    let all_caps = letters >= 2 && all_upper;
+    (all_caps || (!t.start && t.raw.chars().next().is_some_and(char::is_uppercase))) && !is_date(t)
+}
+
+/// A capitalised first word that may be a name ("Alice is my sister"); used only to veto.
+pub(super) fn maybe_name(t: &Tok) -> bool {
+    t.start
+        && t.raw.chars().next().is_some_and(char::is_uppercase)
+        && t.word.len() > 1
+        && t.word.chars().all(char::is_alphabetic)
+        && !["s", "ed", "ing"].iter().any(|s| t.word.ends_with(s))
+        && !is_stopword(&t.word)
+        && !is_negation(&t.word)
+        && !listed!(MARKER_WORDS, &t.word)
+}
+
+pub(super) fn person(word: &str) -> Option<&'static str> {
+    Some(match word {
+        "i" | "me" | "my" | "mine" | "myself" => "first",
+        "we" | "us" | "our" | "ours" => "we",
+        "you" | "your" | "yours" => "you",
+        "he" | "him" | "his" => "he",
+        "she" | "her" | "hers" => "she",
+        "they" | "them" | "their" | "theirs" => "they",
+        _ => return None,
+    })
+}
+
+/// One spelling for the words with two ("favorite" and "fave" are "favourite", "color" is
+/// "colour").
+pub(super) fn spelled(word: &str) -> &str {
+    match word {
+        "favorite" | "fave" => "favourite",
+        "color" => "colour",
+        _ => word,
+    }
+}
+
+/// A word's stem for comparing texts ([`super::super::stem`]), after its one spelling.
+pub(super) fn word_stem(word: &str) -> String {
+    super::super::stem::stem(spelled(word))
+}
+
+/// A few verbs that name the same slot in different words ("works at" / "started at" → `@work`).
+/// Matched on the word as written: "used" (as in "used to") names no slot.
+pub(super) fn frame(word: &str, next: Option<&Tok>) -> Option<&'static str> {
+    let after = next.map_or("", |t| t.word.as_str());
+    match word {
+        "work" | "works" | "working" | "worked" | "employed" | "started" if matches!(after, "at" | "for" | "with") => {
+            Some("@work")
+        }
+        "joined" if after == "at" || next.is_some_and(is_name) => Some("@work"),
+        "live" | "lives" | "living" | "lived" | "based" | "moved" | "relocated"
+            if matches!(after, "in" | "to" | "into" | "near") =>
+        {
+            Some("@home")
+        }
+        "use" | "uses" | "using" => Some("@use"),
+        "switched" if after == "to" => Some("@use"),
+        _ => None,
+    }
+}

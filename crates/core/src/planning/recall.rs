@@ -1,0 +1,384 @@
+//! What to hand an agent for a prompt: pure, from the candidates a search found to the few
+//! lines worth the agent's context.
+//!
+//! A prompt is a question or an instruction in an agent's words, not a search box's query, and
+//! its context is paid for on every turn. So the candidates are weighed again and chosen, not
+//! just cut:
+//! - each is scored by its cosine to the prompt and by the prompt's words it holds, each word
+//!   weighted by how rare it is among the candidates (a person's name every candidate holds
+//!   tells nothing; "support group" does);
+//! - the best must clear the relevance bar ([`Settings::bar`], cosine, calibrated per
+//!   embedder): below it the prompt is about something memory does not hold, and nothing is
+//!   handed over; the others must come close to the best ([`Settings::gap`]);
+//! - a pending fact whose entry is chosen adds nothing, and a near-copy of a chosen line
+//!   (most of its words the same) is left out;
+//! - an entry the session was told already, unchanged since, is not told again;
+//! - the lines stop at [`Settings::max_lines`] and the budget.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::NaiveDate;
+
+use super::consolidate::stem::stem;
+
+/// One candidate, as the search found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: String,
+    /// An entry of `memory.md` (true) or a pending fact.
+    pub entry: bool,
+    pub text: String,
+    /// The facts an entry was made from (a fact: none).
+    pub sources: Vec<String>,
+    pub date: NaiveDate,
+    /// Cosine to the prompt, when the vector leg found it.
+    pub similarity: Option<f64>,
+    /// The search's fused score (rank and recency).
+    pub score: f64,
+    /// The shared space it comes from, when not the prompt's own.
+    pub space: Option<String>,
+    /// The entry whose link brought it into the search (not a match of its own).
+    pub related_to: Option<String>,
+}
+
+/// How much to hand over, and how candidates are weighed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The least cosine to the prompt the best line needs (and every line).
+    pub bar: f64,
+    /// A line after the best needs a score at least the best's less this.
+    pub gap: f64,
+    /// Weight of the prompt's words a candidate holds, against its cosine.
+    pub words: f64,
+    /// Added to a candidate dated in a month (or year) the prompt names ("in June", "2023").
+    pub dates: f64,
+    /// Lines, at most.
+    pub max_lines: usize,
+    /// Characters of the rendered lines, at most.
+    pub budget: usize,
+}
+
+/// A line chosen: the candidate's index and the line as the agent reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chosen {
+    pub at: usize,
+    pub line: String,
+    pub score: f64,
+}
+
+/// The line of a candidate: its text on one line, its id and date, so the agent can ask for
+/// the entry's history.
+pub fn line(c: &Candidate) -> String {
+    let text = c.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match (&c.space, &c.related_to) {
+        (Some(space), _) => format!("- {text} [{} · {} · {space}]", c.id, c.date),
+        (None, Some(to)) => format!("- {text} [{} · {} · related to {to}]", c.id, c.date),
+        (None, None) => format!("- {text} [{} · {}]", c.id, c.date),
+    }
+}
+
+/// Words that say nothing of what a prompt is about.
+const STOP: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
+    "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for", "from", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "let",
+    "like", "me", "might", "more", "most", "my", "no", "not", "now", "of", "on", "one", "or", "our", "out", "over",
+    "please", "she", "should", "so", "some", "than", "that", "the", "their", "them", "then", "there", "these", "they",
+    "this", "those", "to", "too", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which", "while",
+    "who", "whom", "why", "will", "with", "would", "you", "your", "s", "t", "d", "ll", "re", "ve", "m", "kind", "ever",
+    "still", "get", "got", "go", "going", "went", "make", "made", "take", "took", "think", "know", "tell", "say",
+    "said", "thing", "things", "way", "time", "recently", "lately",
+];
+
+/// The content words of a text, stemmed and without repeats.
+pub fn words(text: &str) -> HashSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .filter(|w| !STOP.contains(&w.as_str()))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// The months (1-12) and years a prompt names: "in June", "last May", "2023". "May" is a month
+/// only after "in", "last", "this", "next", "early", "late" or before a year or a day.
+pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
+    let tokens: Vec<String> =
+        prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let (mut months, mut years) = (Vec::new(), Vec::new());
+    for (i, t) in tokens.iter().enumerate() {
+        if let Some(m) = MONTHS.iter().position(|m| {
+            m == t || (t.len() == 3 && t != "mar" && m.starts_with(t.as_str())) || (t == "sept" && *m == "september")
+        }) {
+            let before = i.checked_sub(1).map(|j| tokens[j].as_str());
+            let after = tokens.get(i + 1).map(String::as_str);
+            let dated = |w: Option<&str>| w.is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()));
+            let cue = matches!(
+                before,
+                Some("in" | "last" | "this" | "next" | "early" | "late" | "mid" | "of" | "during" | "since")
+            );
+            if *t != "may" || cue || dated(after) || dated(before) {
+                months.push(m as u32 + 1);
+            }
+        }
+        if t.len() == 4
+            && t.chars().all(|c| c.is_ascii_digit())
+            && let Ok(y) = t.parse::<i32>()
+            && (1900..=2100).contains(&y)
+        {
+            years.push(y);
+        }
+    }
+    (months, years)
+}
+
+/// Each candidate's score for the prompt: its cosine, plus `settings.words` times the share of
+/// the prompt's words (weighted by rarity among the candidates) it holds, plus `settings.dates`
+/// when it is dated in a month or year the prompt names.
+// Read by the recall bench's analysis (`MEMFOLD_BENCH_ANALYZE`), through the testkit.
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+pub fn scores(prompt: &str, candidates: &[Candidate], settings: &Settings) -> Vec<f64> {
+    let held: Vec<HashSet<String>> = candidates.iter().map(|c| words(&c.text)).collect();
+    scores_of(prompt, candidates, &held, settings)
+}
+
+/// [`scores`] with each candidate's [`words`] read already.
+fn scores_of(prompt: &str, candidates: &[Candidate], held: &[HashSet<String>], settings: &Settings) -> Vec<f64> {
+    use chrono::Datelike;
+    let (months, years) = dates_named(prompt);
+    let asked = words(prompt);
+    let n = candidates.len().max(1) as f64;
+    let weight: HashMap<&str, f64> = asked
+        .iter()
+        .map(|w| {
+            let df = held.iter().filter(|h| h.contains(w)).count() as f64;
+            (w.as_str(), (1.0 + n / (1.0 + df)).ln())
+        })
+        .collect();
+    let total: f64 = weight.values().sum();
+    candidates
+        .iter()
+        .zip(held)
+        .map(|(c, h)| {
+            let lexical = match total > 0.0 {
+                true => asked.iter().filter(|w| h.contains(*w)).map(|w| weight[w.as_str()]).sum::<f64>() / total,
+                false => 0.0,
+            };
+            let month = months.contains(&c.date.month()) && (years.is_empty() || years.contains(&c.date.year()));
+            let year = months.is_empty() && years.contains(&c.date.year());
+            let dated = if month || year { settings.dates } else { 0.0 };
+            c.similarity.unwrap_or(0.0) + settings.words * lexical + dated
+        })
+        .collect()
+}
+
+/// Whether `b` says nearly what `a` says: most of the shorter one's words are the other's.
+fn near_copy(a: &HashSet<String>, b: &HashSet<String>) -> bool {
+    let shorter = a.len().min(b.len());
+    shorter > 0 && a.intersection(b).count() as f64 >= 0.8 * shorter as f64
+}
+
+/// Choose the lines for `prompt` from `candidates`. `told`: what the session was told already,
+/// entry id → [`told_key`] (a changed entry is told again).
+pub fn choose(
+    prompt: &str,
+    candidates: &[Candidate],
+    settings: &Settings,
+    told: &HashMap<String, String>,
+) -> Vec<Chosen> {
+    let held: Vec<HashSet<String>> = candidates.iter().map(|c| words(&c.text)).collect();
+    let scores = scores_of(prompt, candidates, &held, settings);
+    let told_already = |c: &Candidate| told.get(&c.id).is_some_and(|k| *k == told_key(c));
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    // Best first; an entry before a fact of equal score; ties by id.
+    order.sort_by(|&a, &b| {
+        scores[b]
+            .total_cmp(&scores[a])
+            .then(candidates[b].entry.cmp(&candidates[a].entry))
+            .then(candidates[a].id.cmp(&candidates[b].id))
+    });
+    let Some(&best) = order.first() else { return Vec::new() };
+    if candidates[best].similarity.is_none_or(|s| s < settings.bar) {
+        return Vec::new();
+    }
+    let top = scores[best];
+    // What the chosen entries fold: their pending facts add nothing.
+    let folded: HashSet<&str> = order
+        .iter()
+        .filter(|&&i| candidates[i].entry && scores[i] >= top - settings.gap)
+        .flat_map(|&i| candidates[i].sources.iter().map(String::as_str))
+        .collect();
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let mut chosen_words: Vec<&HashSet<String>> = Vec::new();
+    let mut used = 0;
+    for &i in &order {
+        let c = &candidates[i];
+        if chosen.len() >= settings.max_lines || scores[i] < top - settings.gap {
+            break;
+        }
+        if c.similarity.is_none_or(|s| s < settings.bar) || (!c.entry && folded.contains(c.id.as_str())) {
+            continue;
+        }
+        let mine = &held[i];
+        if chosen_words.iter().any(|w| near_copy(w, mine)) {
+            continue;
+        }
+        // Told already and unchanged: it still counts as chosen for the near-copies.
+        if told_already(c) {
+            chosen_words.push(mine);
+            continue;
+        }
+        let line = line(c);
+        let need = line.chars().count() + 1;
+        if used + need > settings.budget {
+            break;
+        }
+        used += need;
+        chosen_words.push(mine);
+        chosen.push(Chosen { at: i, line, score: scores[i] });
+    }
+    // An entry linked to a chosen one comes below the chosen lines, as room allows: the
+    // search brought it for that link, not for the prompt.
+    let picked: Vec<String> = chosen.iter().map(|c| candidates[c.at].id.clone()).collect();
+    let mut taken: HashSet<&str> = picked.iter().map(String::as_str).collect();
+    for id in &picked {
+        for (i, c) in candidates.iter().enumerate() {
+            if c.related_to.as_deref() != Some(id.as_str()) || !taken.insert(c.id.as_str()) {
+                continue;
+            }
+            if chosen.len() >= settings.max_lines || told_already(c) {
+                continue;
+            }
+            let line = line(c);
+            let need = line.chars().count() + 1;
+            if used + need > settings.budget {
+                continue;
+            }
+            used += need;
+            let score = chosen.last().map_or(0.0, |last| last.score);
+            chosen.push(Chosen { at: i, line, score });
+        }
+    }
+    chosen
+}
+
+/// What a told entry is known by: its text (an entry changed since is told again).
+pub fn told_key(c: &Candidate) -> String {
+    told_key_of(&c.text)
+}
+
+/// [`told_key`] of a text.
+pub fn told_key_of(text: &str) -> String {
+    memfold_store::content_hash(text)[..16].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(id: &str, text: &str, similarity: f64, sources: &[&str]) -> Candidate {
+        Candidate {
+            id: id.into(),
+            entry: id.starts_with("m-"),
+            text: text.into(),
+            sources: sources.iter().map(|s| s.to_string()).collect(),
+            date: "2026-05-01".parse().unwrap(),
+            similarity: Some(similarity),
+            score: 0.0,
+            space: None,
+            related_to: None,
+        }
+    }
+
+    #[test]
+    fn an_entry_linked_to_a_chosen_one_follows_it_within_the_lines_and_the_budget() {
+        let mut related = cand("m-2", "Walks Rex every morning before work.", 0.1, &[]);
+        related.similarity = None;
+        related.related_to = Some("m-1".into());
+        let candidates = vec![cand("m-1", "Has a dog named Rex.", 0.7, &[]), related];
+        let chosen = choose("what is my dog called", &candidates, &settings(), &HashMap::new());
+        assert_eq!(ids(&chosen, &candidates), ["m-1", "m-2"]);
+        assert!(chosen[1].line.ends_with("· related to m-1]"), "{}", chosen[1].line);
+        let tight = Settings { max_lines: 1, ..settings() };
+        assert_eq!(ids(&choose("what is my dog called", &candidates, &tight, &HashMap::new()), &candidates), ["m-1"]);
+    }
+
+    fn settings() -> Settings {
+        Settings { bar: 0.3, gap: 0.15, words: 0.5, dates: 0.1, max_lines: 4, budget: 2_000 }
+    }
+
+    fn ids(chosen: &[Chosen], candidates: &[Candidate]) -> Vec<String> {
+        chosen.iter().map(|c| candidates[c.at].id.clone()).collect()
+    }
+
+    #[test]
+    fn the_months_and_years_a_prompt_names() {
+        assert_eq!(dates_named("When did Melanie go camping in June?"), (vec![6], vec![]));
+        assert_eq!(dates_named("what happened last May 2023"), (vec![5], vec![2023]));
+        assert_eq!(dates_named("May I ask what you did?"), (vec![], vec![]));
+        assert_eq!(dates_named("the trip in Sept"), (vec![9], vec![]));
+    }
+
+    #[test]
+    fn below_the_bar_nothing_is_handed_over() {
+        let c = vec![cand("m-1", "Caroline went to a support group", 0.2, &[])];
+        assert!(choose("Fix the failing unit test in src/parser.rs", &c, &settings(), &HashMap::new()).is_empty());
+    }
+
+    #[test]
+    fn the_words_a_prompt_names_weigh_with_the_cosine_and_far_lines_stay_out() {
+        let c = vec![
+            cand("m-1", "Caroline likes painting sunsets", 0.55, &[]),
+            cand("m-2", "Caroline went to an LGBTQ support group in May", 0.5, &[]),
+            cand("m-3", "Caroline plans a trip to Sweden", 0.3, &[]),
+        ];
+        let chosen = choose("When did Caroline go to the LGBTQ support group?", &c, &settings(), &HashMap::new());
+        assert_eq!(ids(&chosen, &c)[0], "m-2");
+        assert!(!ids(&chosen, &c).contains(&"m-3".to_string()), "far below the best");
+    }
+
+    #[test]
+    fn a_fact_its_chosen_entry_folds_and_a_near_copy_are_left_out() {
+        let c = vec![
+            cand("m-1", "Melanie runs a pottery class on Tuesdays", 0.6, &["f-1"]),
+            cand("f-1", "Melanie runs a pottery class on Tuesdays", 0.6, &[]),
+            cand("m-2", "Melanie runs the pottery class every Tuesday", 0.58, &[]),
+        ];
+        let chosen = choose("What class does Melanie run?", &c, &settings(), &HashMap::new());
+        assert_eq!(ids(&chosen, &c), ["m-1"]);
+    }
+
+    #[test]
+    fn an_entry_told_in_the_session_is_told_again_only_when_it_changed() {
+        let c = vec![cand("m-1", "The staging database listens on port 5433", 0.7, &[])];
+        let told = HashMap::from([("m-1".to_string(), told_key(&c[0]))]);
+        assert!(choose("which port does staging use?", &c, &settings(), &told).is_empty());
+        let changed = vec![cand("m-1", "The staging database listens on port 6543", 0.7, &[])];
+        assert_eq!(choose("which port does staging use?", &changed, &settings(), &told).len(), 1);
+    }
+
+    #[test]
+    fn the_lines_stop_at_the_budget() {
+        let long = "word ".repeat(100);
+        let c: Vec<Candidate> =
+            (0..5).map(|i| cand(&format!("m-{i}"), &format!("{long}{i} unique{i}"), 0.6, &[])).collect();
+        let chosen = choose("word", &c, &Settings { budget: 1_100, ..settings() }, &HashMap::new());
+        let used: usize = chosen.iter().map(|c| c.line.chars().count() + 1).sum();
+        assert!(used <= 1_100 && !chosen.is_empty(), "{used}");
+    }
+}
