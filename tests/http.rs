@@ -1126,3 +1126,138 @@ async fn plans_in_groups_partial_apply_facts_pins_and_search_without_recall() {
     assert_eq!(verify(&fixture.root())["ok"], true);
     daemon.stop().await;
 }
+
+/// The routes of the router, as `(path, [methods])`, read from its source.
+fn router_routes() -> Vec<(String, Vec<String>)> {
+    let source =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/doors/http/mod.rs"))
+            .unwrap();
+    let mut routes = Vec::new();
+    for line in source.lines().map(str::trim).filter(|l| l.starts_with(".route(\"")) {
+        let path = line[8..].split('"').next().unwrap().to_string();
+        let handlers = &line[line.find(',').unwrap() + 1..];
+        let methods: Vec<String> = ["get", "post", "delete", "put", "patch", "any"]
+            .iter()
+            .filter(|m| handlers.contains(&format!("{m}(")))
+            .map(|m| m.to_string())
+            .collect();
+        assert!(!methods.is_empty(), "no method read from {line}");
+        routes.push((path, methods));
+    }
+    routes
+}
+
+/// `GET /openapi.json` needs no token and lists every route of the router with its methods
+/// and nothing else; every request schema refuses unknown fields, and the route refuses what
+/// its schema refuses; with `MEMFOLD_TEST_OPENAPI_VALIDATOR` (`.ci/run` installs
+/// openapi-spec-validator) the document passes it.
+#[tokio::test]
+async fn openapi_lists_every_route_and_validates() {
+    let fixture = Fixture::new();
+    let env = [("MEMFOLD_SERVER__TOKEN_ENV", "HTTP_TEST_TOKEN"), ("HTTP_TEST_TOKEN", "s3cret")];
+    let daemon = fixture.serve(&env).await;
+    let client = &daemon.client;
+    let (code, doc) = daemon.send_anonymous(client.get(daemon.url("/openapi.json"))).await;
+    assert_eq!(code, 200, "{doc}");
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    let routes = router_routes();
+    assert!(routes.len() >= 30, "{routes:?}");
+    for (path, methods) in &routes {
+        let item = paths.get(path).unwrap_or_else(|| panic!("/openapi.json lacks {path}"));
+        for method in methods {
+            let method = if method == "any" { "post" } else { method.as_str() };
+            assert!(item.get(method).is_some(), "/openapi.json lacks {method} {path}");
+        }
+    }
+    for (path, item) in paths {
+        assert!(routes.iter().any(|(p, _)| p == path), "/openapi.json lists {path}, which is no route");
+        for (method, operation) in item.as_object().unwrap() {
+            assert!(operation["responses"]["200"].is_object(), "{method} {path}");
+            if let Some(body) = operation.get("requestBody") {
+                let schema = &body["content"]["application/json"]["schema"];
+                assert_eq!(schema["additionalProperties"], false, "{method} {path} takes unknown fields: {schema}");
+            }
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                if parameter["in"] == "path" {
+                    assert!(path.contains(&format!("{{{}}}", parameter["name"].as_str().unwrap())), "{method} {path}");
+                }
+            }
+        }
+    }
+    // A field the merge schema does not have is refused by the route, naming it.
+    let (code, body) = daemon
+        .send(client.post(daemon.url("/entries/m-1/merge")).bearer_auth("s3cret").json(&json!({"ids": ["m-2"]})))
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("unknown field `ids`"), "{body}");
+    let (code, body) = daemon
+        .send(
+            client.post(daemon.url("/entries/m-1/merge")).bearer_auth("s3cret").json(&json!({"id": "m-2", "with": []})),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("is the path's"), "{body}");
+    daemon.stop().await;
+
+    match std::env::var("MEMFOLD_TEST_OPENAPI_VALIDATOR") {
+        Ok(validator) => {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("openapi.json");
+            std::fs::write(&file, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+            let out = std::process::Command::new(&validator).arg(&file).output().unwrap();
+            let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "openapi-spec-validator refused /openapi.json:\n{said}");
+        }
+        Err(_) => memfold::testkit::skip(
+            "MEMFOLD_TEST_OPENAPI_VALIDATOR is not set (.ci/run installs openapi-spec-validator)",
+        ),
+    }
+}
+
+/// The MCP tools and the HTTP routes take one request type per verb: each tool's arguments are
+/// the fields its route takes (body or query), plus the one its path fills.
+#[test]
+fn mcp_tools_take_the_fields_their_routes_take() {
+    let tools: Value = serde_json::from_str(
+        &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_tools.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let doc = memfold::doors::http::openapi::document();
+    let fields_of_tool = |name: &str| -> std::collections::BTreeSet<String> {
+        let tool = tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap();
+        tool["inputSchema"]["properties"].as_object().unwrap().keys().cloned().collect()
+    };
+    let fields_of_route = |method: &str, path: &str, filled: Option<&str>| -> std::collections::BTreeSet<String> {
+        let operation = &doc["paths"][path][method];
+        let mut fields: std::collections::BTreeSet<String> =
+            operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k.clone())
+                .collect();
+        for parameter in operation["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "query") {
+            fields.insert(parameter["name"].as_str().unwrap().to_string());
+        }
+        fields.extend(filled.map(str::to_string));
+        fields
+    };
+    for (tool, method, path, filled) in [
+        ("memory_add", "post", "/facts", None),
+        ("memory_add_turn", "post", "/turns", None),
+        ("memory_search", "get", "/search", None),
+        ("memory_about", "get", "/about", None),
+        ("memory_consolidate", "post", "/consolidate", None),
+        ("memory_forget", "delete", "/entries/{id}", Some("id")),
+        ("memory_share", "post", "/entries/{id}/share", Some("id")),
+        ("memory_merge", "post", "/entries/{id}/merge", Some("id")),
+        ("memory_supersede", "post", "/entries/{id}/supersede", Some("id")),
+        ("memory_apply_plan", "post", "/plans/{id}/apply", Some("plan")),
+        ("memory_reject_plan", "post", "/plans/{id}/reject", Some("plan")),
+        ("memory_undo", "post", "/runs/{id}/undo", Some("run")),
+    ] {
+        assert_eq!(fields_of_tool(tool), fields_of_route(method, path, filled), "{tool} and {method} {path}");
+    }
+}

@@ -33,6 +33,7 @@
 
 mod guard;
 mod listen;
+pub mod openapi;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,10 +47,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use chrono::NaiveDate;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::RequestBodyTimeoutLayer;
@@ -60,9 +59,8 @@ use crate::service::{Access, Door, PassAnswer, Service, Spaces};
 use guard::Guard;
 use listen::Limits;
 use memfold_core::error::{Error, Kind};
-use memfold_core::memory::views::{PassOptions, Successor};
-use memfold_core::memory::{RecallRequest, SearchRequest, SweepOptions, TurnRequest, Undo};
-use memfold_store::archive::NewFact;
+use memfold_core::memory::views::PassOptions;
+use memfold_core::memory::{RecallRequest, SweepOptions, TurnRequest, requests};
 
 /// How long open requests may take to finish after shutdown starts.
 pub const HTTP_DRAIN: Duration = Duration::from_secs(10);
@@ -174,6 +172,7 @@ fn router(state: Api, bound: SocketAddr) -> Router {
     let body_timeout = state.body_timeout;
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi_document))
         .route("/facts", post(post_facts))
         .route("/turns", post(post_turns))
         .route("/turns/spooled", post(drain_spool))
@@ -368,14 +367,15 @@ async fn guard_requests(State(guard): State<Arc<Guard>>, request: Request, next:
     }
 }
 
-/// Every request but `GET /healthz` and the review page's (which signs browsers in itself)
+/// Every request but `GET /healthz`, `GET /openapi.json` and the review page's (which signs
+/// browsers in itself)
 /// needs a bearer token, checked once the head is read and before any body; the token decides
 /// the request's space ([`Resolved`]). A space's token may not name a space in the path; the
 /// operator's must (`/spaces/<name>/<route>`, the prefix taken off before routing), but for the
 /// home's own routes (`/spaces`, `/metrics`). A 5xx answer from a space names it.
 async fn resolve_space(State(state): Shared, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
-    if path == "/healthz" || path == "/ui" || path.starts_with("/ui/") {
+    if path == "/healthz" || path == "/openapi.json" || path == "/ui" || path.starts_with("/ui/") {
         return next.run(request).await;
     }
     let given = request
@@ -468,16 +468,15 @@ async fn healthz() -> Json<Value> {
     Json(json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
 }
 
-// ---- ingest ----------------------------------------------------------------------------------
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FactsBody {
-    facts: Vec<NewFact>,
+/// `GET /openapi.json`: the API described from the request types the handlers take.
+async fn openapi_document() -> Json<Value> {
+    Json(openapi::document())
 }
 
-async fn post_facts(Space(service): Space, JsonBody(body): JsonBody<FactsBody>) -> ApiResult {
-    ok(json!(service.add(DOOR, body.facts).await?))
+// ---- ingest ----------------------------------------------------------------------------------
+
+async fn post_facts(Space(service): Space, JsonBody(body): JsonBody<requests::Add>) -> ApiResult {
+    ok(json!(service.add(DOOR, body.facts()).await?))
 }
 
 async fn post_turns(Space(service): Space, JsonBody(body): JsonBody<TurnRequest>) -> ApiResult {
@@ -492,70 +491,21 @@ async fn drain_spool(Space(service): Space) -> ApiResult {
 
 // ---- search ----------------------------------------------------------------------------------
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchParams {
-    q: Option<String>,
-    k: Option<usize>,
-    as_of: Option<NaiveDate>,
-    history: Option<bool>,
-    /// `false`: do not record the hits in the recall log (a person browsing).
-    recall: Option<bool>,
-    /// Keep only hits at least this similar to the query (cosine, -1 to 1).
-    min_similarity: Option<f64>,
-}
-
-async fn search(Space(service): Space, params: Result<Query<SearchParams>, QueryRejection>) -> ApiResult {
+async fn search(Space(service): Space, params: Result<Query<requests::Search>, QueryRejection>) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let request = SearchRequest {
-        k: params.k,
-        as_of: params.as_of,
-        history: params.history.unwrap_or(false),
-        skip_recall: params.recall == Some(false),
-        min_similarity: params.min_similarity,
-    };
-    let hits = service.search(DOOR, &params.q.unwrap_or_default(), &request).await?;
+    let (query, request) = params.split();
+    let hits = service.search(DOOR, &query, &request).await?;
     ok(json!({ "hits": hits }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RecallBody {
-    /// The prompt, as the person wrote it.
-    prompt: String,
-    /// The agent (`claude-code`, `codex`) and its session id: an entry the session was told
-    /// already, unchanged since, is not told again.
-    #[serde(default)]
-    agent: Option<String>,
-    #[serde(default)]
-    session: Option<String>,
-    /// Characters, at most (default `hooks.prompt_max_chars`).
-    #[serde(default)]
-    budget: Option<usize>,
-}
-
-async fn recall(Space(service): Space, JsonBody(body): JsonBody<RecallBody>) -> ApiResult {
-    let session = match (body.agent, body.session) {
-        (Some(agent), Some(session)) if !session.is_empty() => Some((agent, session)),
-        (None, Some(session)) if !session.is_empty() => Some(("agent".to_string(), session)),
-        _ => None,
-    };
-    let request = RecallRequest { session, budget: body.budget };
+async fn recall(Space(service): Space, JsonBody(body): JsonBody<requests::Recall>) -> ApiResult {
+    let request = RecallRequest { session: body.session(), budget: body.budget };
     ok(json!(service.recall(DOOR, &body.prompt, &request).await?))
 }
 
 // ---- consolidation -----------------------------------------------------------------------------
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConsolidateBody {
-    #[serde(default)]
-    force: bool,
-    #[serde(default)]
-    dry_run: bool,
-}
-
-async fn consolidate(Space(service): Space, JsonBody(body): JsonBody<ConsolidateBody>) -> ApiResult {
+async fn consolidate(Space(service): Space, JsonBody(body): JsonBody<requests::Consolidate>) -> ApiResult {
     let opts = PassOptions { force: body.force, dry_run: body.dry_run };
     match service.consolidate(DOOR, opts).await? {
         PassAnswer::Done(report) => ok(json!(report)),
@@ -567,14 +517,7 @@ async fn status(Space(service): Space) -> ApiResult {
     ok(json!(service.status(DOOR).await?))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReindexBody {
-    #[serde(default)]
-    clear: bool,
-}
-
-async fn reindex(Space(service): Space, JsonBody(body): JsonBody<ReindexBody>) -> ApiResult {
+async fn reindex(Space(service): Space, JsonBody(body): JsonBody<requests::Reindex>) -> ApiResult {
     ok(json!(service.reindex(DOOR, body.clear).await?))
 }
 
@@ -588,19 +531,14 @@ async fn entry(Space(service): Space, Path(id): Path<String>) -> ApiResult {
     ok(json!(service.entry(DOOR, &id).await?))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeleteParams {
-    reason: Option<String>,
-}
-
 async fn delete_entry(
     Space(service): Space,
     Path(id): Path<String>,
-    params: Result<Query<DeleteParams>, QueryRejection>,
+    params: Result<Query<Map<String, Value>>, QueryRejection>,
 ) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    ok(json!(service.forget(DOOR, &id, params.reason.as_deref()).await?))
+    let forget: requests::Forget = targeted("id", id, params)?;
+    ok(json!(service.forget(DOOR, &forget.id, forget.reason.as_deref()).await?))
 }
 
 async fn pin_entry(Space(service): Space, Path(id): Path<String>) -> ApiResult {
@@ -615,17 +553,10 @@ async fn fact(Space(service): Space, Path(id): Path<String>) -> ApiResult {
     ok(json!(service.fact(DOOR, &id).await?))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AboutParams {
-    name: Option<String>,
-    history: Option<bool>,
-}
-
 /// `GET /about?name=&history=`: the entries about a name; without one, the names.
-async fn about(Space(service): Space, params: Result<Query<AboutParams>, QueryRejection>) -> ApiResult {
+async fn about(Space(service): Space, params: Result<Query<requests::About>, QueryRejection>) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    ok(json!(service.about(DOOR, params.name.as_deref(), params.history.unwrap_or(false)).await?))
+    ok(json!(service.about(DOOR, params.name.as_deref(), params.history).await?))
 }
 
 async fn entry_history(Space(service): Space, Path(id): Path<String>) -> ApiResult {
@@ -638,18 +569,7 @@ async fn runs(Space(service): Space) -> ApiResult {
     ok(json!({ "runs": service.runs(DOOR).await? }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SweepBody {
-    #[serde(default)]
-    full: bool,
-    #[serde(default)]
-    dry_run: bool,
-    #[serde(default)]
-    stale: bool,
-}
-
-async fn sweep(Space(service): Space, JsonBody(body): JsonBody<SweepBody>) -> ApiResult {
+async fn sweep(Space(service): Space, JsonBody(body): JsonBody<requests::Sweep>) -> ApiResult {
     let opts = SweepOptions { full: body.full, dry_run: body.dry_run, stale: body.stale };
     ok(json!(service.sweep(DOOR, opts).await?))
 }
@@ -658,68 +578,33 @@ async fn run(Space(service): Space, Path(id): Path<String>) -> ApiResult {
     ok(json!(service.run(DOOR, &id).await?))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UndoBody {
-    /// Ops to undo (1-based, as `GET /runs/{id}` numbers them); with `groups` absent too, the whole run.
-    #[serde(default)]
-    ops: Vec<usize>,
-    /// Op groups to undo (1-based, as `GET /runs/{id}` numbers them).
-    #[serde(default)]
-    groups: Vec<usize>,
-    #[serde(default)]
-    note: Option<String>,
-}
-
-async fn undo_run(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<UndoBody>) -> ApiResult {
-    let what = Undo { ops: body.ops, groups: body.groups, note: body.note };
-    ok(json!(service.undo(DOOR, &id, &what).await?))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MergeBody {
-    /// The entries folded into the one in the path.
-    with: Vec<String>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    note: Option<String>,
+async fn undo_run(
+    Space(service): Space,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    let undo: requests::UndoRun = targeted("run", id, body)?;
+    let run = undo.run.clone();
+    ok(json!(service.undo(DOOR, &run, &undo.what()).await?))
 }
 
 async fn merge_entries(
     Space(service): Space,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<MergeBody>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> ApiResult {
-    let ids: Vec<String> = std::iter::once(id).chain(body.with).collect();
-    ok(json!(service.merge(DOOR, &ids, body.text.as_deref(), body.note.as_deref()).await?))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SupersedeBody {
-    /// The entry that takes its place; or
-    #[serde(default)]
-    with: Option<String>,
-    /// its new text.
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    note: Option<String>,
+    let merge: requests::Merge = targeted("id", id, body)?;
+    ok(json!(service.merge(DOOR, &merge.ids(), merge.text.as_deref(), merge.note.as_deref()).await?))
 }
 
 async fn supersede_entry(
     Space(service): Space,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<SupersedeBody>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> ApiResult {
-    let by = match (body.with, body.text) {
-        (Some(with), None) => Successor::Entry(with),
-        (None, Some(text)) => Successor::Text(text),
-        _ => return Err(ApiError::bad_request("give either \"with\" (an entry id) or \"text\", not both")),
-    };
-    ok(json!(service.supersede(DOOR, &id, by, body.note.as_deref()).await?))
+    let supersede: requests::Supersede = targeted("id", id, body)?;
+    let by = supersede.successor()?;
+    ok(json!(service.supersede(DOOR, &supersede.id, by, supersede.note.as_deref()).await?))
 }
 
 async fn plans(Space(service): Space) -> ApiResult {
@@ -730,30 +615,22 @@ async fn plan(Space(service): Space, Path(id): Path<String>) -> ApiResult {
     ok(json!(service.plan(DOOR, &id).await?))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ApplyBody {
-    /// Op groups to apply (1-based, as `GET /plans/{id}` numbers them); the rest is rejected.
-    /// Absent: the whole plan.
-    #[serde(default)]
-    groups: Option<Vec<usize>>,
-    #[serde(default)]
-    note: Option<String>,
+async fn apply_plan(
+    Space(service): Space,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    let apply: requests::Apply = targeted("plan", id, body)?;
+    ok(json!(service.apply_plan(DOOR, &apply.plan, apply.groups, apply.note.as_deref()).await?))
 }
 
-async fn apply_plan(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<ApplyBody>) -> ApiResult {
-    ok(json!(service.apply_plan(DOOR, &id, body.groups, body.note.as_deref()).await?))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoteBody {
-    #[serde(default)]
-    note: Option<String>,
-}
-
-async fn reject_plan(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<NoteBody>) -> ApiResult {
-    ok(json!(service.reject_plan(DOOR, &id, body.note.as_deref()).await?))
+async fn reject_plan(
+    Space(service): Space,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    let reject: requests::Reject = targeted("plan", id, body)?;
+    ok(json!(service.reject_plan(DOOR, &reject.plan, reject.note.as_deref()).await?))
 }
 
 // ---- metrics -----------------------------------------------------------------------------------
@@ -769,15 +646,23 @@ async fn list_spaces(State(state): Shared) -> ApiResult {
     ok(json!({ "spaces": state.spaces.summaries().await }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShareBody {
-    /// The shared space to copy the entry into.
-    to: String,
+async fn share_entry(
+    Space(service): Space,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    let share: requests::Share = targeted("id", id, body)?;
+    ok(json!(service.share(DOOR, &share.id, &share.to).await?))
 }
 
-async fn share_entry(Space(service): Space, Path(id): Path<String>, JsonBody(body): JsonBody<ShareBody>) -> ApiResult {
-    ok(json!(service.share(DOOR, &id, &body.to).await?))
+/// A request whose target the path names: the body's (or query's) fields, with the path's id
+/// as `field`. The body naming the field itself is refused: the path says it.
+fn targeted<T: DeserializeOwned>(field: &str, id: String, mut fields: Map<String, Value>) -> Result<T, ApiError> {
+    if fields.contains_key(field) {
+        return Err(ApiError::bad_request(format!("request body: `{field}` is the path's; leave it out of the body")));
+    }
+    fields.insert(field.to_string(), Value::String(id));
+    serde_json::from_value(Value::Object(fields)).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
 }
 
 // ---- MCP ---------------------------------------------------------------------------------------

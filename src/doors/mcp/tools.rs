@@ -12,182 +12,23 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
-use chrono::NaiveDate;
 use futures::FutureExt;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
-use rmcp::{ErrorData as McpError, schemars, tool, tool_router};
-use serde::Deserialize;
+use rmcp::{ErrorData as McpError, tool, tool_router};
 use serde_json::{Value, json};
 
 use super::McpServer;
 use crate::doors::render::{self as text, Reader};
 use crate::service::{Door, PassAnswer};
 use memfold_core::error::{Error, Kind};
-use memfold_core::memory::views::{PassOptions, Successor};
-use memfold_core::memory::{SearchRequest, TurnRequest, Undo, day};
-use memfold_store::archive::NewFact;
+use memfold_core::memory::views::PassOptions;
+use memfold_core::memory::{TurnRequest, requests};
 use memfold_store::secrets;
 
 /// The MCP tools' reader: an agent.
 const READER: Reader = Reader::Agent;
 const DOOR: Door = Door::Mcp;
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddArgs {
-    /// The facts to remember, each one self-contained sentence ("Moved to Lisbon in October.").
-    pub facts: Vec<String>,
-    /// The day the facts belong to (YYYY-MM-DD); default today.
-    #[serde(default, deserialize_with = "day")]
-    pub date: Option<NaiveDate>,
-    /// Where the facts came from, stored with them (e.g. "chat").
-    #[serde(default)]
-    pub source: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SearchArgs {
-    /// What to look for, in words.
-    pub query: String,
-    /// How many hits (default search.default_k, at most 1000).
-    #[serde(default)]
-    pub k: Option<usize>,
-    /// Show what was current on this day (YYYY-MM-DD).
-    #[serde(default, deserialize_with = "day")]
-    pub as_of: Option<NaiveDate>,
-    /// Include superseded and removed versions.
-    #[serde(default)]
-    pub include_history: bool,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AboutArgs {
-    /// A person, pet, place or project ("Ana", "Rex", "Atlas"); none lists the names memory
-    /// speaks of.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Include versions that are no longer current.
-    #[serde(default)]
-    pub include_history: bool,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IdArgs {
-    /// The entry id (m-…), as search and memory_get show it.
-    pub id: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShareArgs {
-    /// The entry id (m-…), as search and memory_get show it.
-    pub id: String,
-    /// The shared space to copy it into (one of the home's [spaces] shared).
-    pub to: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForgetArgs {
-    /// The entry id (m-…) or the id of a fact not yet consolidated (f-…).
-    pub id: String,
-    /// Why, kept with the tombstone.
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConsolidateArgs {
-    /// Run even if fewer than consolidation.min_facts facts wait or the last pass was recent.
-    #[serde(default)]
-    pub force: bool,
-    /// Decide and report the ops, write nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanArgs {
-    /// The plan id, as memory_plans or memory_consolidate show it.
-    pub plan: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ApplyPlanArgs {
-    /// The plan id, as memory_plans or memory_consolidate show it.
-    pub plan: String,
-    /// Apply only these op groups (numbered from 1, as memory_plan shows them) and reject the
-    /// rest; all of them when absent.
-    #[serde(default)]
-    pub groups: Option<Vec<usize>>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunArgs {
-    /// The run id, as memory_runs or memory_consolidate show it.
-    pub run: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RejectArgs {
-    /// The plan id, as memory_plans or memory_consolidate show it.
-    pub plan: String,
-    /// Why, kept with the plan.
-    #[serde(default)]
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UndoArgs {
-    /// The run id, as memory_runs or memory_consolidate show it.
-    pub run: String,
-    /// Undo only these ops (numbered from 1, as memory_run shows them).
-    #[serde(default)]
-    pub ops: Vec<usize>,
-    /// Undo only these op groups (numbered from 1, as memory_run shows them).
-    #[serde(default)]
-    pub groups: Vec<usize>,
-    /// Why, kept with the run.
-    #[serde(default)]
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MergeArgs {
-    /// The entries to merge (two or more); the first one stays, the others fold into it.
-    pub ids: Vec<String>,
-    /// The merged text; absent: the LLM's when it keeps every detail, else the texts joined.
-    #[serde(default)]
-    pub text: Option<String>,
-    #[serde(default)]
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SupersedeArgs {
-    /// The entry that is out of date.
-    pub id: String,
-    /// The entry that takes its place (or give text).
-    #[serde(default)]
-    pub with: Option<String>,
-    /// Its new text (or give with).
-    #[serde(default)]
-    pub text: Option<String>,
-    #[serde(default)]
-    pub note: Option<String>,
-}
 
 /// A tool's answer that is not a success: the tool error to send.
 struct Refused(CallToolResult);
@@ -261,9 +102,8 @@ impl McpServer {
             open_world_hint = false
         )
     )]
-    async fn memory_add(&self, Parameters(args): Parameters<AddArgs>) -> Result<CallToolResult, McpError> {
-        let facts: Vec<NewFact> =
-            args.facts.into_iter().map(|text| NewFact { text, date: args.date, source: args.source.clone() }).collect();
+    async fn memory_add(&self, Parameters(args): Parameters<requests::Add>) -> Result<CallToolResult, McpError> {
+        let facts = args.facts();
         reply(async { self.service().await?.add(DOOR, facts).await }, |added| (text::stored(added), json!(added))).await
     }
 
@@ -286,15 +126,9 @@ impl McpServer {
                        memfold logs which entries were returned, to rank MEMORY.md.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, McpError> {
-        let request = SearchRequest {
-            k: args.k,
-            as_of: args.as_of,
-            history: args.include_history,
-            skip_recall: false,
-            min_similarity: None,
-        };
-        reply(async { self.service().await?.search(DOOR, &args.query, &request).await }, |hits| {
+    async fn memory_search(&self, Parameters(args): Parameters<requests::Search>) -> Result<CallToolResult, McpError> {
+        let (query, request) = args.split();
+        reply(async { self.service().await?.search(DOOR, &query, &request).await }, |hits| {
             (text::hits(hits), json!({ "hits": hits }))
         })
         .await
@@ -305,7 +139,7 @@ impl McpServer {
                        replaced it, and when.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_get(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_get(&self, Parameters(args): Parameters<requests::EntryId>) -> Result<CallToolResult, McpError> {
         reply(async { self.service().await?.history(DOOR, &args.id).await }, |chain| (text::chain(chain), json!(chain)))
             .await
     }
@@ -315,8 +149,8 @@ impl McpServer {
                        name it and those linked to them; without a name, the names memory speaks of.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_about(&self, Parameters(args): Parameters<AboutArgs>) -> Result<CallToolResult, McpError> {
-        reply(async { self.service().await?.about(DOOR, args.name.as_deref(), args.include_history).await }, |answer| {
+    async fn memory_about(&self, Parameters(args): Parameters<requests::About>) -> Result<CallToolResult, McpError> {
+        reply(async { self.service().await?.about(DOOR, args.name.as_deref(), args.history).await }, |answer| {
             (text::about(answer), json!(answer))
         })
         .await
@@ -327,7 +161,7 @@ impl McpServer {
                        deleted and never comes back, even if the same text is added again.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_forget(&self, Parameters(args): Parameters<ForgetArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_forget(&self, Parameters(args): Parameters<requests::Forget>) -> Result<CallToolResult, McpError> {
         reply(async { self.service().await?.forget(DOOR, &args.id, args.reason.as_deref()).await }, |done| {
             (text::forgotten(done), json!(done))
         })
@@ -338,7 +172,7 @@ impl McpServer {
         description = "Pin an entry: consolidation never replaces or removes it.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_pin(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_pin(&self, Parameters(args): Parameters<requests::EntryId>) -> Result<CallToolResult, McpError> {
         self.set_pin(args.id, true).await
     }
 
@@ -346,7 +180,7 @@ impl McpServer {
         description = "Unpin an entry: consolidation may replace or remove it again.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_unpin(&self, Parameters(args): Parameters<IdArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_unpin(&self, Parameters(args): Parameters<requests::EntryId>) -> Result<CallToolResult, McpError> {
         self.set_pin(args.id, false).await
     }
 
@@ -360,7 +194,7 @@ impl McpServer {
             open_world_hint = false
         )
     )]
-    async fn memory_share(&self, Parameters(args): Parameters<ShareArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_share(&self, Parameters(args): Parameters<requests::Share>) -> Result<CallToolResult, McpError> {
         reply(async { self.service().await?.share(DOOR, &args.id, &args.to).await }, |added| {
             (text::stored(added), json!(added))
         })
@@ -375,7 +209,7 @@ impl McpServer {
     )]
     async fn memory_consolidate(
         &self,
-        Parameters(args): Parameters<ConsolidateArgs>,
+        Parameters(args): Parameters<requests::Consolidate>,
     ) -> Result<CallToolResult, McpError> {
         let opts = PassOptions { force: args.force, dry_run: args.dry_run };
         reply(async { self.service().await?.consolidate(DOOR, opts).await }, |answer| match answer {
@@ -415,7 +249,7 @@ impl McpServer {
                        the decider weighed and left alone.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_plan(&self, Parameters(args): Parameters<PlanArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_plan(&self, Parameters(args): Parameters<requests::PlanId>) -> Result<CallToolResult, McpError> {
         reply(async { self.service().await?.plan(DOOR, &args.plan).await }, |detail| {
             (text::plan_detail(detail), json!(detail))
         })
@@ -428,10 +262,15 @@ impl McpServer {
                        them), rejecting the rest.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    async fn memory_apply_plan(&self, Parameters(args): Parameters<ApplyPlanArgs>) -> Result<CallToolResult, McpError> {
-        reply(async { self.service().await?.apply_plan(DOOR, &args.plan, args.groups, None).await }, |applied| {
-            (text::applied(applied, READER), json!(applied))
-        })
+    async fn memory_apply_plan(
+        &self,
+        Parameters(args): Parameters<requests::Apply>,
+    ) -> Result<CallToolResult, McpError> {
+        let note = args.note.clone();
+        reply(
+            async { self.service().await?.apply_plan(DOOR, &args.plan, args.groups, note.as_deref()).await },
+            |applied| (text::applied(applied, READER), json!(applied)),
+        )
         .await
     }
 
@@ -439,7 +278,10 @@ impl McpServer {
         description = "Reject a stored plan: nothing is written, and its facts stay pending until a forced pass.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_reject_plan(&self, Parameters(args): Parameters<RejectArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_reject_plan(
+        &self,
+        Parameters(args): Parameters<requests::Reject>,
+    ) -> Result<CallToolResult, McpError> {
         reply(async { self.service().await?.reject_plan(DOOR, &args.plan, args.note.as_deref()).await }, |rejected| {
             (text::rejected(rejected, READER), json!(rejected))
         })
@@ -459,7 +301,7 @@ impl McpServer {
         description = "One applied run: its ops in groups, numbered as memory_undo's ops and groups take them.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_run(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_run(&self, Parameters(args): Parameters<requests::RunId>) -> Result<CallToolResult, McpError> {
         reply(async { self.service().await?.run(DOOR, &args.run).await }, |detail| {
             (text::run_detail(detail), json!(detail))
         })
@@ -472,9 +314,9 @@ impl McpServer {
                        merged into it. Undoable with memory_undo.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    async fn memory_merge(&self, Parameters(args): Parameters<MergeArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_merge(&self, Parameters(args): Parameters<requests::Merge>) -> Result<CallToolResult, McpError> {
         reply(
-            async { self.service().await?.merge(DOOR, &args.ids, args.text.as_deref(), args.note.as_deref()).await },
+            async { self.service().await?.merge(DOOR, &args.ids(), args.text.as_deref(), args.note.as_deref()).await },
             |done| (text::curated(done, READER), json!(done)),
         )
         .await
@@ -485,14 +327,13 @@ impl McpServer {
                        version goes to history, superseded. Undoable with memory_undo.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn memory_supersede(&self, Parameters(args): Parameters<SupersedeArgs>) -> Result<CallToolResult, McpError> {
+    async fn memory_supersede(
+        &self,
+        Parameters(args): Parameters<requests::Supersede>,
+    ) -> Result<CallToolResult, McpError> {
         reply(
             async {
-                let by = match (args.with, args.text) {
-                    (Some(with), None) => Successor::Entry(with),
-                    (None, Some(text)) => Successor::Text(text),
-                    _ => return Err(Error::BadInput("give either with (an entry id) or text, not both".into())),
-                };
+                let by = args.successor()?;
                 self.service().await?.supersede(DOOR, &args.id, by, args.note.as_deref()).await
             },
             |done| (text::curated(done, READER), json!(done)),
@@ -506,9 +347,10 @@ impl McpServer {
                        removed; refused, naming them, if they changed since.",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    async fn memory_undo(&self, Parameters(args): Parameters<UndoArgs>) -> Result<CallToolResult, McpError> {
-        let what = Undo { ops: args.ops, groups: args.groups, note: args.note };
-        reply(async { self.service().await?.undo(DOOR, &args.run, &what).await }, |undone| {
+    async fn memory_undo(&self, Parameters(args): Parameters<requests::UndoRun>) -> Result<CallToolResult, McpError> {
+        let run = args.run.clone();
+        let what = args.what();
+        reply(async { self.service().await?.undo(DOOR, &run, &what).await }, |undone| {
             (text::undone(undone, READER), json!(undone))
         })
         .await

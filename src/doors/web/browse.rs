@@ -282,15 +282,10 @@ pub(super) async fn supersede(
     Id(id): Id,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let by = match (filled(&fields, "with"), filled(&fields, "text")) {
-        (Some(with), None) => memfold_core::planning::curate::Successor::Entry(with.to_string()),
-        (None, Some(text)) => memfold_core::planning::curate::Successor::Text(text.to_string()),
-        _ => {
-            let e = Error::BadInput(
-                "supersede: give either the id of the entry that takes its place or a new text, not both".into(),
-            );
-            return entry_refused(&session, &id, &e).await;
-        }
+    let (with, text) = (filled(&fields, "with").map(str::to_string), filled(&fields, "text").map(str::to_string));
+    let by = match memfold_core::memory::requests::successor(with, text) {
+        Ok(by) => by,
+        Err(e) => return entry_refused(&session, &id, &e).await,
     };
     match session.service.supersede(DOOR, &id, by, filled(&fields, "note")).await {
         Ok(done) => curated(&session, &done, "superseded"),

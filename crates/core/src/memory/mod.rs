@@ -6,7 +6,7 @@
 //! (consolidation and rebuilds), [`curation`](self::curation) (forget, pin, undo, apply,
 //! reject), [`reads`](self::reads) (status, verify, entries, history, runs, plans); what they
 //! return is in [`views`]. The CLI calls them directly; the daemon's doors (HTTP, MCP) go
-//! through the `memfold` crate's `service::Service`. Every method that changes memory follows the same
+//! through [`memfold::service::Service`]. Every method that changes memory follows the same
 //! sequence, written once (here):
 //!
 //! 1. take the consolidation lock (refused at once, naming the holder, when another pass,
@@ -38,7 +38,10 @@ pub mod sync;
 
 #[cfg(test)]
 pub(crate) use passes::promote_root;
+pub mod requests;
 pub mod views;
+
+pub use requests::day;
 
 pub use curation::Undo;
 pub use ingest::CheckedFacts;
@@ -154,13 +157,6 @@ pub struct Message {
     /// "user", "assistant", …
     pub role: String,
     pub content: String,
-}
-
-/// A day as `YYYY-MM-DD`, refused with a message that shows what was given.
-pub fn day<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<NaiveDate>, D::Error> {
-    let text: Option<String> = Option::deserialize(deserializer)?;
-    text.map(|t| t.parse().map_err(|_| serde::de::Error::custom(format!("expected a day as YYYY-MM-DD, got {t:?}"))))
-        .transpose()
 }
 
 impl TryFrom<TurnRequest> for Turn {
