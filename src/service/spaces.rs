@@ -789,7 +789,7 @@ fn summary(spaces: &Spaces, name: &str, open: bool, now: DateTime<Utc>) -> Space
         .flatten()
         .filter_map(|e| e.metadata().and_then(|m| m.modified()).ok())
         .max();
-    let last_use = [newest_day, modified(root.memory()), modified(root.state_dir().join("recall.jsonl"))]
+    let last_use = [newest_day, modified(root.memory()), modified(root.recall())]
         .into_iter()
         .flatten()
         .max()

@@ -110,6 +110,11 @@ impl Home {
         self.dir.join(".memfold")
     }
 
+    /// Where a space merged into another is set aside, whole, by name and time.
+    pub fn merged_dir(&self, space: &str, stamp: &str) -> PathBuf {
+        self.state_dir().join("merged").join(format!("{space}-{stamp}"))
+    }
+
     /// The operator's bearer token: it reaches every space, through `/spaces/<name>/`.
     pub fn token_file(&self) -> PathBuf {
         self.state_dir().join("token")

@@ -90,6 +90,26 @@ impl Root {
     pub fn plans_dir(&self) -> PathBuf {
         self.state_dir().join("plans")
     }
+    /// One record per applied run.
+    pub fn runs_dir(&self) -> PathBuf {
+        self.state_dir().join("runs")
+    }
+    /// What the last sync did and where it stands.
+    pub fn sync_state(&self) -> PathBuf {
+        self.state_dir().join("sync.json")
+    }
+    /// Present while a sync's merge is under way (a crash leaves it for the next sync).
+    pub fn sync_merge_marker(&self) -> PathBuf {
+        self.state_dir().join("sync-merge")
+    }
+    /// The git repository a sync keeps the root in.
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join(".git")
+    }
+    /// What a sync leaves out of the repository.
+    pub fn gitignore(&self) -> PathBuf {
+        self.dir.join(".gitignore")
+    }
     /// The daemon's bearer token (`crate::service::token`).
     pub fn token_file(&self) -> PathBuf {
         self.state_dir().join("token")

@@ -160,7 +160,7 @@ fn status_of(
         memory_tokens: std::fs::metadata(root.memory()).map_or(0, |m| m.len() as usize).div_ceil(4),
         last_sweep,
         sweep_due,
-        sync: root.dir().join(".git").exists().then(|| crate::memory::sync::load_state(root)),
+        sync: root.git_dir().exists().then(|| crate::memory::sync::load_state(root)),
         curation: None,
         related_entries: derived.related,
         named_entries: derived.named,

@@ -89,11 +89,11 @@ pub struct SyncReport {
 }
 
 fn state_path(root: &Root) -> std::path::PathBuf {
-    root.state_dir().join("sync.json")
+    root.sync_state()
 }
 
 fn merge_marker(root: &Root) -> std::path::PathBuf {
-    root.state_dir().join("sync-merge")
+    root.sync_merge_marker()
 }
 
 /// The marker's path as a commit record names it.
@@ -362,7 +362,7 @@ impl Memory {
 
 /// [`Memory::sync_due`] from the files, without opening the root (the scheduler's tick).
 pub fn due(root: &Root, config: &memfold_store::config::SyncConfig, after_pass: bool, now: DateTime<Utc>) -> bool {
-    let set_up = root.dir().join(".git").exists() || !config.remote.trim().is_empty();
+    let set_up = root.git_dir().exists() || !config.remote.trim().is_empty();
     if !set_up {
         return false;
     }
@@ -401,7 +401,7 @@ fn add(total: &mut Merged, more: Merged) {
 /// git's own lock files left by a process killed in the middle of a git call. The caller holds
 /// the consolidation lock, and only a sync runs git in the root, so any there are stale.
 fn clear_stale_locks(root: &Root) {
-    let git = root.dir().join(".git");
+    let git = root.git_dir();
     let locks = [
         git.join("index.lock"),
         git.join("HEAD.lock"),
@@ -420,7 +420,7 @@ fn clear_stale_locks(root: &Root) {
 
 /// `.gitignore` holds what stays on this machine (added once, a person's lines kept).
 fn ensure_ignored(root: &Root) -> Result<(), Error> {
-    let path = root.dir().join(".gitignore");
+    let path = root.gitignore();
     let now = std::fs::read_to_string(&path).unwrap_or_default();
     if now.lines().any(|l| l.trim() == "/.memfold/*") {
         return Ok(());

@@ -439,7 +439,7 @@ fn plan_rel(id: &str) -> String {
 }
 
 pub fn runs_dir(root: &Root) -> PathBuf {
-    root.state_dir().join("runs")
+    root.runs_dir()
 }
 
 pub fn run_path(root: &Root, run: &str) -> PathBuf {
