@@ -15,7 +15,7 @@ use crate::doors::render::{self, Reader};
 use crate::service::Spaces;
 use crate::service::token;
 use memfold_core::error::Error;
-use memfold_core::memory::views::{Added, NewFact, PassOptions, Successor};
+use memfold_core::memory::views::{Added, NewFact, PassOptions};
 use memfold_core::memory::{Memory, SearchRequest, SweepOptions, Undo};
 use memfold_store::Root;
 use memfold_store::agents::Agent;
@@ -72,7 +72,7 @@ pub enum Command {
     /// Answer an agent's lifecycle hook (Claude Code, Codex): the hook's JSON on stdin, the
     /// answer on stdout; always exits 0.
     Hook {
-        #[arg(value_enum)]
+        #[arg(value_parser = event_parser())]
         event: crate::doors::hook::Event,
         /// The agent that runs the hook [default: told from the payload].
         #[arg(long, value_parser = parse_agent)]
@@ -584,6 +584,14 @@ async fn on_root(memory: Memory, command: Command) -> Result<i32> {
     }
 }
 
+/// The hook events by memfold's names (listed for completions and `--help`).
+fn event_parser() -> impl clap::builder::TypedValueParser<Value = crate::doors::hook::Event> {
+    use clap::builder::TypedValueParser;
+    let names = memfold_store::agents::HookEvent::ALL.map(|e| e.name());
+    clap::builder::PossibleValuesParser::new(names)
+        .map(|name| memfold_store::agents::HookEvent::parse(&name).expect("one of the names listed"))
+}
+
 fn parse_agent(name: &str) -> Result<Agent, String> {
     Agent::parse(name)
 }
@@ -714,7 +722,7 @@ async fn join_spaces(config: Config, names: &[String], json: bool) -> Result<i32
     let flags = Overrides { home: Some(home.dir().to_path_buf()), space: Some(into.clone()), ..Overrides::default() };
     let memory = Memory::open(Config::load(&flags).context("loading configuration")?).await?;
     let stamp = memfold_store::sys::clock::now().format("%Y%m%dT%H%M%SZ");
-    let aside = home.state_dir().join("merged").join(format!("{from}-{stamp}"));
+    let aside = home.merged_dir(from, &stamp.to_string());
     let joined = memory.join_space(other, from.clone(), aside).await?;
     print(json, &joined, || render::joined(into, &joined))
 }
@@ -880,11 +888,7 @@ async fn curate(memory: &Memory, verb: Curate) -> Result<i32> {
             print(json, &done, || render::curated(&done, READER))
         }
         Curate::Supersede { old, with, text, note, json } => {
-            let by = match (with, text) {
-                (Some(with), _) => Successor::Entry(with),
-                (None, Some(text)) => Successor::Text(text),
-                (None, None) => bail!("give --with NEW or --text T"),
-            };
+            let by = memfold_core::memory::requests::successor(with, text)?;
             let done = memory.supersede(&old, by, note.as_deref()).await?;
             print(json, &done, || render::curated(&done, READER))
         }

@@ -8,6 +8,7 @@
 //! describe the files (pending facts, entries) are read from the files when scraped and passed
 //! to [`Metrics::render`].
 
+use memfold_store::egress::Purpose;
 use memfold_store::sys::guard;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -324,8 +325,11 @@ impl Metrics {
 
     /// Chat completions and their tokens, by purpose.
     fn render_llm(&self, out: &mut Exposition) {
-        let purposes =
-            [("consolidate", &self.llm_consolidate), ("extract", &self.llm_extract), ("promote", &self.llm_promote)];
+        let purposes = [
+            (Purpose::Consolidate, &self.llm_consolidate),
+            (Purpose::Extract, &self.llm_extract),
+            (Purpose::Promote, &self.llm_promote),
+        ];
         let by_purpose = |pick: fn(&LlmCounters) -> &AtomicU64| -> Vec<(String, String)> {
             purposes
                 .iter()

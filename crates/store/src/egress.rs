@@ -8,14 +8,50 @@ use std::sync::Arc;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
+/// What a request to an endpoint was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Purpose {
+    /// Facts picked out of a conversation turn.
+    Extract,
+    /// A consolidation call: the ops for a cluster.
+    Consolidate,
+    /// The keying call of a pass: what each new fact is about.
+    Keys,
+    /// The lines of `MEMORY.md`.
+    Promote,
+    /// The text of entries merged by hand.
+    Merge,
+    /// Vectors from an embedding endpoint.
+    Embed,
+}
+
+impl Purpose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Extract => "extract",
+            Purpose::Consolidate => "consolidate",
+            Purpose::Keys => "keys",
+            Purpose::Promote => "promote",
+            Purpose::Merge => "merge",
+            Purpose::Embed => "embed",
+        }
+    }
+}
+
+impl std::fmt::Display for Purpose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One request that left the machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sent {
     pub time: DateTime<Utc>,
     /// The endpoint's host (and port), never its path or key.
     pub host: String,
-    /// `extract`, `consolidate`, `keys`, `promote`, `embed`.
-    pub purpose: String,
+    pub purpose: Purpose,
     pub bytes: usize,
     /// SHA-256 of the body as sent, 16 hex characters.
     pub body_hash: String,
@@ -45,7 +81,7 @@ impl Egress {
     }
 
     /// Record a request (a failure to record is logged, never fatal to the request).
-    pub fn record(&self, url: &str, purpose: &str, body: &[u8], masked: usize) {
+    pub fn record(&self, url: &str, purpose: Purpose, body: &[u8], masked: usize) {
         let host = url::Url::parse(url)
             .ok()
             .and_then(|u| {
@@ -58,7 +94,7 @@ impl Egress {
         let sent = Sent {
             time: crate::sys::clock::now(),
             host,
-            purpose: purpose.to_string(),
+            purpose,
             bytes: body.len(),
             body_hash: super::content_hash(body)[..16].to_string(),
             masked,

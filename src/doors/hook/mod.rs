@@ -41,37 +41,15 @@ use memfold_store::listening::Listening;
 use memfold_store::project::Project;
 
 /// The events a hook answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Event {
-    SessionStart,
-    UserPromptSubmit,
-    Stop,
-    PreCompact,
-    PostCompact,
-    SessionEnd,
-}
+pub use memfold_store::agents::HookEvent as Event;
 
-impl Event {
-    /// memfold's name for the event (`memfold hook <name>`).
-    fn ours(self) -> &'static str {
-        match self {
-            Event::SessionStart => "session-start",
-            Event::UserPromptSubmit => "user-prompt-submit",
-            Event::Stop => "stop",
-            Event::PreCompact => "pre-compact",
-            Event::PostCompact => "post-compact",
-            Event::SessionEnd => "session-end",
-        }
-    }
-
-    /// `agent`'s name for the event, as its answers name it.
-    fn agent_name(self, agent: Agent) -> &'static str {
-        agent.event_name(self.ours()).unwrap_or(match self {
-            Event::PreCompact => "PreCompact",
-            Event::PostCompact => "PostCompact",
-            _ => "Stop",
-        })
-    }
+/// `agent`'s name for the event, as its answers name it.
+fn agent_name(event: Event, agent: Agent) -> &'static str {
+    agent.event_name(event).unwrap_or(match event {
+        Event::PreCompact => "PreCompact",
+        Event::PostCompact => "PostCompact",
+        _ => "Stop",
+    })
 }
 
 /// What the agents send (the fields memfold reads; others are ignored). The agents spell them
@@ -362,7 +340,7 @@ fn context(agent: Agent, event: Event, text: Option<&str>) -> Option<String> {
     let text = memfold_store::secrets::mask(text);
     let answer = match agent {
         Agent::ClaudeCode | Agent::Codex | Agent::Gemini => {
-            json!({ "hookSpecificOutput": { "hookEventName": event.agent_name(agent), "additionalContext": text } })
+            json!({ "hookSpecificOutput": { "hookEventName": agent_name(event, agent), "additionalContext": text } })
         }
         Agent::Cursor if prompt => json!({ "continue": true, "additional_context": text }),
         Agent::Cursor => json!({ "additional_context": text }),

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Client, Scope, Target, plugin};
-use memfold_store::agents::settings::{self, HOOK_EVENTS};
+use memfold_store::agents::settings;
 use memfold_store::agents::{self, Agent};
 
 /// One part of memfold found in an agent's or client's file.
@@ -127,7 +127,8 @@ fn scan(value: &Value, file: &Path, out: &mut Vec<Installed>) {
     match value {
         Value::String(command) => {
             let words = shell_words(command);
-            let hook = words.windows(2).any(|w| w[0] == "hook" && HOOK_EVENTS.contains(&w[1].as_str()));
+            let hook =
+                words.windows(2).any(|w| w[0] == "hook" && memfold_store::agents::HookEvent::parse(&w[1]).is_ok());
             if hook && is_memfold(words.first().map(String::as_str).unwrap_or_default()) {
                 out.push(found(file, "hooks", &words));
             }

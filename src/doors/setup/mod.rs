@@ -15,7 +15,7 @@ use serde_json::json;
 
 use memfold_core::planning::diff;
 use memfold_store::agents::settings::{self, Edit, Handler, Ours};
-use memfold_store::agents::{self, Agent, HookLayout};
+use memfold_store::agents::{self, Agent, HookEvent, HookLayout};
 use memfold_store::config::Config;
 
 pub use found::{Installed, installed, list};
@@ -168,8 +168,8 @@ fn handlers(exe: &str, args: &[String], agent: Agent) -> Vec<Handler> {
             // Session end has a budget of its own in Claude Code (1.5 s) and Codex (1 s); the
             // rest answer well within 30 s, the shortest default (a prompt's).
             let seconds = match (agent, *ours) {
-                (Agent::ClaudeCode | Agent::Codex, "session-end") => None,
-                (_, "session-end") => Some(10),
+                (Agent::ClaudeCode | Agent::Codex, HookEvent::SessionEnd) => None,
+                (_, HookEvent::SessionEnd) => Some(10),
                 _ => Some(30),
             };
             Handler {

@@ -32,6 +32,7 @@
 //! is empty or does not parse is rejected: the offline ranking is written instead and the
 //! record is dropped, so the next promotion with an LLM shows it every line afresh.
 
+use memfold_store::egress::Purpose;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -281,7 +282,7 @@ pub async fn promote(input: PromoteInput<'_>, config: &Config, llm: Option<(&Cha
             report.source = "kept";
             lines = Some(ask.current.clone());
         } else {
-            match client.complete_json("promote", prompt, &ask.message(&recalled)).await {
+            match client.complete_json(Purpose::Promote, prompt, &ask.message(&recalled)).await {
                 Ok(reply) => {
                     report.llm.add(reply.usage);
                     match parse_json_reply::<Reply>(&reply.content).and_then(|r| ask.check(&r)) {

@@ -4,6 +4,7 @@
 //! wrapped in a [`CachedEmbedder`], which keeps every vector it has seen on disk keyed by the
 //! sha256 of the text; the `local` embedder is cheaper than a cache lookup and is used as is.
 
+use memfold_store::egress::Purpose;
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -186,7 +187,7 @@ impl Embedder for Recorded {
                 })
                 .collect();
             let body = serde_json::to_vec(&serde_json::json!({ "input": sent })).expect("JSON serialises");
-            self.egress.record(&self.url, "embed", &body, masked);
+            self.egress.record(&self.url, Purpose::Embed, &body, masked);
             self.model.embed(&sent).await
         })
     }

@@ -6,6 +6,7 @@
 //! other fact before it is stored.
 
 use chrono::NaiveDate;
+use memfold_store::egress::Purpose;
 use serde::Deserialize;
 
 use super::{ChatClient, LlmError, Usage};
@@ -47,7 +48,8 @@ pub async fn facts(
     turn: &str,
     today: NaiveDate,
 ) -> Result<(Vec<Found>, Usage), LlmError> {
-    let (extracted, usage) = chat.complete_parsed::<Extracted>("extract", system, &user_message(turn, today)).await?;
+    let (extracted, usage) =
+        chat.complete_parsed::<Extracted>(Purpose::Extract, system, &user_message(turn, today)).await?;
     let found = extracted
         .facts
         .into_iter()

@@ -5,6 +5,7 @@
 //! employer"]}}`. Keys only add decision candidates (see `consolidate::aspects`), so a fact
 //! the reply leaves out simply has none from the LLM.
 
+use memfold_store::egress::Purpose;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -36,7 +37,7 @@ pub async fn keys(
 ) -> Result<(HashMap<String, Vec<String>>, Usage), LlmError> {
     let listed: Vec<Fact> = facts.iter().map(|&(id, text)| Fact { id, text }).collect();
     let user = serde_json::json!({ "facts": listed }).to_string();
-    let (reply, usage) = chat.complete_parsed::<Reply>("keys", system, &user).await?;
+    let (reply, usage) = chat.complete_parsed::<Reply>(Purpose::Keys, system, &user).await?;
     let keys = reply.keys.into_iter().map(|(id, keys)| (id, keys.into_iter().take(3).collect())).collect();
     Ok((keys, usage))
 }

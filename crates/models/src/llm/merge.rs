@@ -5,6 +5,7 @@
 //! The caller checks the text keeps every entry's details before it uses it.
 
 use chrono::NaiveDate;
+use memfold_store::egress::Purpose;
 use serde::{Deserialize, Serialize};
 
 use super::{ChatClient, LlmError, Usage};
@@ -30,6 +31,6 @@ pub async fn merged_text(
     entries: &[Merging<'_>],
 ) -> Result<(String, Usage), LlmError> {
     let user = serde_json::json!({ "entries": entries }).to_string();
-    let (reply, usage) = chat.complete_parsed::<Reply>("merge", system, &user).await?;
+    let (reply, usage) = chat.complete_parsed::<Reply>(Purpose::Merge, system, &user).await?;
     Ok((reply.content, usage))
 }

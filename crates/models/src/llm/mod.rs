@@ -15,6 +15,7 @@ pub mod extract;
 pub mod keys;
 pub mod merge;
 
+use memfold_store::egress::Purpose;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -142,7 +143,7 @@ impl ChatClient {
     /// One completion asking for a JSON object; the content is returned as text, unparsed.
     /// `purpose` (`extract`, `consolidate`, `keys`, `promote`) is what the request is
     /// recorded as.
-    pub async fn complete_json(&self, purpose: &'static str, system: &str, user: &str) -> Result<ChatReply, LlmError> {
+    pub async fn complete_json(&self, purpose: Purpose, system: &str, user: &str) -> Result<ChatReply, LlmError> {
         let json_mode = self.json_mode.load(Ordering::Relaxed);
         match self.complete(purpose, system, user, json_mode).await {
             Err(LlmError::Http(HttpError::Status { status: 400, body, .. }))
@@ -161,7 +162,7 @@ impl ChatClient {
     /// is asked again once, with the error appended to the user message. Usage covers both calls.
     pub async fn complete_parsed<T: DeserializeOwned>(
         &self,
-        purpose: &'static str,
+        purpose: Purpose,
         system: &str,
         user: &str,
     ) -> Result<(T, Usage), LlmError> {
@@ -190,7 +191,7 @@ impl ChatClient {
     /// the machine in a prompt.
     async fn complete(
         &self,
-        purpose: &'static str,
+        purpose: Purpose,
         system: &str,
         user: &str,
         json_mode: bool,
@@ -384,7 +385,7 @@ mod tests {
         cfg.temperature = 0.25;
         cfg.max_tokens = 77;
         let chat = ChatClient::from_config(&cfg).unwrap().unwrap();
-        let reply = chat.complete_json("test", "be terse", "hello").await.unwrap();
+        let reply = chat.complete_json(Purpose::Extract, "be terse", "hello").await.unwrap();
         assert_eq!(reply.content, r#"{"ops":[]}"#);
         let request = &fake.chat_requests()[0];
         assert_eq!(request["model"], "fake-chat");
@@ -400,7 +401,7 @@ mod tests {
         let fake = FakeOpenAi::start().await;
         fake.push_chat(FakeReply::Status(500));
         fake.push_chat(FakeReply::Content("{}".into()));
-        let reply = client(&fake).complete_json("test", "s", "u").await.unwrap();
+        let reply = client(&fake).complete_json(Purpose::Extract, "s", "u").await.unwrap();
         assert_eq!(reply.content, "{}");
         assert_eq!(fake.chat_calls(), 2);
     }
@@ -409,7 +410,7 @@ mod tests {
     async fn bad_request_fails_without_retry() {
         let fake = FakeOpenAi::start().await;
         fake.push_chat(FakeReply::StatusMessage(400, "context length exceeded".into()));
-        let err = client(&fake).complete_json("test", "s", "u").await.unwrap_err();
+        let err = client(&fake).complete_json(Purpose::Extract, "s", "u").await.unwrap_err();
         assert_eq!(fake.chat_calls(), 1);
         assert!(err.to_string().contains("answered 400: "), "{err}");
         assert!(err.to_string().contains(&fake.base_url()), "{err}");
@@ -421,7 +422,12 @@ mod tests {
         let mut cfg = LlmConfig { base_url: format!("http://127.0.0.1:{port}/v1"), ..LlmConfig::default() };
         cfg.timeout_secs = 1;
         let started = std::time::Instant::now();
-        let err = ChatClient::from_config(&cfg).unwrap().unwrap().complete_json("test", "s", "u").await.unwrap_err();
+        let err = ChatClient::from_config(&cfg)
+            .unwrap()
+            .unwrap()
+            .complete_json(Purpose::Extract, "s", "u")
+            .await
+            .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
         let msg = err.to_string();
         assert!(msg.starts_with(&format!("chat endpoint {}", cfg.base_url)), "{msg}");
@@ -436,9 +442,9 @@ mod tests {
             None => FakeReply::Content(r#"{"ok":true}"#.into()),
         });
         let chat = client(&fake);
-        assert_eq!(chat.complete_json("test", "s", "u").await.unwrap().content, r#"{"ok":true}"#);
+        assert_eq!(chat.complete_json(Purpose::Extract, "s", "u").await.unwrap().content, r#"{"ok":true}"#);
         assert_eq!(fake.chat_calls(), 2);
-        chat.clone().complete_json("test", "s", "u").await.unwrap();
+        chat.clone().complete_json(Purpose::Extract, "s", "u").await.unwrap();
         assert_eq!(fake.chat_calls(), 3, "the second call goes straight without response_format");
         assert!(fake.chat_requests()[2].get("response_format").is_none());
     }
@@ -451,7 +457,7 @@ mod tests {
         let chat = client(&fake);
         let mut total = Usage::default();
         for _ in 0..2 {
-            let reply = chat.complete_json("test", "12345", "1234").await.unwrap();
+            let reply = chat.complete_json(Purpose::Extract, "12345", "1234").await.unwrap();
             assert_eq!(reply.usage, Usage { calls: 1, prompt_tokens: 3, completion_tokens: 3 });
             total.add(reply.usage);
         }
@@ -466,7 +472,8 @@ mod tests {
         let fake = FakeOpenAi::start().await;
         fake.push_chat(FakeReply::Content("Sure! Here you go.".into()));
         fake.push_chat(FakeReply::Content("```json\n{\"ops\":[]}\n```".into()));
-        let (reply, usage): (OpsReply, Usage) = client(&fake).complete_parsed("test", "s", "cluster").await.unwrap();
+        let (reply, usage): (OpsReply, Usage) =
+            client(&fake).complete_parsed(Purpose::Extract, "s", "cluster").await.unwrap();
         assert!(reply.ops.is_empty());
         assert_eq!(usage.calls, 2);
         let second = fake.chat_requests()[1]["messages"][1]["content"].as_str().unwrap().to_string();

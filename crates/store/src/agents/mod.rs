@@ -29,6 +29,54 @@ pub fn claude_memory_dir(home: &Path, project: &Path) -> PathBuf {
     home.join(".claude/projects").join(name).join("memory")
 }
 
+/// The hook events memfold answers, in the order a session meets them; each agent calls them by
+/// names of its own ([`Agent::events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HookEvent {
+    SessionStart,
+    UserPromptSubmit,
+    Stop,
+    PreCompact,
+    PostCompact,
+    SessionEnd,
+}
+
+impl HookEvent {
+    pub const ALL: [HookEvent; 6] = [
+        HookEvent::SessionStart,
+        HookEvent::UserPromptSubmit,
+        HookEvent::Stop,
+        HookEvent::PreCompact,
+        HookEvent::PostCompact,
+        HookEvent::SessionEnd,
+    ];
+
+    /// memfold's name for the event (`memfold hook <name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "session-start",
+            HookEvent::UserPromptSubmit => "user-prompt-submit",
+            HookEvent::Stop => "stop",
+            HookEvent::PreCompact => "pre-compact",
+            HookEvent::PostCompact => "post-compact",
+            HookEvent::SessionEnd => "session-end",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<HookEvent, String> {
+        HookEvent::ALL
+            .into_iter()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| format!("{name:?} is not a hook event: {}", HookEvent::ALL.map(HookEvent::name).join(", ")))
+    }
+}
+
+impl std::fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// An agent memfold plugs into: its lifecycle hooks (or, for OpenCode, a plugin) and its MCP
 /// server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -99,49 +147,49 @@ impl Agent {
 
     /// The agent's hook events memfold answers, each with memfold's name for it (`memfold hook
     /// <name>`), in the order a session meets them.
-    pub fn events(self) -> &'static [(&'static str, &'static str)] {
+    pub fn events(self) -> &'static [(&'static str, HookEvent)] {
         match self {
             Agent::ClaudeCode | Agent::Codex => &[
-                ("SessionStart", "session-start"),
-                ("UserPromptSubmit", "user-prompt-submit"),
-                ("Stop", "stop"),
-                ("PreCompact", "pre-compact"),
-                ("PostCompact", "post-compact"),
-                ("SessionEnd", "session-end"),
+                ("SessionStart", HookEvent::SessionStart),
+                ("UserPromptSubmit", HookEvent::UserPromptSubmit),
+                ("Stop", HookEvent::Stop),
+                ("PreCompact", HookEvent::PreCompact),
+                ("PostCompact", HookEvent::PostCompact),
+                ("SessionEnd", HookEvent::SessionEnd),
             ],
             Agent::Gemini => &[
-                ("SessionStart", "session-start"),
-                ("BeforeAgent", "user-prompt-submit"),
-                ("AfterAgent", "stop"),
-                ("PreCompress", "pre-compact"),
-                ("SessionEnd", "session-end"),
+                ("SessionStart", HookEvent::SessionStart),
+                ("BeforeAgent", HookEvent::UserPromptSubmit),
+                ("AfterAgent", HookEvent::Stop),
+                ("PreCompress", HookEvent::PreCompact),
+                ("SessionEnd", HookEvent::SessionEnd),
             ],
             Agent::Cursor => &[
-                ("sessionStart", "session-start"),
-                ("beforeSubmitPrompt", "user-prompt-submit"),
-                ("stop", "stop"),
-                ("preCompact", "pre-compact"),
-                ("sessionEnd", "session-end"),
+                ("sessionStart", HookEvent::SessionStart),
+                ("beforeSubmitPrompt", HookEvent::UserPromptSubmit),
+                ("stop", HookEvent::Stop),
+                ("preCompact", HookEvent::PreCompact),
+                ("sessionEnd", HookEvent::SessionEnd),
             ],
             Agent::Copilot => &[
-                ("sessionStart", "session-start"),
-                ("userPromptSubmitted", "user-prompt-submit"),
-                ("agentStop", "stop"),
-                ("preCompact", "pre-compact"),
-                ("sessionEnd", "session-end"),
+                ("sessionStart", HookEvent::SessionStart),
+                ("userPromptSubmitted", HookEvent::UserPromptSubmit),
+                ("agentStop", HookEvent::Stop),
+                ("preCompact", HookEvent::PreCompact),
+                ("sessionEnd", HookEvent::SessionEnd),
             ],
             Agent::OpenCode => &[
-                ("session.created", "session-start"),
-                ("chat.message", "user-prompt-submit"),
-                ("session.idle", "stop"),
-                ("session.compacted", "post-compact"),
-                ("session.deleted", "session-end"),
+                ("session.created", HookEvent::SessionStart),
+                ("chat.message", HookEvent::UserPromptSubmit),
+                ("session.idle", HookEvent::Stop),
+                ("session.compacted", HookEvent::PostCompact),
+                ("session.deleted", HookEvent::SessionEnd),
             ],
         }
     }
 
     /// The agent's name for memfold's event `ours`.
-    pub fn event_name(self, ours: &str) -> Option<&'static str> {
+    pub fn event_name(self, ours: HookEvent) -> Option<&'static str> {
         self.events().iter().find(|(_, o)| *o == ours).map(|(theirs, _)| *theirs)
     }
 

@@ -30,10 +30,6 @@ pub struct Handler {
     pub name: Option<String>,
 }
 
-/// memfold's names of the events its hooks answer (`memfold hook <name>`).
-pub const HOOK_EVENTS: [&str; 6] =
-    ["session-start", "user-prompt-submit", "stop", "pre-compact", "post-compact", "session-end"];
-
 /// What marks the part `setup` wrote for one memory: the words that name its root or home in
 /// every command and server it wrote (`--root /abs/root`, `--home /abs/home`, each word as a
 /// shell command line spells it). A handler or a server without them is not memfold's to
@@ -52,7 +48,7 @@ impl Ours {
     /// Whether a hook command is memfold's for this memory: a memfold hook event, and the words.
     fn command(&self, command: &str) -> bool {
         let words: Vec<&str> = command.split_whitespace().collect();
-        let hook = words.windows(2).any(|w| w[0] == "hook" && HOOK_EVENTS.contains(&w[1]));
+        let hook = words.windows(2).any(|w| w[0] == "hook" && crate::agents::HookEvent::parse(w[1]).is_ok());
         hook && format!(" {command} ").contains(&format!(" {} ", self.spelled))
     }
 

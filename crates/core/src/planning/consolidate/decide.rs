@@ -9,6 +9,7 @@
 //! after it, so a provider that caches prompt prefixes reuses the prompt from call to call.
 
 use chrono::NaiveDate;
+use memfold_store::egress::Purpose;
 
 use super::ops::{ClusterDoc, OpsReply, ProposedOp};
 use super::rules;
@@ -87,7 +88,7 @@ impl Decider {
             Decider::Llm { client, prompts } => (client, &prompts.consolidate),
         };
         let user = user_message(doc);
-        let reply = client.complete_json("consolidate", prompt, &user).await?;
+        let reply = client.complete_json(Purpose::Consolidate, prompt, &user).await?;
         usage.add(reply.usage);
         let error = match parse_json_reply::<OpsReply>(&reply.content) {
             Ok(parsed) => return Ok(parsed.ops),
@@ -97,7 +98,7 @@ impl Decider {
         let retry = format!(
             "{user}\n\nYour previous reply could not be used: {error}\nAnswer again with only the JSON object {{\"ops\":[…]}}."
         );
-        let reply = client.complete_json("consolidate", prompt, &retry).await?;
+        let reply = client.complete_json(Purpose::Consolidate, prompt, &retry).await?;
         usage.add(reply.usage);
         parse_json_reply::<OpsReply>(&reply.content).map(|r| r.ops).map_err(DecideError::BadReply)
     }
