@@ -105,7 +105,7 @@ pub fn hits(hits: &[Hit]) -> String {
 /// names memory speaks of.
 pub fn about(answer: &memfold_core::memory::views::AboutAnswer) -> String {
     use memfold_core::memory::views::AboutAnswer;
-    let line = |e: &memfold_core::planning::about::AboutEntry| {
+    let line = |e: &memfold_core::memory::views::AboutEntry| {
         let mut notes = vec![e.id.clone()];
         if let Some(updated) = e.updated {
             notes.push(updated.to_string());
@@ -205,9 +205,9 @@ pub fn synced(report: &memfold_core::memory::SyncReport) -> String {
     for c in &m.conflicts {
         let kept = if c.theirs_kept { "the other machine's version" } else { "this machine's version" };
         let what = match c.kind {
-            memfold_core::planning::sync::ConflictKind::ChangedOnBoth => "changed on two machines",
-            memfold_core::planning::sync::ConflictKind::RemovedHere => "removed here, changed on the other machine",
-            memfold_core::planning::sync::ConflictKind::RemovedThere => "removed on the other machine, changed here",
+            memfold_core::memory::views::ConflictKind::ChangedOnBoth => "changed on two machines",
+            memfold_core::memory::views::ConflictKind::RemovedHere => "removed here, changed on the other machine",
+            memfold_core::memory::views::ConflictKind::RemovedThere => "removed on the other machine, changed here",
         };
         out.push_str(&format!("\n  {}: {what}; {kept} is current", c.entry));
     }
@@ -473,7 +473,7 @@ pub fn plan_detail(detail: &PlanDetail) -> String {
             for change in &detail.changes {
                 let before = change.before.as_deref().unwrap_or("");
                 let after = change.after.as_deref().unwrap_or("");
-                for line in memfold_core::planning::diff::unified(before, after, &change.entry, 1).lines() {
+                for line in memfold_core::memory::text::unified(before, after, &change.entry, 1).lines() {
                     let _ = write!(out, "\n    {line}");
                 }
             }
@@ -497,7 +497,7 @@ pub fn run_detail(detail: &RunDetail) -> String {
             for change in &op.changes {
                 let before = change.before.as_deref().unwrap_or("");
                 let after = change.after.as_deref().unwrap_or("");
-                for line in memfold_core::planning::diff::unified(before, after, &change.entry, 1).lines() {
+                for line in memfold_core::memory::text::unified(before, after, &change.entry, 1).lines() {
                     let _ = write!(out, "\n    {line}");
                 }
             }
@@ -708,7 +708,7 @@ pub fn spaces(spaces: &[crate::service::SpaceSummary]) -> String {
 }
 
 /// The requests that left the machine, one line each.
-pub fn egress(sent: &[memfold_store::egress::Sent]) -> String {
+pub fn egress(sent: &[memfold_core::memory::views::Sent]) -> String {
     if sent.is_empty() {
         return "no request has left this machine (no LLM or embedding endpoint was asked)".into();
     }

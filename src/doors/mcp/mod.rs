@@ -177,7 +177,7 @@ impl McpServer {
     /// A served file's content hash (None when it cannot be read).
     async fn hash(&self, served: &Served) -> Option<String> {
         let text = self.service().await.ok()?.file_text(served.changed_by).await.ok()?;
-        Some(memfold_store::content_hash(text))
+        Some(memfold_core::memory::text::content_hash(text))
     }
 
     /// Send `resources/updated` for `uri` to its listeners and legacy subscribers.
@@ -243,7 +243,7 @@ impl ServerHandler for McpServer {
             Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
         };
         // The agent's model reads it: every secret masked.
-        let text = memfold_store::secrets::mask(&text);
+        let text = memfold_core::memory::text::mask(&text);
         let read =
             ReadResourceResult::new(vec![ResourceContents::text(text, served.uri).with_mime_type("text/markdown")]);
         // The files change at any time, and memory is the user's own.

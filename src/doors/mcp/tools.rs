@@ -22,9 +22,9 @@ use super::McpServer;
 use crate::doors::render::{self as text, Reader};
 use crate::service::{Door, PassAnswer};
 use memfold_core::error::{Error, Kind};
+use memfold_core::memory::text::{mask, mask_json};
 use memfold_core::memory::views::PassOptions;
 use memfold_core::memory::{TurnRequest, requests};
-use memfold_store::secrets;
 
 /// The MCP tools' reader: an agent.
 const READER: Reader = Reader::Agent;
@@ -50,7 +50,7 @@ fn refusal(e: &Error) -> CallToolResult {
 
 /// A tool error: `message` as text, `{"error":{"code","message","ids"?}}` as structured content.
 fn tool_error(code: &str, message: String, ids: &[String]) -> CallToolResult {
-    let message = secrets::mask(&message);
+    let message = mask(&message);
     let mut error = json!({"code": code, "message": message});
     if !ids.is_empty() {
         error["ids"] = json!(ids);
@@ -67,8 +67,8 @@ async fn answer(work: impl Future<Output = Result<(String, Value), Refused>>) ->
         Ok(Ok((text, mut structured))) => {
             // What a tool answers goes to the agent's model: every secret in it masked,
             // whatever `ingest.secrets` let into the files.
-            secrets::mask_json(&mut structured);
-            let mut result = CallToolResult::success(vec![ContentBlock::text(secrets::mask(&text))]);
+            mask_json(&mut structured);
+            let mut result = CallToolResult::success(vec![ContentBlock::text(mask(&text))]);
             result.structured_content = Some(structured);
             Ok(result)
         }

@@ -172,7 +172,7 @@ pub(super) struct EntryPage {
     secret: bool,
     /// The names the current text speaks of (each a page), and the entries it is linked to.
     names: Vec<String>,
-    related: Vec<memfold_store::entries::Link>,
+    related: Vec<memfold_core::memory::views::Link>,
 }
 
 pub(super) async fn entry_page(session: &Session, id: &str, nav: Nav, alert: Option<Alert>) -> Response {
@@ -186,11 +186,11 @@ async fn entry_page_revealed(session: &Session, id: &str, nav: Nav, alert: Optio
     };
     let current = chain.versions.iter().find(|v| v.id == id && v.status.is_current());
     let (current, pinned) = (current.map(|v| v.content.clone()), current.is_some_and(|v| v.pinned));
-    let secret = chain.versions.iter().any(|v| !memfold_store::secrets::find(&v.content).is_empty());
+    let secret = chain.versions.iter().any(|v| !memfold_core::memory::text::find_secrets(&v.content).is_empty());
     let mut names: Vec<String> = Vec::new();
     // From the masked text: a secret is never a name, nor a link to one.
-    let masked = current.as_deref().map(memfold_store::secrets::mask).unwrap_or_default();
-    for (name, _) in memfold_core::planning::consolidate::rules::proper_names(&masked) {
+    let masked = current.as_deref().map(memfold_core::memory::text::mask).unwrap_or_default();
+    for (name, _) in memfold_core::memory::text::proper_names(&masked) {
         if !names.contains(&name) {
             names.push(name);
         }
@@ -293,7 +293,7 @@ pub(super) async fn supersede(
     }
 }
 
-fn curated(session: &Session, done: &memfold_core::planning::curate::Curated, what: &str) -> Response {
+fn curated(session: &Session, done: &memfold_core::memory::views::Curated, what: &str) -> Response {
     Redirect::to(&format!("{}/entries/{}?done={what}&run={}", session.base, done.entry, done.run)).into_response()
 }
 
@@ -319,17 +319,17 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Qu
     match session.service.fact(DOOR, &id).await {
         Ok(fact) => {
             let fate = match fact.fate {
-                memfold_store::ledger::FactFate::Pending => "Pending: no entry holds it yet",
-                memfold_store::ledger::FactFate::Consolidated => "Consolidated",
-                memfold_store::ledger::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
-                memfold_store::ledger::FactFate::Retired => {
+                memfold_core::memory::views::FactFate::Pending => "Pending: no entry holds it yet",
+                memfold_core::memory::views::FactFate::Consolidated => "Consolidated",
+                memfold_core::memory::views::FactFate::Tombstoned => "Tombstoned: forgotten by a person",
+                memfold_core::memory::views::FactFate::Retired => {
                     "Retired: its entry went unused and was retired (in history)"
                 }
             };
             let secret = [Some(&fact.fact.text), fact.fact.src.as_ref()]
                 .into_iter()
                 .flatten()
-                .any(|t| !memfold_store::secrets::find(t).is_empty());
+                .any(|t| !memfold_core::memory::text::find_secrets(t).is_empty());
             FactPage { nav: Nav::new("", &session, &Done::default()), fact, fate, reveal: done.reveal, secret }
                 .into_response()
         }
@@ -344,8 +344,8 @@ pub(super) async fn fact(session: axum::Extension<Session>, Id(id): Id, done: Qu
 pub(super) struct AboutPage {
     nav: Nav,
     /// One name's entries; None: the list of names.
-    about: Option<memfold_core::planning::about::About>,
-    names: Vec<memfold_core::planning::about::Named>,
+    about: Option<memfold_core::memory::views::About>,
+    names: Vec<memfold_core::memory::views::Named>,
 }
 
 /// The names memory speaks of, each with how many entries name it.
@@ -420,7 +420,9 @@ pub(super) async fn search(session: axum::Extension<Session>, Query(params): Que
                     let elsewhere = h.space.filter(|space| space != session.service.name());
                     let link = match (&elsewhere, h.kind) {
                         (Some(_), _) => None,
-                        (None, memfold_index::DocKind::Fact) => Some(format!("{}/facts/{}", session.base, h.id)),
+                        (None, memfold_core::memory::views::DocKind::Fact) => {
+                            Some(format!("{}/facts/{}", session.base, h.id))
+                        }
                         (None, _) => Some(format!("{}/entries/{}", session.base, h.id)),
                     };
                     HitRow { kind, id: h.id, link, text: h.text, space: elsewhere }

@@ -28,7 +28,7 @@ pub(super) mod filters {
     #[askama::filter_fn]
     pub fn masked(text: impl ToString, _: &dyn askama::Values, reveal: bool) -> askama::Result<String> {
         let text = text.to_string();
-        Ok(if reveal { text } else { memfold_store::secrets::mask(&text) })
+        Ok(if reveal { text } else { memfold_core::memory::text::mask(&text) })
     }
 }
 
@@ -268,8 +268,7 @@ struct Done {
 
 impl Done {
     fn message(&self) -> Option<String> {
-        let run =
-            self.run.as_deref().filter(|r| memfold_core::planning::consolidate::records::check_id("run", r).is_ok());
+        let run = self.run.as_deref().filter(|r| memfold_core::memory::text::check_id("run", r).is_ok());
         Some(match (self.done.as_deref()?, run) {
             ("applied", Some(run)) => match self.n {
                 Some(n) if n > 0 => {
@@ -398,7 +397,7 @@ struct LoginParams {
 /// prefetchers open addresses too).
 async fn login_page(Query(params): Query<LoginParams>) -> Response {
     let code = params.code.filter(|c| !c.is_empty() && c.len() <= 128);
-    let space = params.space.filter(|s| memfold_store::home::check_name(s).is_ok()).unwrap_or_default();
+    let space = params.space.filter(|s| memfold_core::memory::text::check_name(s).is_ok()).unwrap_or_default();
     LoginPage { css: CSS_PATH, code, space, message: None }.into_response()
 }
 

@@ -40,11 +40,10 @@ pub(super) async fn inbox(session: axum::Extension<Session>, done: Query<Done>) 
         (Ok(status), Ok(plans)) => (status.status, plans),
         (Err(e), _) | (_, Err(e)) => return error_page(&e, &session, "Inbox"),
     };
-    let rejected =
-        plans.iter().filter(|p| p.status == memfold_core::planning::consolidate::records::PlanStatus::Rejected).count();
+    let rejected = plans.iter().filter(|p| p.status == memfold_core::memory::views::PlanStatus::Rejected).count();
     let plans = plans
         .into_iter()
-        .filter(|p| p.status == memfold_core::planning::consolidate::records::PlanStatus::Pending)
+        .filter(|p| p.status == memfold_core::memory::views::PlanStatus::Pending)
         .map(|p| {
             let mut counts: BTreeMap<String, usize> = BTreeMap::new();
             for op in &p.ops {
@@ -80,7 +79,7 @@ pub(super) struct ChangeRow {
     entry: String,
     before: String,
     after: String,
-    runs: Vec<memfold_core::planning::diff::WordRun>,
+    runs: Vec<memfold_core::memory::text::WordRun>,
     /// What changed besides the text (sources, dates), in words.
     notes: String,
 }
@@ -99,7 +98,7 @@ pub(super) struct GroupRow {
     group: usize,
     facts: Vec<FactRow>,
     ops: Vec<OpRow>,
-    left_alone: Vec<memfold_core::planning::consolidate::records::SeenEntry>,
+    left_alone: Vec<memfold_core::memory::views::SeenEntry>,
     /// The group in a line: its ops and their targets.
     summary: String,
     /// The lowest confidence of its ops, when the decider gave one.
@@ -148,18 +147,8 @@ impl PlanPage {
 
 /// An entry block's content and its header's sources and dates, apart.
 pub(super) fn block_parts(block: &str) -> (String, Vec<String>, String) {
-    let file = memfold_store::entries::EntryFile::parse(block, "plan");
-    match file.entries().next() {
-        Some(e) => {
-            let dates = format!(
-                "first seen {}, updated {}",
-                e.meta.first_seen.map_or("?".into(), |d| d.to_string()),
-                e.meta.updated.map_or("?".into(), |d| d.to_string())
-            );
-            (e.content.clone(), e.meta.sources.clone(), dates)
-        }
-        None => (block.to_string(), Vec::new(), String::new()),
-    }
+    let parts = memfold_core::memory::text::entry_parts(block);
+    (parts.content, parts.sources, parts.dates)
 }
 
 pub(super) fn change_row(c: &memfold_core::memory::views::EntryChange) -> ChangeRow {
@@ -175,7 +164,7 @@ pub(super) fn change_row(c: &memfold_core::memory::views::EntryChange) -> Change
     }
     ChangeRow {
         entry: c.entry.clone(),
-        runs: memfold_core::planning::diff::words(&before, &after),
+        runs: memfold_core::memory::text::words(&before, &after),
         before,
         after,
         notes: notes.join("; "),
@@ -183,7 +172,7 @@ pub(super) fn change_row(c: &memfold_core::memory::views::EntryChange) -> Change
 }
 
 pub(super) fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert: Option<Alert>) -> PlanPage {
-    let facts: BTreeMap<&str, &memfold_store::archive::Fact> =
+    let facts: BTreeMap<&str, &memfold_core::memory::views::Fact> =
         detail.fact_texts.iter().map(|f| (f.id.as_str(), f)).collect();
     let groups = detail
         .groups
@@ -242,7 +231,7 @@ pub(super) fn plan_page(detail: PlanDetail, from: Option<usize>, nav: Nav, alert
         id: plan.id.clone(),
         headline: plan.headline(),
         stale: plan.stale,
-        pending: plan.status == memfold_core::planning::consolidate::records::PlanStatus::Pending,
+        pending: plan.status == memfold_core::memory::views::PlanStatus::Pending,
         rejected: plan.rejected.map(|t| t.to_rfc3339()),
         note: plan.note.clone(),
         groups,

@@ -1,5 +1,5 @@
 //! Who may use the review page: browser sessions, once a sign-in code
-//! ([`memfold_store::signin`]) or the token let them in.
+//! (the service keeps them) or the token let them in.
 //!
 //! **Sessions** live in the daemon's memory, stored by the sha256 of their id (a restart signs
 //! everyone out): at most [`MAX_SESSIONS`], each dropped after [`SESSION_IDLE`] without a
@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::service::Access;
-use memfold_store::content_hash;
+use memfold_core::memory::text::content_hash;
 use memfold_store::sys::random_hex;
 
 /// Sessions kept at once; the least recently used goes first.

@@ -39,6 +39,7 @@ pub mod sync;
 #[cfg(test)]
 pub(crate) use passes::promote_root;
 pub mod requests;
+pub mod text;
 pub mod views;
 
 pub use requests::day;

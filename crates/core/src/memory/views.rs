@@ -10,12 +10,13 @@ use serde::Serialize;
 
 pub use memfold_models::llm::Usage;
 
+pub use crate::planning::about::{About, AboutEntry, Named};
 pub use crate::planning::consolidate::gate::Gate;
 pub use crate::planning::consolidate::pass::{
     ClusterReport, DroppedReport, OpReport, PassOptions, PassReport, Timings,
 };
 pub use crate::planning::consolidate::plan::Change as EntryChange;
-pub use crate::planning::consolidate::records::{PlanReason, PlanStatus};
+pub use crate::planning::consolidate::records::{PlanReason, PlanStatus, SeenEntry};
 pub use crate::planning::curate::{Curated, Successor, TextFrom};
 pub use crate::planning::diff::DiffStat;
 pub use crate::planning::forget::Forgotten;
@@ -24,10 +25,13 @@ pub use crate::planning::review::{
     AppliedPlan, Chain, FactView, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan, RunDetail, RunView, Undone,
     Version, VersionStatus,
 };
+pub use crate::planning::sync::ConflictKind;
 pub use memfold_index::{DocKind, Hit, SyncStats};
 pub use memfold_store::Problem;
 pub use memfold_store::archive::{Fact, NewFact};
-pub use memfold_store::entries::{Entry, EntryMeta};
+pub use memfold_store::egress::Sent;
+pub use memfold_store::entries::{Entry, EntryMeta, Link};
+pub use memfold_store::ledger::FactFate;
 pub use memfold_store::state::LastRun;
 pub use memfold_store::verify::Report;
 
