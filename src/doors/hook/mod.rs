@@ -34,7 +34,7 @@ use memfold_store::Root;
 use memfold_store::agents::Agent;
 use memfold_store::agents::capture::{Capture, Position, Spooled, Told};
 use memfold_store::agents::transcript::{self, Role, Said};
-use memfold_store::archive::{Appender, NewFact};
+use memfold_store::archive::NewFact;
 use memfold_store::config::{Config, Overrides};
 use memfold_store::home::Home;
 use memfold_store::listening::Listening;
@@ -712,13 +712,7 @@ fn store_requests(target: &Target, said: &[Said], source: &str) -> Result<(), St
             Err(e) => warn(&format!("the daemon did not take the facts ({e}); they go to the archive directly")),
         }
     }
-    let mut facts = facts;
-    memfold_store::secrets::apply(target.config.ingest.secrets, &mut facts)?;
-    memfold_store::archive::check_new(&facts, target.config.ingest.max_fact_bytes).map_err(|e| e.to_string())?;
-    // The configured clock (`time.zone`), as `memfold add` and the daemon use: the same day
-    // file and time of day whichever way the fact came in.
-    Appender::default()
-        .append(&target.root, &facts, target.config.clock().wall_now())
+    memfold_core::memory::ingest::append_without_daemon(&target.root, &target.config, facts)
         .map_err(|e| format!("appending to the archive: {e}"))?;
     Ok(())
 }

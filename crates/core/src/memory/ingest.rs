@@ -4,8 +4,10 @@ use super::{Memory, blocking};
 use crate::error::Error;
 use crate::memory::Turn;
 use memfold_models::llm::{Usage, extract};
+use memfold_store::Root;
 use memfold_store::archive::{self, Fact, NewFact};
 use memfold_store::caches::KeyCache;
+use memfold_store::config::{Config, IngestConfig};
 use memfold_store::sys::guard;
 
 /// Facts that passed [`Memory::check_facts`] (or came checked from a turn's extraction): what
@@ -29,22 +31,35 @@ impl CheckedFacts {
     }
 }
 
+/// The one check of arriving facts, before they may be appended: at least one, none without
+/// text, none dated outside the years 1000 to 9999, none longer than `ingest.max_fact_bytes`.
+/// A credential in a fact is redacted, refused or let be as `ingest.secrets` says, before
+/// anything else sees the text.
+pub fn check(ingest: &IngestConfig, facts: Vec<NewFact>) -> Result<CheckedFacts, Error> {
+    if facts.is_empty() {
+        return Err(Error::BadInput("no facts given".into()));
+    }
+    let mut facts = facts;
+    memfold_store::secrets::apply(ingest.secrets, &mut facts).map_err(Error::BadInput)?;
+    archive::check_new(&facts, ingest.max_fact_bytes).map_err(|e| match e {
+        archive::ArchiveError::TooLong { .. } => Error::TooLarge(e.to_string()),
+        e => Error::BadInput(e.to_string()),
+    })?;
+    Ok(CheckedFacts(facts))
+}
+
+/// Append facts to `root`'s archive without a [`Memory`] open: for an agent's hook when the
+/// daemon is down. The same check as every door's facts, and the configured clock (`time.zone`),
+/// so a fact lands in the day file and at the time of day it would have through the daemon.
+pub fn append_without_daemon(root: &Root, config: &Config, facts: Vec<NewFact>) -> Result<Vec<Fact>, Error> {
+    let facts = check(&config.ingest, facts)?;
+    Ok(archive::Appender::default().append(root, &facts.0, config.clock().wall_now())?)
+}
+
 impl Memory {
-    /// Check facts before they may be appended: at least one, none without text, none dated
-    /// outside the years 1000 to 9999, none longer than `ingest.max_fact_bytes`.
-    /// A credential in a fact is redacted, refused or let be as `ingest.secrets` says, before
-    /// anything else sees the text.
+    /// Check facts before they may be appended ([`check`] with this memory's settings).
     pub fn check_facts(&self, facts: Vec<NewFact>) -> Result<CheckedFacts, Error> {
-        if facts.is_empty() {
-            return Err(Error::BadInput("no facts given".into()));
-        }
-        let mut facts = facts;
-        memfold_store::secrets::apply(self.inner.config.ingest.secrets, &mut facts).map_err(Error::BadInput)?;
-        archive::check_new(&facts, self.inner.config.ingest.max_fact_bytes).map_err(|e| match e {
-            archive::ArchiveError::TooLong { .. } => Error::TooLarge(e.to_string()),
-            e => Error::BadInput(e.to_string()),
-        })?;
-        Ok(CheckedFacts(facts))
+        check(&self.inner.config.ingest, facts)
     }
 
     /// A text that enters memory other than as a fact (a curation's text, a note, a reason)

@@ -27,7 +27,7 @@
 //! clone (one `Arc`), so adapters can share it.
 
 mod curation;
-mod ingest;
+pub mod ingest;
 mod passes;
 mod reads;
 mod recall;
