@@ -459,9 +459,11 @@ pub fn run(cli: Cli) -> Result<i32> {
     // An agent starts `memfold --home H mcp` in its project: the project's space.
     if let (Command::Mcp, Some(home), None) = (&cli.command, &config.home, &config.space) {
         let cwd = std::env::current_dir().context("the current folder")?;
-        let space =
-            crate::doors::hook::project_space(&config, &Home::new(home), &memfold_store::project::Project::of(&cwd))
-                .map_err(anyhow::Error::msg)?;
+        let project = memfold_store::project::Project::of(&cwd);
+        let found = memfold_core::memory::project::project_space(&config, &Home::new(home), &project)
+            .map_err(anyhow::Error::msg)?;
+        found.notes.iter().for_each(|note| eprintln!("memfold: {note}"));
+        let space = found.name;
         config =
             Config::load(&Overrides { space: Some(space), ..overrides.clone() }).context("loading configuration")?;
     }

@@ -29,6 +29,7 @@ pub mod secrets;
 pub mod signin;
 pub mod sources;
 pub mod state;
+pub mod token;
 pub mod unit;
 pub mod uses;
 pub mod verify;

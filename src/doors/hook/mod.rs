@@ -246,37 +246,13 @@ fn target(overrides: &Overrides, payload: &Payload) -> Result<Target, String> {
     Ok(Target { root, config, project: project_name, daemon })
 }
 
-/// The space of the home that holds `project`'s memory, made now if it is new and
-/// `spaces.auto_create` is on. Spaces an older memfold made for other work trees or clones of
-/// the same repository are named on stderr, with the command that joins them.
-pub fn project_space(config: &Config, home: &Home, project: &Project) -> Result<String, String> {
-    let found = home.space_for_project(project);
-    let space = found.name;
-    let root = home.space(&space)?;
-    if !found.exists {
-        if !config.spaces.auto_create {
-            return Err(format!(
-                "no space {space} for the project {} in the home {}: `memfold --home {} --space {space} init` makes it, \
-                 or set spaces.auto_create = true",
-                project.top.display(),
-                home.dir().display(),
-                home.dir().display()
-            ));
-        }
-        root.init().map_err(|e| format!("making space {space}: {e}"))?;
-        token::ensure(&root.token_file()).map_err(|e| e.to_string())?;
-    }
-    if let Err(e) = home.record_project(&space, &project.identity()) {
-        warn(&format!("space {space} does not record its project: {e}"));
-    }
-    for other in &found.also {
-        warn(&format!(
-            "space {other} also holds memory of this repository (made for another work tree or clone): \
-             `memfold --home {} spaces --merge {space} {other}` joins it into {space}",
-            home.dir().display()
-        ));
-    }
-    Ok(space)
+/// The space of the home that holds `project`'s memory (see
+/// [`memfold_core::memory::project::project_space`]), what a person should know of it said on
+/// stderr.
+fn project_space(config: &Config, home: &Home, project: &Project) -> Result<String, String> {
+    let found = memfold_core::memory::project::project_space(config, home, project)?;
+    found.notes.iter().for_each(|note| warn(note));
+    Ok(found.name)
 }
 
 /// The token of a root's daemon, if it wants one.

@@ -38,6 +38,7 @@ pub mod sync;
 
 #[cfg(test)]
 pub(crate) use passes::promote_root;
+pub mod project;
 pub mod requests;
 pub mod text;
 pub mod views;
