@@ -170,8 +170,8 @@ pub struct Doc {
     pub pinned: bool,
 }
 
-/// One search result.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One search result (read back by a client of the daemon's `GET /search`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     pub key: String,
     pub id: String,

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 
 use crate::service::token;
 use client::Daemon;
+use memfold_core::memory::views::{DocKind, Hit};
 use memfold_core::planning::remember;
 use memfold_store::Root;
 use memfold_store::agents::Agent;
@@ -331,14 +332,16 @@ impl Target {
     }
 
     /// A search through the daemon: the hits, or why there are none.
-    fn search(&self, query: &str, params: &[(&str, String)]) -> Result<Vec<Value>, String> {
+    fn search(&self, query: &str, params: &[(&str, String)]) -> Result<Vec<Hit>, String> {
         let daemon = self.daemon.as_ref().ok_or("the daemon is not running")?;
-        let mut path = format!("/search?q={}", encode(query));
+        let mut query_string = url::form_urlencoded::Serializer::new(String::new());
+        query_string.append_pair("q", query);
         for (key, value) in params {
-            path.push_str(&format!("&{key}={}", encode(value)));
+            query_string.append_pair(key, value);
         }
-        match daemon.request("GET", &path, None, self.deadline())? {
-            (200, answer) => Ok(answer["hits"].as_array().cloned().unwrap_or_default()),
+        match daemon.request("GET", &format!("/search?{}", query_string.finish()), None, self.deadline())? {
+            (200, mut answer) => serde_json::from_value(answer["hits"].take())
+                .map_err(|e| format!("the daemon's hits do not read as hits: {e}")),
             (status, answer) => Err(format!(
                 "the daemon answered {status}: {}",
                 answer["error"]["message"].as_str().unwrap_or_default()
@@ -347,24 +350,12 @@ impl Target {
     }
 }
 
-/// Percent-encoding for a query parameter.
-fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
 /// One hit as a line of context.
-fn hit_line(hit: &Value) -> String {
-    let text = hit["text"].as_str().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
-    match hit["space"].as_str() {
-        Some(space) => format!("- {text} [{} · {space}]", hit["id"].as_str().unwrap_or_default()),
-        None => format!("- {text} [{}]", hit["id"].as_str().unwrap_or_default()),
+fn hit_line(hit: &Hit) -> String {
+    let text = hit.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match &hit.space {
+        Some(space) => format!("- {text} [{} · {space}]", hit.id),
+        None => format!("- {text} [{}]", hit.id),
     }
 }
 
@@ -389,9 +380,8 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
     } else if !project.trim().is_empty() {
         match target.search(&project, &[("k", "10".into()), ("recall", "false".into())]) {
             Ok(hits) => {
-                for hit in hits.into_iter().filter(|h| h["kind"] == "entry") {
-                    let text = hit["text"].as_str().unwrap_or_default();
-                    if !memory_md.contains(text.trim()) {
+                for hit in hits.into_iter().filter(|h| h.kind == DocKind::Entry) {
+                    if !memory_md.contains(hit.text.trim()) {
                         relevant.push((hit_line(&hit), hit));
                     }
                 }
@@ -419,8 +409,7 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
             }
             relevant_text.push_str(line);
             relevant_text.push('\n');
-            let (id, text) = (hit["id"].as_str().unwrap_or_default(), hit["text"].as_str().unwrap_or_default());
-            told.entries.insert(id.to_string(), memfold_core::planning::recall::told_key_of(text));
+            told.entries.insert(hit.id.clone(), memfold_core::planning::recall::told_key_of(&hit.text));
         }
     }
     if let Some(session) = session
