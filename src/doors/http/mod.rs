@@ -368,11 +368,11 @@ async fn guard_requests(State(guard): State<Arc<Guard>>, request: Request, next:
 }
 
 /// Every request but `GET /healthz`, `GET /openapi.json` and the review page's (which signs
-/// browsers in itself)
-/// needs a bearer token, checked once the head is read and before any body; the token decides
-/// the request's space ([`Resolved`]). A space's token may not name a space in the path; the
-/// operator's must (`/spaces/<name>/<route>`, the prefix taken off before routing), but for the
-/// home's own routes (`/spaces`, `/metrics`). A 5xx answer from a space names it.
+/// browsers in itself) needs a bearer token, checked once the head is read and before any
+/// body; the token decides the request's space ([`Resolved`]). A space's token may not name a
+/// space in the path; the operator's must (`/spaces/<name>/<route>`, the prefix taken off
+/// before routing), but for the home's own routes (`/spaces`, `/metrics`). A 5xx answer from a
+/// space names it.
 async fn resolve_space(State(state): Shared, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
     if path == "/healthz" || path == "/openapi.json" || path == "/ui" || path.starts_with("/ui/") {

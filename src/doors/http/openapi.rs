@@ -94,7 +94,9 @@ const OPERATIONS: &[Operation] = &[
     on("plan", op("post", "/plans/{id}/reject", "Reject a stored plan", Input::Body(schema::<requests::Reject>))),
     op("get", "/metrics", "Prometheus metrics", Input::None),
     op("get", "/spaces", "The spaces of a home (the home's token)", Input::None),
-    op("post", "/mcp", "The MCP server of the token's space (streamable HTTP)", Input::None),
+    op("post", "/mcp", "The MCP server of the token's space (streamable HTTP): a message", Input::None),
+    op("get", "/mcp", "The MCP server's stream of messages to the client", Input::None),
+    op("delete", "/mcp", "End an MCP session", Input::None),
 ];
 
 /// A type's JSON Schema, every subschema inline (so the document holds no reference to resolve).

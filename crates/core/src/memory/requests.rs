@@ -141,7 +141,7 @@ pub struct Recall {
     pub agent: Option<String>,
     #[serde(default)]
     pub session: Option<String>,
-    /// Characters, at most (default `hooks.prompt_chars`).
+    /// Characters, at most (default `hooks.prompt_max_chars`).
     #[serde(default)]
     pub budget: Option<usize>,
 }
