@@ -565,7 +565,7 @@ mod tests {
                 tokens_saved_by_merges: 9,
                 ops_undone: 1,
                 deciders: vec![memfold_core::memory::views::DeciderStats {
-                    decider: "offline".into(),
+                    decider: memfold_core::memory::views::DeciderKind::Offline,
                     proposals_applied: 3,
                     proposals_rejected: 1,
                     proposals_expired: 0,

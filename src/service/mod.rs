@@ -316,8 +316,8 @@ impl Service {
     }
 
     /// `llm` or `offline`.
-    pub fn decider_name(&self) -> &'static str {
-        self.memory.decider_name()
+    pub fn decider(&self) -> memfold_store::caches::DeciderKind {
+        self.memory.decider()
     }
 
     /// Open the index now, and have it hold its rows in memory for searches.

@@ -157,6 +157,31 @@ impl StatusCounts {
     }
 }
 
+/// Who decided a plan's ops: the configured LLM or the offline rules (`"llm"`, `"offline"` in
+/// every record and report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeciderKind {
+    Llm,
+    #[default]
+    Offline,
+}
+
+impl DeciderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeciderKind::Llm => "llm",
+            DeciderKind::Offline => "offline",
+        }
+    }
+}
+
+impl std::fmt::Display for DeciderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What `status` keeps of one plan or run record.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecordSummary {
@@ -170,10 +195,10 @@ pub struct RecordSummary {
     pub ops: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub facts: Vec<String>,
-    /// Who decided it ("llm", "offline"), and what a person did with its ops: applied (a run of
-    /// a plan), rejected or expired (a plan).
+    /// Who decided it, and what a person did with its ops: applied (a run of a plan), rejected
+    /// or expired (a plan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decider: Option<String>,
+    pub decider: Option<DeciderKind>,
     #[serde(default)]
     pub applied: usize,
     #[serde(default)]

@@ -258,7 +258,7 @@ impl Memory {
                 };
                 plan.note = note;
                 plan.plan_reason = Some(stored.reason.clone());
-                plan.decider = Some(stored.head().decider().to_string());
+                plan.decider = Some(stored.head().decider());
                 // A rebuild sets every entry aside: each one it does not keep is a change.
                 let rebuild = stored.reason == PlanReason::Rebuild;
                 let outcome = Outcome { rewrite_from: rebuild.then_some(&ledger.memory), ..Outcome::default() };

@@ -344,9 +344,9 @@ impl Memory {
         &self.inner.config
     }
 
-    /// `llm` or `offline`.
-    pub fn decider_name(&self) -> &'static str {
-        self.inner.decider.name()
+    /// Who decides this memory's passes.
+    pub fn decider(&self) -> memfold_store::caches::DeciderKind {
+        self.inner.decider.kind()
     }
 
     /// The index, opened (and its embedder connected) on first use.
@@ -591,7 +591,7 @@ impl Memory {
 
 impl std::fmt::Debug for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Memory").field("root", &self.inner.root).field("decider", &self.decider_name()).finish()
+        f.debug_struct("Memory").field("root", &self.inner.root).field("decider", &self.decider()).finish()
     }
 }
 

@@ -62,7 +62,7 @@ impl Memory {
         }
         let run = run_id(started, &pending);
         report.run = Some(run.clone());
-        tracing::info!(run = %run, pending = pending.len(), decider = self.decider_name(), "pass started");
+        tracing::info!(run = %run, pending = pending.len(), decider = %self.decider(), "pass started");
         let planned = PassRun { ledger: &ledger, pending: &pending, run, started, opts, rebuild: None };
         self.run_pass(planned, lock, rejected, report, clock).await
     }

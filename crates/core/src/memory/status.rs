@@ -227,7 +227,7 @@ fn plan_summary(root: &Root, path: &std::path::Path) -> Option<RecordSummary> {
         pending,
         ops,
         facts: if pending { plan.facts.iter().map(|f| f.id.clone()).collect() } else { Vec::new() },
-        decider: Some(plan.decider().to_string()),
+        decider: Some(plan.decider()),
         rejected: if plan.status == records::PlanStatus::Rejected { ops } else { 0 },
         expired: if plan.status == records::PlanStatus::Expired { ops } else { 0 },
         ..RecordSummary::default()
@@ -238,7 +238,7 @@ fn run_summary(root: &Root, path: &std::path::Path) -> Option<RecordSummary> {
     let run = records::read_json::<records::RunHead>(root, path).ok()??;
     let ops: usize = run.ops.values().sum();
     let one_by_one: usize = run.undone_ops.iter().map(|u| u.ops.len()).sum();
-    let decider = run.decider.clone().filter(|_| run.plan.is_some());
+    let decider = run.decider.filter(|_| run.plan.is_some());
     Some(RecordSummary {
         ops,
         undone: if run.undone.is_some() { ops } else { one_by_one },
@@ -256,12 +256,12 @@ fn curation(summaries: &RecordSummaries) -> CurationStats {
         stats.runs += 1;
         stats.ops_undone += run.undone;
         stats.tokens_saved_by_merges += run.saved;
-        if let Some(decider) = &run.decider {
+        if let Some(decider) = run.decider {
             stats.decider(decider).proposals_applied += run.applied;
         }
     }
     for plan in summaries.plans.values() {
-        let decider = stats.decider(plan.decider.as_deref().unwrap_or("offline"));
+        let decider = stats.decider(plan.decider.unwrap_or_default());
         decider.proposals_rejected += plan.rejected;
         decider.proposals_expired += plan.expired;
     }

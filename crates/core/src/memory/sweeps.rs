@@ -40,7 +40,7 @@ pub struct SweepReport {
     pub decided: usize,
     /// Swept entries left for the next sweep.
     pub left: usize,
-    pub decider: &'static str,
+    pub decider: memfold_store::caches::DeciderKind,
     /// The proposals, as a plan's ops.
     pub ops: Vec<OpReport>,
     /// The plan they were stored as (none on a dry run or when nothing was found).
@@ -136,7 +136,7 @@ impl Memory {
             compared: pairings.len(),
             decided: decided.decided,
             left: decided.undecided.len(),
-            decider: self.inner.decider.name(),
+            decider: self.inner.decider.kind(),
             ops: plan.journal.iter().map(|r| OpReport::from(&r.op)).collect(),
             plan: None,
             stale: stale_plan.journal.iter().map(|r| OpReport::from(&r.op)).collect(),

@@ -29,6 +29,7 @@ pub use crate::planning::sync::ConflictKind;
 pub use memfold_index::{DocKind, Hit, SyncStats};
 pub use memfold_store::Problem;
 pub use memfold_store::archive::{Fact, NewFact};
+pub use memfold_store::caches::DeciderKind;
 pub use memfold_store::egress::Sent;
 pub use memfold_store::entries::{Entry, EntryMeta, Link};
 pub use memfold_store::ledger::FactFate;
@@ -126,11 +127,11 @@ pub struct CurationStats {
 }
 
 impl CurationStats {
-    pub(crate) fn decider(&mut self, name: &str) -> &mut DeciderStats {
-        let at = match self.deciders.iter().position(|d| d.decider == name) {
+    pub(crate) fn decider(&mut self, kind: DeciderKind) -> &mut DeciderStats {
+        let at = match self.deciders.iter().position(|d| d.decider == kind) {
             Some(at) => at,
             None => {
-                self.deciders.push(DeciderStats { decider: name.to_string(), ..DeciderStats::default() });
+                self.deciders.push(DeciderStats { decider: kind, ..DeciderStats::default() });
                 self.deciders.len() - 1
             }
         };
@@ -141,7 +142,7 @@ impl CurationStats {
 /// One decider's proposals and how people decided them.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DeciderStats {
-    pub decider: String,
+    pub decider: DeciderKind,
     pub proposals_applied: usize,
     pub proposals_rejected: usize,
     pub proposals_expired: usize,

@@ -9,6 +9,7 @@
 //! after it, so a provider that caches prompt prefixes reuses the prompt from call to call.
 
 use chrono::NaiveDate;
+use memfold_store::caches::DeciderKind;
 use memfold_store::egress::Purpose;
 
 use super::ops::{ClusterDoc, OpsReply, ProposedOp};
@@ -49,10 +50,10 @@ pub enum Decider {
 }
 
 impl Decider {
-    pub fn name(&self) -> &'static str {
+    pub fn kind(&self) -> DeciderKind {
         match self {
-            Decider::Llm { .. } => "llm",
-            Decider::Offline => "offline",
+            Decider::Llm { .. } => DeciderKind::Llm,
+            Decider::Offline => DeciderKind::Offline,
         }
     }
 

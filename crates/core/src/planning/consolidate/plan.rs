@@ -69,7 +69,7 @@ pub struct Plan {
     /// Why the stored plan this applies was held (with `from_plan`).
     pub plan_reason: Option<super::records::PlanReason>,
     /// Who decided the stored plan this applies.
-    pub decider: Option<String>,
+    pub decider: Option<memfold_store::caches::DeciderKind>,
 }
 
 /// One entry's net change over a list of journal records: its first `before` and last `after`.

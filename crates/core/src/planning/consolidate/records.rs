@@ -6,6 +6,7 @@
 //! [`memfold_store::commit`], as part of the change they belong to; this module defines their format,
 //! reads them, and renders them as the `(path, text)` pairs a [`memfold_store::commit::Change`] carries.
 
+use memfold_store::caches::DeciderKind;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -295,7 +296,7 @@ pub struct RunRecord {
     /// Who decided the plan this run applied (`llm`, `offline`), for the share of proposals
     /// people reject per decider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decider: Option<String>,
+    pub decider: Option<DeciderKind>,
     /// `memory.md` before and after the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<MemorySize>,
@@ -320,7 +321,7 @@ pub struct RunHead {
     #[serde(default)]
     pub note: Option<String>,
     #[serde(default)]
-    pub decider: Option<String>,
+    pub decider: Option<DeciderKind>,
     #[serde(default)]
     pub size: Option<MemorySize>,
     #[serde(default)]
@@ -354,7 +355,7 @@ impl RunRecord {
             verb: plan.verb.clone(),
             plan_reason: plan.plan_reason.clone(),
             note: plan.note.clone(),
-            decider: plan.decider.clone(),
+            decider: plan.decider,
             size: Some(MemorySize::of(plan)),
         }
     }
@@ -508,8 +509,8 @@ pub struct PlanHead {
 
 impl PlanHead {
     /// Who decided the plan: the LLM when deciding it called one.
-    pub fn decider(&self) -> &'static str {
-        if self.llm.calls > 0 { "llm" } else { "offline" }
+    pub fn decider(&self) -> DeciderKind {
+        if self.llm.calls > 0 { DeciderKind::Llm } else { DeciderKind::Offline }
     }
 }
 

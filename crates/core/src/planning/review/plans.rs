@@ -366,7 +366,7 @@ fn exact_plan(
         verb: None,
         note: None,
         plan_reason: Some(stored.reason.clone()),
-        decider: Some(stored.head().decider().to_string()),
+        decider: Some(stored.head().decider()),
     })
 }
 

@@ -19,6 +19,7 @@
 mod calls;
 mod prepare;
 
+use memfold_store::caches::DeciderKind;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -115,7 +116,7 @@ pub struct PassReport {
     pub run: Option<String>,
     pub applied: bool,
     pub dry_run: bool,
-    pub decider: &'static str,
+    pub decider: DeciderKind,
     pub gate: Gate,
     pub clusters: Vec<ClusterReport>,
     pub packing: Packing,
@@ -157,7 +158,7 @@ impl PassReport {
             run: None,
             applied: false,
             dry_run,
-            decider: decider.name(),
+            decider: decider.kind(),
             gate,
             clusters: Vec::new(),
             packing: Packing { budget_tokens: cfg.call_budget_tokens, coverage: 1.0, ..Packing::default() },
