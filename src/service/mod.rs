@@ -315,11 +315,6 @@ impl Service {
         self.memory.root().dir()
     }
 
-    /// `llm` or `offline`.
-    pub fn decider(&self) -> memfold_store::caches::DeciderKind {
-        self.memory.decider()
-    }
-
     /// Open the index now, and have it hold its rows in memory for searches.
     pub async fn open_index(&self) -> Result<(), Error> {
         self.memory.index().await?;

@@ -210,8 +210,3 @@ pub fn document() -> Value {
         },
     })
 }
-
-/// Every route and method the document lists, as `METHOD /path`.
-pub fn routes() -> Vec<String> {
-    OPERATIONS.iter().map(|o| format!("{} {}", o.method.to_uppercase(), o.path)).collect()
-}

@@ -145,28 +145,22 @@ impl PlanPage {
     }
 }
 
-/// An entry block's content and its header's sources and dates, apart.
-pub(super) fn block_parts(block: &str) -> (String, Vec<String>, String) {
-    let parts = memfold_core::memory::text::entry_parts(block);
-    (parts.content, parts.sources, parts.dates)
-}
-
 pub(super) fn change_row(c: &memfold_core::memory::views::EntryChange) -> ChangeRow {
-    let (before, before_sources, _) = c.before.as_deref().map(block_parts).unwrap_or_default();
-    let (after, after_sources, after_dates) = c.after.as_deref().map(block_parts).unwrap_or_default();
-    let added: Vec<&String> = after_sources.iter().filter(|s| !before_sources.contains(s)).collect();
+    let parts = |block: Option<&str>| block.map(memfold_core::memory::text::entry_parts).unwrap_or_default();
+    let (before, after) = (parts(c.before.as_deref()), parts(c.after.as_deref()));
+    let added: Vec<&String> = after.sources.iter().filter(|s| !before.sources.contains(s)).collect();
     let mut notes = Vec::new();
     if !added.is_empty() {
         notes.push(format!("sources added: {}", added.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
     }
-    if c.after.is_some() && !after_dates.is_empty() {
-        notes.push(after_dates);
+    if c.after.is_some() && !after.dates.is_empty() {
+        notes.push(after.dates);
     }
     ChangeRow {
         entry: c.entry.clone(),
-        runs: memfold_core::memory::text::words(&before, &after),
-        before,
-        after,
+        runs: memfold_core::memory::text::words(&before.content, &after.content),
+        before: before.content,
+        after: after.content,
         notes: notes.join("; "),
     }
 }
