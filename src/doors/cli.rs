@@ -15,12 +15,11 @@ use crate::doors::render::{self, Reader};
 use crate::service::Spaces;
 use crate::service::token;
 use memfold_core::error::Error;
+use memfold_core::memory::agents::{self, Agent};
 use memfold_core::memory::views::{Added, NewFact, PassOptions};
+use memfold_core::memory::{Home, Root};
 use memfold_core::memory::{Memory, SearchRequest, SweepOptions, Undo};
-use memfold_store::Root;
-use memfold_store::agents::Agent;
 use memfold_store::config::{Config, Overrides};
-use memfold_store::home::Home;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -97,11 +96,11 @@ pub enum Command {
         #[arg(required_unless_present = "list")]
         agent: Option<String>,
         /// With `mcp`: the MCP client whose settings get memfold's server.
-        #[arg(long, value_enum)]
-        client: Option<crate::doors::setup::Client>,
+        #[arg(long, value_parser = crate::doors::setup::client_parser())]
+        client: Option<memfold_core::memory::agents::setup::Client>,
         /// Every project of this user (user) or the project in the current folder.
-        #[arg(long, value_enum, default_value = "user")]
-        scope: crate::doors::setup::Scope,
+        #[arg(long, value_parser = crate::doors::setup::scope_parser(), default_value = "user")]
+        scope: memfold_core::memory::agents::setup::Scope,
         /// Which agents and clients this machine has, which are set up, and with which memfold
         /// (a binary that is no longer there is flagged).
         #[arg(long, conflicts_with_all = ["agent", "remove", "dry_run"])]
@@ -442,9 +441,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         return crate::doors::unit::command(&config, overrides.config.as_deref(), action).map_err(anyhow::Error::msg);
     }
     if let Command::Setup { agent, client, scope, list, json, dry_run, remove } = cli.command {
-        use crate::doors::setup::{self, Target};
+        use memfold_core::memory::agents::setup::{Request, Target};
         if list {
-            return setup::list(json).map_err(anyhow::Error::msg);
+            return crate::doors::setup::list(json).map_err(anyhow::Error::msg);
         }
         let target = match (agent.as_deref().unwrap_or_default(), client) {
             ("mcp", Some(client)) => Target::Mcp(client),
@@ -453,13 +452,13 @@ pub fn run(cli: Cli) -> Result<i32> {
             (name, None) => Target::Agent(Agent::parse(name).map_err(anyhow::Error::msg)?),
         };
         let config_file = overrides.config.clone();
-        let request = setup::Request { target, scope, dry_run, remove, config_file };
-        return setup::run(&config, &request).map_err(anyhow::Error::msg);
+        let request = Request { target, scope, dry_run, remove, config_file };
+        return crate::doors::setup::run(&config, &request).map_err(anyhow::Error::msg);
     }
     // An agent starts `memfold --home H mcp` in its project: the project's space.
     if let (Command::Mcp, Some(home), None) = (&cli.command, &config.home, &config.space) {
         let cwd = std::env::current_dir().context("the current folder")?;
-        let project = memfold_store::project::Project::of(&cwd);
+        let project = memfold_core::memory::project::Project::of(&cwd);
         let found = memfold_core::memory::project::project_space(&config, &Home::new(home), &project)
             .map_err(anyhow::Error::msg)?;
         found.notes.iter().for_each(|note| eprintln!("memfold: {note}"));
@@ -471,7 +470,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     if let (Command::Egress { since, json }, false) = (&cli.command, home_level) {
         let root = Root::new(&config.root);
         root.check_initialized().map_err(anyhow::Error::msg)?;
-        let sent = memfold_store::egress::read(&root.egress_file(), *since).context("reading .memfold/egress.jsonl")?;
+        let sent = memfold_core::memory::views::sent_since(&root, *since).map_err(anyhow::Error::msg)?;
         return print(*json, &json!({ "requests": sent }), || render::egress(&sent));
     }
     match cli.command {
@@ -589,9 +588,9 @@ async fn on_root(memory: Memory, command: Command) -> Result<i32> {
 /// The hook events by memfold's names (listed for completions and `--help`).
 fn event_parser() -> impl clap::builder::TypedValueParser<Value = crate::doors::hook::Event> {
     use clap::builder::TypedValueParser;
-    let names = memfold_store::agents::HookEvent::ALL.map(|e| e.name());
+    let names = agents::HookEvent::ALL.map(|e| e.name());
     clap::builder::PossibleValuesParser::new(names)
-        .map(|name| memfold_store::agents::HookEvent::parse(&name).expect("one of the names listed"))
+        .map(|name| agents::HookEvent::parse(&name).expect("one of the names listed"))
 }
 
 fn parse_agent(name: &str) -> Result<Agent, String> {
@@ -600,40 +599,8 @@ fn parse_agent(name: &str) -> Result<Agent, String> {
 
 /// `import --from claude-code|codex|gemini|cursor|copilot|mem0 [PATH]`.
 async fn import(memory: &Memory, from: &str, path: Option<PathBuf>, json: bool) -> Result<i32> {
-    use memfold_store::agents::{claude_memory_dir, codex_home, imports, user_home};
-    let home = || user_home().map_err(anyhow::Error::msg).context("finding the agent's own folder (or give PATH)");
-    let found = match from {
-        "claude-code" | "claude" => {
-            let dir = match path {
-                Some(dir) => dir,
-                None => {
-                    let cwd = std::env::current_dir().context("the current folder")?;
-                    claude_memory_dir(&home()?, &memfold_store::home::project_of(&cwd))
-                }
-            };
-            imports::claude_code(&dir)
-        }
-        "codex" => imports::codex(&match path {
-            Some(dir) => dir,
-            None => codex_home(&home()?).join("memories"),
-        }),
-        "gemini" => imports::gemini(&match path {
-            Some(file) => file,
-            None => home()?.join(".gemini/GEMINI.md"),
-        }),
-        "cursor" | "copilot" => {
-            let project = match path {
-                Some(dir) => dir,
-                None => memfold_store::home::project_of(&std::env::current_dir().context("the current folder")?),
-            };
-            match from {
-                "cursor" => imports::cursor(&project),
-                _ => imports::copilot(&project, &memfold_store::agents::copilot_home(&home()?)),
-            }
-        }
-        "mem0" => imports::mem0(&path.context("--from mem0 takes the export's file: memfold import --from mem0 FILE")?),
-        other => bail!("--from {other:?}: memfold imports from claude-code, codex, gemini, cursor, copilot or mem0"),
-    };
+    let cwd = std::env::current_dir().context("the current folder")?;
+    let found = agents::import_source(from, path, &cwd).map_err(anyhow::Error::msg)?;
     for problem in &found.problems {
         eprintln!("skipped: {problem}");
     }

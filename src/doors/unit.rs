@@ -11,7 +11,7 @@ use std::process::Command;
 use clap::{Args, Subcommand};
 
 use memfold_store::config::Config;
-use memfold_store::unit::{self as unit_files, Found};
+use memfold_store::sys::unit::{self as unit_files, Found};
 
 #[derive(Debug, Subcommand)]
 pub enum ServiceAction {
@@ -79,7 +79,7 @@ pub fn command(config: &Config, config_file: Option<&Path>, action: ServiceActio
         ServiceAction::Status { how } => (false, how, Some(Control::Status)),
         ServiceAction::Logs { follow, how } => (false, how, Some(Control::Logs { follow })),
     };
-    let user_home = memfold_store::agents::user_home()?;
+    let user_home = memfold_core::memory::agents::user_home()?;
     let service = Service::of(config, config_file, &user_home)?;
     let manager = how.manager.unwrap_or_else(Manager::here);
     if let Some(what) = control {

@@ -30,7 +30,6 @@ pub mod signin;
 pub mod sources;
 pub mod state;
 pub mod token;
-pub mod unit;
 pub mod uses;
 pub mod verify;
 

@@ -1,12 +1,18 @@
-//! The hook's way to the daemon: one HTTP/1.1 request on a fresh connection to the address
-//! the daemon recorded (`.memfold/serve.json`), with a deadline. A hook answers within its
-//! agent's budget, so anything slower than the deadline counts as "the daemon is down".
+//! The hook's way to the daemon: one HTTP/1.1 exchange (hyper's client) on a fresh connection
+//! to the address the daemon recorded (`.memfold/serve.json`), with a deadline, on a runtime of
+//! its own. A hook answers within its agent's budget, so anything slower than the deadline
+//! counts as "the daemon is down".
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
-use serde_json::Value;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// A running daemon: where it listens, the token it wants, and the path prefix of the space
 /// (`/spaces/<name>` with a home's operator token, empty for a root).
@@ -17,103 +23,91 @@ pub struct Daemon {
     pub prefix: String,
 }
 
+/// What the daemon answered: the status and the body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The body read as `T`.
+    pub fn read<T: DeserializeOwned>(&self) -> Result<T, String> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| format!("the daemon's answer ({}) does not read as expected: {e}", self.status))
+    }
+
+    /// The message of an error answer (`{"error": {"message"}}`), else the body as text.
+    pub fn error(&self) -> String {
+        #[derive(serde::Deserialize)]
+        struct Failed {
+            error: Message,
+        }
+        #[derive(serde::Deserialize)]
+        struct Message {
+            message: String,
+        }
+        match serde_json::from_slice::<Failed>(&self.body) {
+            Ok(failed) => failed.error.message,
+            Err(_) => String::from_utf8_lossy(&self.body).chars().take(200).collect(),
+        }
+    }
+}
+
 impl Daemon {
-    /// `METHOD prefix+path` with an optional JSON body; the status and the JSON answer.
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-        deadline: Duration,
-    ) -> Result<(u16, Value), String> {
-        let started = Instant::now();
-        let left = || deadline.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
-        let mut stream =
-            TcpStream::connect_timeout(&self.addr, left()).map_err(|e| format!("connecting to {}: {e}", self.addr))?;
+    /// `GET prefix+path` (the query already encoded in `path`).
+    pub fn get(&self, path: &str, deadline: Duration) -> Result<Answer, String> {
+        self.request(Method::GET, path, None, deadline)
+    }
+
+    /// `POST prefix+path` with `body` as JSON.
+    pub fn post<B: Serialize>(&self, path: &str, body: &B, deadline: Duration) -> Result<Answer, String> {
+        let body = serde_json::to_vec(body).map_err(|e| format!("the request does not serialise: {e}"))?;
+        self.request(Method::POST, path, Some(body), deadline)
+    }
+
+    /// `POST prefix+path` without a body.
+    pub fn post_empty(&self, path: &str, deadline: Duration) -> Result<Answer, String> {
+        self.request(Method::POST, path, None, deadline)
+    }
+
+    fn request(&self, method: Method, path: &str, body: Option<Vec<u8>>, deadline: Duration) -> Result<Answer, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the client: {e}"))?;
+        runtime.block_on(async {
+            tokio::time::timeout(deadline, self.exchange(method, path, body))
+                .await
+                .map_err(|_| format!("no answer within {} ms", deadline.as_millis()))?
+        })
+    }
+
+    async fn exchange(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<Answer, String> {
+        let stream =
+            tokio::net::TcpStream::connect(self.addr).await.map_err(|e| format!("connecting to {}: {e}", self.addr))?;
         stream.set_nodelay(true).ok();
-        let body = body.map(|b| serde_json::to_vec(b).expect("JSON serialises")).unwrap_or_default();
-        let mut head = format!(
-            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/json\r\nContent-Length: {}\r\n",
-            self.prefix,
-            self.addr,
-            body.len()
-        );
-        if !body.is_empty() {
-            head.push_str("Content-Type: application/json\r\n");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("talking to {}: {e}", self.addr))?;
+        tokio::spawn(connection);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.prefix))
+            .header(HOST, self.addr.to_string())
+            .header(ACCEPT, "application/json");
+        if body.is_some() {
+            request = request.header(CONTENT_TYPE, "application/json");
         }
         if let Some(token) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
         }
-        head.push_str("\r\n");
-        stream.set_write_timeout(Some(left())).ok();
-        stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(&body))
-            .map_err(|e| format!("sending: {e}"))?;
-        let mut answer = Vec::new();
-        let mut chunk = [0u8; 16 << 10];
-        loop {
-            stream.set_read_timeout(Some(left())).ok();
-            if started.elapsed() >= deadline {
-                return Err(format!("no answer within {} ms", deadline.as_millis()));
-            }
-            match stream.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => answer.extend_from_slice(&chunk[..n]),
-                Err(e) => return Err(format!("reading the answer: {e}")),
-            }
-        }
-        parse(&answer)
-    }
-}
-
-/// Status and JSON body of an HTTP/1.1 answer (sized or chunked).
-fn parse(answer: &[u8]) -> Result<(u16, Value), String> {
-    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").ok_or("the answer has no end of head")?;
-    let head = String::from_utf8_lossy(&answer[..split]);
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("not an HTTP answer: {:?}", head.lines().next().unwrap_or_default()))?;
-    let mut body = answer[split + 4..].to_vec();
-    if head
-        .lines()
-        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked"))
-    {
-        body = unchunk(&body)?;
-    }
-    let value = if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
-    Ok((status, value))
-}
-
-fn unchunk(mut body: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let end = body.windows(2).position(|w| w == b"\r\n").ok_or("a chunk has no size line")?;
-        let size =
-            usize::from_str_radix(String::from_utf8_lossy(&body[..end]).split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|e| format!("a chunk size: {e}"))?;
-        body = &body[end + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(body.get(..size).ok_or("a chunk is cut short")?);
-        body = body.get(size + 2..).unwrap_or_default();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sized_and_chunked_answers_parse() {
-        let sized = b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{\"hits\":[]}";
-        assert_eq!(parse(sized).unwrap(), (200, serde_json::json!({"hits": []})));
-        let chunked =
-            b"HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n3\r\n 1}\r\n0\r\n\r\n";
-        assert_eq!(parse(chunked).unwrap(), (202, serde_json::json!({"a": 1})));
-        assert!(parse(b"garbage").is_err());
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| format!("the request to {path}: {e}"))?;
+        let response = sender.send_request(request).await.map_err(|e| format!("sending: {e}"))?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.map_err(|e| format!("reading the answer: {e}"))?.to_bytes();
+        Ok(Answer { status, body })
     }
 }

@@ -29,20 +29,15 @@ use serde_json::{Value, json};
 
 use crate::service::token;
 use client::Daemon;
+use memfold_core::memory::agents::capture::{self, Conversation};
+use memfold_core::memory::agents::{self, Agent, Role, Said};
+use memfold_core::memory::requests::{Add, Recall};
 use memfold_core::memory::views::{DocKind, Hit};
-use memfold_core::planning::remember;
-use memfold_store::Root;
-use memfold_store::agents::Agent;
-use memfold_store::agents::capture::{Capture, Position, Spooled, Told};
-use memfold_store::agents::transcript::{self, Role, Said};
-use memfold_store::archive::NewFact;
+use memfold_core::memory::{Home, Root, ingest, text};
 use memfold_store::config::{Config, Overrides};
-use memfold_store::home::Home;
-use memfold_store::listening::Listening;
-use memfold_store::project::Project;
 
 /// The events a hook answers.
-pub use memfold_store::agents::HookEvent as Event;
+pub use memfold_core::memory::agents::HookEvent as Event;
 
 /// `agent`'s name for the event, as its answers name it.
 fn agent_name(event: Event, agent: Agent) -> &'static str {
@@ -192,7 +187,8 @@ fn read_payload() -> Payload {
 /// The agent of a hook wired by hand (`setup` names it): told by the payload's spelling, a
 /// Codex transcript, else Claude Code.
 fn guess_agent(payload: &Payload) -> Agent {
-    let codex_transcript = payload.transcript_path.as_deref().is_some_and(|p| transcript::is_codex(Path::new(p)));
+    let codex_transcript =
+        payload.transcript_path.as_deref().is_some_and(|p| agents::is_codex_transcript(Path::new(p)));
     match payload.spelled_by {
         Some(agent) => agent,
         None if codex_transcript => Agent::Codex,
@@ -209,51 +205,26 @@ struct Target {
     daemon: Option<Daemon>,
 }
 
-/// The memory this hook works on: with a home, the space of the project in `cwd` (made on
-/// first use when `spaces.auto_create` is on) or `--space`; else the root.
+/// The memory this hook works on (see [`agents::locate`]), and its daemon with the token it
+/// wants: a space's through the home's operator token, a root's with its own.
 fn target(overrides: &Overrides, payload: &Payload) -> Result<Target, String> {
     let cwd = payload.cwd.as_deref().map(PathBuf::from).or_else(|| std::env::current_dir().ok()).unwrap_or_default();
-    let project = Project::of(&cwd);
-    let project_name = project.name();
-    let base = Config::load(overrides).map_err(|e| format!("configuration: {e}"))?;
-    let Some(home_dir) = base.home.clone() else {
-        let root = Root::new(&base.root);
-        root.check_initialized()?;
-        let daemon = Listening::read(&root).map(|l| Daemon {
-            addr: l.addr,
-            token: root_token(&base, &root),
-            prefix: String::new(),
-        });
-        return Ok(Target { root, config: base, project: project_name, daemon });
+    let located = agents::locate(overrides, &cwd)?;
+    located.notes.iter().for_each(|note| warn(note));
+    let (token, prefix) = match &located.space {
+        None => (root_token(&located.config, &located.root), String::new()),
+        Some((home, space)) => (operator_token(&located.config, home), format!("/spaces/{space}")),
     };
-    let home = Home::new(&home_dir);
-    let space = match base.space.clone() {
-        Some(space) => space,
-        None => project_space(&base, &home, &project)?,
-    };
-    let root = home.space(&space)?;
-    root.check_initialized()?;
-    let config = Config::load(&Overrides { space: Some(space.clone()), ..overrides.clone() })
-        .map_err(|e| format!("configuration: {e}"))?;
-    let operator = match config.server_token_env() {
-        Some(token) => Some(token),
-        None => token::ensure(&home.token_file()).ok(),
-    };
-    let daemon = Listening::read_from(&home.listening_file(), &home.serve_lock()).map(|l| Daemon {
-        addr: l.addr,
-        token: operator,
-        prefix: format!("/spaces/{space}"),
-    });
-    Ok(Target { root, config, project: project_name, daemon })
+    let daemon = located.daemon.map(|addr| Daemon { addr, token, prefix });
+    Ok(Target { root: located.root, config: located.config, project: located.project, daemon })
 }
 
-/// The space of the home that holds `project`'s memory (see
-/// [`memfold_core::memory::project::project_space`]), what a person should know of it said on
-/// stderr.
-fn project_space(config: &Config, home: &Home, project: &Project) -> Result<String, String> {
-    let found = memfold_core::memory::project::project_space(config, home, project)?;
-    found.notes.iter().for_each(|note| warn(note));
-    Ok(found.name)
+/// The home's operator token (the configured one, else the home's token file, made if need be).
+fn operator_token(config: &Config, home: &Home) -> Option<String> {
+    match config.server_token_env() {
+        Some(token) => Some(token),
+        None => token::ensure(&home.token_file()).ok(),
+    }
 }
 
 /// The token of a root's daemon, if it wants one.
@@ -291,7 +262,7 @@ fn answer(overrides: &Overrides, event: Event, agent: Agent, payload: &Payload) 
             if event == Event::SessionEnd
                 && let Some(session) = payload.session_id.as_deref().filter(|s| !s.is_empty())
             {
-                Told::remove(&target.root, agent.name(), session);
+                agents::session_ended(&target.root, agent, session);
             }
             context(agent, event, None)
         }
@@ -314,7 +285,7 @@ fn context(agent: Agent, event: Event, text: Option<&str>) -> Option<String> {
     let Some(text) = text else {
         return (agent == Agent::Cursor && prompt).then(|| json!({ "continue": true }).to_string());
     };
-    let text = memfold_store::secrets::mask(text);
+    let text = text::mask(text);
     let answer = match agent {
         Agent::ClaudeCode | Agent::Codex | Agent::Gemini => {
             json!({ "hookSpecificOutput": { "hookEventName": agent_name(event, agent), "additionalContext": text } })
@@ -339,13 +310,14 @@ impl Target {
         for (key, value) in params {
             query_string.append_pair(key, value);
         }
-        match daemon.request("GET", &format!("/search?{}", query_string.finish()), None, self.deadline())? {
-            (200, mut answer) => serde_json::from_value(answer["hits"].take())
-                .map_err(|e| format!("the daemon's hits do not read as hits: {e}")),
-            (status, answer) => Err(format!(
-                "the daemon answered {status}: {}",
-                answer["error"]["message"].as_str().unwrap_or_default()
-            )),
+        #[derive(serde::Deserialize)]
+        struct Found {
+            hits: Vec<Hit>,
+        }
+        let answer = daemon.get(&format!("/search?{}", query_string.finish()), self.deadline())?;
+        match answer.status {
+            200 => answer.read::<Found>().map(|found| found.hits),
+            status => Err(format!("the daemon answered {status}: {}", answer.error())),
         }
     }
 }
@@ -369,7 +341,7 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
         "More: the memfold MCP tool memory_search, or `memfold search \"{}\"` in a shell.",
         if project.trim().is_empty() { "QUERY" } else { project.trim() }
     );
-    let (memory_md, more_lines) = memfold_store::agents::read_head(&target.root.memory_md(), cap * 4);
+    let (memory_md, more_lines) = agents::memory_md_head(&target.root, cap * 4);
     let mut relevant = Vec::new();
     if target.daemon.is_none() {
         footer.insert_str(
@@ -396,11 +368,7 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
     let budget = cap.saturating_sub(footer.chars().count() + 2);
     let mut relevant_text = String::new();
     let session = payload.session_id.as_deref().filter(|s| !s.is_empty());
-    // A resumed session still holds what it was told; a new, cleared or compacted one does not.
-    let mut told = match (session, payload.source.as_deref()) {
-        (Some(session), Some("resume")) => Told::load(&target.root, agent.name(), session),
-        _ => Told::default(),
-    };
+    let mut told = Vec::new();
     if !relevant.is_empty() {
         relevant_text = format!("\n## Relevant to {} (memfold)\n", target.project);
         for (line, hit) in &relevant {
@@ -409,11 +377,13 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
             }
             relevant_text.push_str(line);
             relevant_text.push('\n');
-            told.entries.insert(hit.id.clone(), memfold_core::planning::recall::told_key_of(&hit.text));
+            told.push((hit.id.clone(), hit.text.clone()));
         }
     }
+    // A resumed session still holds what it was told; a new, cleared or compacted one does not.
+    let resumed = payload.source.as_deref() == Some("resume");
     if let Some(session) = session
-        && let Err(e) = told.save(&target.root, agent.name(), session)
+        && let Err(e) = agents::told_at_start(&target.root, agent, session, resumed, &told)
     {
         warn(&format!("recording what the session was told: {e}"));
     }
@@ -464,24 +434,23 @@ fn prompt(target: &Target, agent: Agent, payload: &Payload) -> Option<String> {
         return None;
     }
     let daemon = target.daemon.as_ref()?;
-    let body = json!({
-        "prompt": prompt.chars().take(1_000).collect::<String>(),
-        "agent": agent.name(),
-        "session": payload.session_id.as_deref().unwrap_or_default(),
+    let request = Recall {
+        prompt: prompt.chars().take(1_000).collect(),
+        agent: Some(agent.name().to_string()),
+        session: payload.session_id.clone(),
+        budget: None,
+    };
+    #[derive(serde::Deserialize)]
+    struct Recalled {
+        text: String,
+    }
+    let recalled = daemon.post("/recall", &request, target.deadline()).and_then(|answer| match answer.status {
+        200 => answer.read::<Recalled>(),
+        status => Err(format!("the daemon answered {status}: {}", answer.error())),
     });
-    match daemon.request("POST", "/recall", Some(&body), target.deadline()) {
-        Ok((200, answer)) => {
-            let text = answer["text"].as_str().unwrap_or_default();
-            (!text.trim().is_empty())
-                .then(|| format!("Recalled by memfold (ids for memory_get and `memfold history`):\n{text}"))
-        }
-        Ok((status, answer)) => {
-            warn(&format!(
-                "recall for the prompt: the daemon answered {status}: {}",
-                answer["error"]["message"].as_str().unwrap_or_default()
-            ));
-            None
-        }
+    match recalled {
+        Ok(recalled) => (!recalled.text.trim().is_empty())
+            .then(|| format!("Recalled by memfold (ids for memory_get and `memfold history`):\n{}", recalled.text)),
         Err(e) => {
             warn(&format!("recall for the prompt: {e}"));
             None
@@ -489,75 +458,20 @@ fn prompt(target: &Target, agent: Agent, payload: &Payload) -> Option<String> {
     }
 }
 
-/// The most characters of conversation in one spooled turn (a longer capture is spooled in
-/// parts, each extracted on its own).
-const TURN_CHARS: usize = 24_000;
-
-/// Capture what was said since the session's last capture.
+/// Capture what was said since the session's last capture (see [`capture::capture`]): without
+/// an LLM, the facts asked to be remembered go through the daemon when it answers, else to the
+/// archive directly; with one, the daemon is told that turns wait in the spool.
 fn capture(target: &Target, agent: Agent, payload: &Payload) -> Result<(), String> {
-    let session = payload
-        .session_id
-        .as_deref()
-        .filter(|s| !s.is_empty())
-        .ok_or("the payload names no session_id; nothing captured")?;
-    let capture = Capture::open(&target.root, agent.name(), session).map_err(|e| e.to_string())?;
-    let mut position = capture.position.clone();
-    let mut said: Vec<Said>;
-    let mut from = position.offset;
-    let transcript_path = payload
-        .transcript_path
-        .as_deref()
-        .filter(|p| !p.is_empty())
-        .map(|p| memfold_store::config::expand_tilde(Path::new(p)))
-        .or_else(|| derived_transcript(agent, session).filter(|p| p.is_file()));
-    if let Some(messages) = &payload.messages {
-        // The conversation in the payload (OpenCode): the messages past the last capture.
-        let path = PathBuf::from(MESSAGES);
-        if position.transcript != path || (messages.len() as u64) < position.offset {
-            position = Position { transcript: path, offset: 0, summary: position.summary };
-            from = 0;
-        }
-        said = messages[position.offset as usize..].to_vec();
-        position.offset = messages.len() as u64;
-    } else if let Some(path) = transcript_path {
-        if position.transcript != path {
-            position = Position { transcript: path.clone(), offset: 0, summary: position.summary };
-            from = 0;
-        }
-        match transcript::read_since(&path, position.offset) {
-            Ok(read) => {
-                for skipped in &read.skipped {
-                    warn(&format!("{}: {skipped}", path.display()));
-                }
-                said = read.said;
-                position.offset = read.end;
-            }
-            Err(e) => {
-                warn(&format!("reading the transcript {}: {e}", path.display()));
-                said = turn_of(payload);
-            }
-        }
-    } else {
-        said = turn_of(payload);
-    }
-    if let Some(summary) = payload.compact_summary.as_deref().filter(|s| !s.trim().is_empty()) {
-        let hash = memfold_store::content_hash(summary);
-        if position.summary != hash {
-            said.push(Said { role: Role::Summary, text: summary.to_string() });
-            position.summary = hash;
-        }
-    }
-    let source = format!("{}:{session}", agent.name());
-    let llm = target.config.llm.enabled();
-    if !said.is_empty() {
-        match llm {
-            true => spool(target, &capture, &said, &source, from)?,
-            false => store_requests(target, &said, &source)?,
-        }
-    }
-    capture.save(&position).map_err(|e| e.to_string())?;
-    drop(capture);
-    if llm {
+    let conversation = Conversation {
+        session: payload.session_id.clone().unwrap_or_default(),
+        transcript: payload.transcript_path.clone(),
+        messages: payload.messages.clone(),
+        turn: turn_of(payload),
+        compact_summary: payload.compact_summary.clone(),
+    };
+    let store = |facts: Add| store_facts(target, facts);
+    capture::capture(&target.root, &target.config, agent, &conversation, store, &mut |note| warn(&note))?;
+    if target.config.llm.enabled() {
         hand_over(target);
     }
     Ok(())
@@ -575,34 +489,20 @@ fn turn_of(payload: &Payload) -> Vec<Said> {
     }
 }
 
-/// The position of a capture from a payload's messages (not a file).
-const MESSAGES: &str = "<payload messages>";
-
-/// Where an agent keeps a session's transcript when its payload does not say: Copilot CLI's
-/// `session-state/<id>/events.jsonl` (its session end names no transcript).
-fn derived_transcript(agent: Agent, session: &str) -> Option<PathBuf> {
-    let safe = !session.is_empty() && session.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    match agent {
-        Agent::Copilot if safe => {
-            let home = memfold_store::agents::user_home().ok()?;
-            Some(memfold_store::agents::copilot_home(&home).join("session-state").join(session).join("events.jsonl"))
-        }
-        _ => None,
-    }
-}
-
 /// Tell the daemon that turns wait in the spool (it extracts them in the background).
 fn hand_over(target: &Target) {
-    let waiting = memfold_store::agents::capture::spooled(&target.root).len();
+    let waiting = agents::waiting(&target.root);
     if waiting == 0 {
         return;
     }
     match &target.daemon {
-        Some(daemon) => match daemon.request("POST", "/turns/spooled", None, target.deadline()) {
-            Ok((202, _)) => {}
-            Ok((status, answer)) => {
-                warn(&format!("the daemon answered {status} ({answer}); {waiting} turns wait in the spool"))
-            }
+        Some(daemon) => match daemon.post_empty("/turns/spooled", target.deadline()) {
+            Ok(answer) if answer.status == 202 => {}
+            Ok(answer) => warn(&format!(
+                "the daemon answered {} ({}); {waiting} turns wait in the spool",
+                answer.status,
+                answer.error()
+            )),
             Err(e) => warn(&format!("the daemon did not take the turns ({e}); {waiting} wait in the spool")),
         },
         None => {
@@ -611,73 +511,21 @@ fn hand_over(target: &Target) {
     }
 }
 
-/// Spool the conversation for the daemon's extraction (in the root: it survives a daemon
-/// that is down; [`hand_over`] tells the daemon).
-fn spool(target: &Target, capture: &Capture, said: &[Said], source: &str, from: u64) -> Result<(), String> {
-    let mut parts: Vec<String> = vec![String::new()];
-    for s in said {
-        let text: String = s.text.chars().take(TURN_CHARS / 2).collect();
-        let line = format!("{}: {}\n", s.role.label(), text.trim());
-        if parts.last().is_some_and(|p| p.chars().count() + line.chars().count() > TURN_CHARS) {
-            parts.push(String::new());
-        }
-        parts.last_mut().expect("one part at least").push_str(&line);
-    }
-    let now = target.config.clock().now();
-    // The spool is a file memfold writes: a credential is held to `ingest.secrets` before it.
-    let policy = target.config.ingest.secrets;
-    for (i, text) in parts.into_iter().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
-        let text = match memfold_store::secrets::hold(policy, &text) {
-            Ok((held, _)) => held,
-            Err(first) => {
-                warn(&format!(
-                    "a part of the exchange holds a {}; not captured (ingest.secrets = \"refuse\")",
-                    first.kind
-                ));
-                continue;
-            }
-        };
-        let turn = Spooled { text, date: None, source: source.to_string(), spooled: now };
-        capture.spool(&target.root, &turn, from + i as u64).map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-/// Without an LLM: store what the person explicitly asked to remember, through the daemon
-/// when it answers, else in the archive directly.
-fn store_requests(target: &Target, said: &[Said], source: &str) -> Result<(), String> {
-    let max = target.config.ingest.max_fact_bytes;
-    let facts: Vec<NewFact> = said
-        .iter()
-        .filter(|s| s.role == Role::User)
-        .flat_map(|s| remember::requests(&s.text))
-        .filter(|text| {
-            let fits = text.len() <= max;
-            if !fits {
-                warn(&format!(
-                    "a request to remember of {} bytes is over ingest.max_fact_bytes ({max}); not stored",
-                    text.len()
-                ));
-            }
-            fits
-        })
-        .map(|text| NewFact { text, date: None, source: Some(source.to_string()) })
-        .collect();
-    if facts.is_empty() {
-        return Ok(());
-    }
+/// Store facts through the daemon when it answers, else in the archive directly (through the
+/// same ingest check, with the configured clock).
+fn store_facts(target: &Target, facts: Add) -> Result<(), String> {
     if let Some(daemon) = &target.daemon {
-        let body =
-            json!({ "facts": facts.iter().map(|f| json!({"text": f.text, "source": f.source})).collect::<Vec<_>>() });
-        match daemon.request("POST", "/facts", Some(&body), target.deadline()) {
-            Ok((200, _)) => return Ok(()),
-            Ok((status, answer)) => {
-                warn(&format!("the daemon answered {status} ({answer}); the facts go to the archive directly"))
-            }
+        match daemon.post("/facts", &facts, target.deadline()) {
+            Ok(answer) if answer.status == 200 => return Ok(()),
+            Ok(answer) => warn(&format!(
+                "the daemon answered {} ({}); the facts go to the archive directly",
+                answer.status,
+                answer.error()
+            )),
             Err(e) => warn(&format!("the daemon did not take the facts ({e}); they go to the archive directly")),
         }
     }
-    memfold_core::memory::ingest::append_without_daemon(&target.root, &target.config, facts)
+    ingest::append_without_daemon(&target.root, &target.config, facts.facts())
         .map_err(|e| format!("appending to the archive: {e}"))?;
     Ok(())
 }

@@ -27,6 +27,7 @@
 //! clone (one `Arc`), so adapters can share it.
 
 mod curation;
+pub mod health;
 pub mod ingest;
 mod passes;
 mod reads;
@@ -38,6 +39,7 @@ pub mod sync;
 
 #[cfg(test)]
 pub(crate) use passes::promote_root;
+pub mod agents;
 pub mod project;
 pub mod requests;
 pub mod text;
@@ -47,6 +49,8 @@ pub use requests::day;
 
 pub use curation::Undo;
 pub use ingest::CheckedFacts;
+/// Where memory is kept: a root, and a home of spaces (the places the use cases are opened on).
+pub use memfold_store::{Root, home::Home};
 pub use recall::{RecallRequest, Recalled, RecalledLine};
 pub use sweeps::{SweepOptions, SweepReport};
 pub use sync::{JoinedSpace, SyncReport, SyncState, SyncStatus, due as sync_due};
@@ -71,7 +75,6 @@ use memfold_index::Index;
 use memfold_index::corpus;
 use memfold_models::Models;
 use memfold_models::llm::{ChatClient, Prompts, Usage};
-use memfold_store::Root;
 use memfold_store::archive::Appender;
 use memfold_store::commit::{self, Change};
 use memfold_store::config::Config;

@@ -3,7 +3,7 @@
 
 use memfold_store::config::Config;
 use memfold_store::home::Home;
-use memfold_store::project::Project;
+pub use memfold_store::project::Project;
 
 /// The space a project's memory is in, and what a person should know of it.
 #[derive(Debug, Clone, PartialEq, Eq)]

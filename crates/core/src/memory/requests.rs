@@ -8,7 +8,7 @@
 
 use chrono::NaiveDate;
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::Error;
 use crate::planning::curate::Successor;
@@ -22,7 +22,7 @@ pub fn day<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<NaiveDat
 }
 
 /// `POST /facts`, `memory_add`: facts to append to today's (or their day's) archive file.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Add {
     /// The facts, each one self-contained sentence ("Moved to Lisbon in October."), as text or
@@ -37,7 +37,7 @@ pub struct Add {
 }
 
 /// One fact to add: its text, or its text with a day and a source of its own.
-#[derive(Debug, Clone, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum FactInput {
     Text(String),
@@ -45,7 +45,7 @@ pub enum FactInput {
 }
 
 /// A fact with its own day and source.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FactItem {
     pub text: String,
@@ -73,6 +73,15 @@ impl<'de> Deserialize<'de> for FactInput {
 }
 
 impl Add {
+    /// A request for `facts`, each with its own day and source.
+    pub fn of(facts: Vec<NewFact>) -> Add {
+        let facts = facts
+            .into_iter()
+            .map(|f| FactInput::Fact(FactItem { text: f.text, date: f.date, source: f.source }))
+            .collect();
+        Add { facts, date: None, source: None }
+    }
+
     /// The facts to append, each with its day and source (its own, else the request's).
     pub fn facts(self) -> Vec<NewFact> {
         let (date, source) = (self.date, self.source);
@@ -91,7 +100,7 @@ impl Add {
 }
 
 /// `GET /search`, `memory_search`.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Search {
     /// What to look for, in words.
@@ -130,7 +139,7 @@ impl Search {
 }
 
 /// `POST /recall` (the prompt hook): what an agent is handed for a prompt.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Recall {
     /// The prompt, as the person wrote it.

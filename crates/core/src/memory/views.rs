@@ -31,6 +31,13 @@ pub use memfold_store::Problem;
 pub use memfold_store::archive::{Fact, NewFact};
 pub use memfold_store::caches::DeciderKind;
 pub use memfold_store::egress::Sent;
+
+/// What memfold sent off this machine from `root` since `since` (all without), oldest first
+/// (`.memfold/egress.jsonl`; lines that do not parse are skipped). Read without opening the
+/// memory: the CLI shows it with the daemon running.
+pub fn sent_since(root: &memfold_store::Root, since: Option<chrono::NaiveDate>) -> Result<Vec<Sent>, String> {
+    memfold_store::egress::read(&root.egress_file(), since).map_err(|e| format!("reading .memfold/egress.jsonl: {e}"))
+}
 pub use memfold_store::entries::{Entry, EntryMeta, Link};
 pub use memfold_store::ledger::FactFate;
 pub use memfold_store::state::LastRun;

@@ -8,6 +8,7 @@ pub mod host;
 pub mod limits;
 pub mod lock;
 mod random;
+pub mod unit;
 
 pub use random::random_hex;
 

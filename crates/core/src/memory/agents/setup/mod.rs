@@ -1,4 +1,4 @@
-//! `memfold setup AGENT`: memfold's hooks (OpenCode: its plugin) and MCP server added to the
+//! Setting memfold up in an agent (`memfold setup AGENT`): memfold's hooks (OpenCode: its plugin) and MCP server added to the
 //! agent's own settings files; `memfold setup mcp --client CLIENT`: the MCP server alone, for
 //! clients without hooks. Each change is merged into what is there (see
 //! [`memfold_store::agents::settings`]), each changed file backed up first. A second run changes
@@ -13,15 +13,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use memfold_core::planning::diff;
-use memfold_store::agents::settings::{self, Edit, Handler, Ours};
+use memfold_store::agents::settings::{self, Handler, Ours};
 use memfold_store::agents::{self, Agent, HookEvent, HookLayout};
 use memfold_store::config::Config;
 
-pub use found::{Installed, installed, list};
+pub use found::{Installed, Listed, installed, listing};
+pub use memfold_store::agents::settings::Edit;
 
 /// Where the settings go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     /// Every project of this user (`~/.claude/settings.json`, `~/.gemini/settings.json`, …).
     User,
@@ -34,7 +34,7 @@ pub enum Scope {
 }
 
 /// An MCP client that takes servers from a settings file and runs no hooks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Client {
     ClaudeDesktop,
     Vscode,
@@ -152,7 +152,7 @@ fn memfold_args(config: &Config, request: &Request) -> Result<(String, Vec<Strin
 }
 
 /// A word for a shell command line (quoted when it holds anything but plain characters).
-pub(crate) fn shell_word(word: &str) -> String {
+pub fn shell_word(word: &str) -> String {
     let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:@,".contains(c));
     if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
@@ -190,7 +190,7 @@ const GEMINI_SWITCH: [&str; 2] = ["hooksConfig", "enabled"];
 /// The edits `request` makes, in the order they are applied, and the switches it turns on.
 pub fn plan(config: &Config, request: &Request, cwd: &Path) -> Result<(Vec<Edit>, Vec<String>), String> {
     let home = agents::user_home()?;
-    let project = memfold_store::home::project_of(cwd);
+    let project = super::project_folder(cwd);
     let (exe, args, ours) = memfold_args(config, request)?;
     let mut server_args = args.clone();
     server_args.push("mcp".into());
@@ -349,70 +349,8 @@ fn edit_settings(
     settings::edit_json(path, remove, change)
 }
 
-/// Run `setup`: print what changes (and, unless `dry_run`, make it).
-pub fn run(config: &Config, request: &Request) -> Result<i32, String> {
-    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
-    let (edits, switched) = plan(config, request, &cwd)?;
-    for edit in &edits {
-        let path = edit.path.display().to_string();
-        if !edit.changes() {
-            println!("{path}: unchanged");
-            continue;
-        }
-        if request.dry_run {
-            let before = edit.before.as_deref().unwrap_or_default();
-            let after = edit.after.as_deref().unwrap_or_default();
-            print!("{}", diff::unified(before, after, &path, 3));
-            continue;
-        }
-        match settings::apply(edit)? {
-            Some(backup) => println!("{path}: changed (the old file is kept as {})", backup.display()),
-            None if edit.after.is_none() => println!("{path}: removed (memfold's part was all it held)"),
-            None => println!("{path}: created"),
-        }
-    }
-    for switch in &switched {
-        println!(
-            "{switch} = true: {} runs hooks only with it on",
-            match request.target {
-                Target::Agent(agent) => agent.title(),
-                Target::Mcp(_) => "the client",
-            }
-        );
-    }
-    if request.dry_run || request.remove || !edits.iter().any(Edit::changes) {
-        return Ok(0);
-    }
-    let next = match request.target {
-        Target::Agent(Agent::ClaudeCode) => {
-            "Claude Code now recalls memory at session start and for each prompt, and captures each session \
-             (its own auto memory is left as it is). Check with /hooks and /mcp in Claude Code."
-        }
-        Target::Agent(Agent::Codex) => {
-            "Codex asks you to trust new hooks once: open /hooks in Codex and trust memfold's. Its own memories \
-             are left as they are."
-        }
-        Target::Agent(Agent::Gemini) => {
-            "Gemini CLI now recalls memory at session start and before each prompt, and captures each turn. \
-             Check with /hooks and /mcp in Gemini CLI; project hooks run once the folder is trusted."
-        }
-        Target::Agent(Agent::Cursor) => {
-            "Cursor reloads hooks.json by itself: its Hooks settings tab lists memfold's. Rules and memories of \
-             its own are left as they are."
-        }
-        Target::Agent(Agent::Copilot) => {
-            "Copilot CLI runs memfold's hooks from the next session (repository hooks once the folder is \
-             trusted); /mcp lists the server."
-        }
-        Target::Agent(Agent::OpenCode) => {
-            "OpenCode loads memfold's plugin at its next start: recall at session start and for each prompt, \
-             capture when a session goes idle."
-        }
-        Target::Mcp(_) => "Restart the client: it starts `memfold mcp` and lists memory_search among its tools.",
-    };
-    println!("{next}");
-    if request.scope == Scope::Project && !matches!(request.target, Target::Agent(Agent::ClaudeCode)) {
-        println!("These project files name this machine's memfold and memory: keep them out of commits.");
-    }
-    Ok(0)
+/// Make `edit`: the file written (backed up first: the backup's path), or removed when
+/// memfold's part was all it held.
+pub fn apply(edit: &Edit) -> Result<Option<PathBuf>, String> {
+    settings::apply(edit)
 }

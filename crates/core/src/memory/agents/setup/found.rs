@@ -27,7 +27,7 @@ pub struct Installed {
 
 /// Every file setup may write for `target`, in either scope (the project: the one `cwd` is in).
 pub fn files(target: Target, home: &Path, cwd: &Path) -> Vec<PathBuf> {
-    let project = memfold_store::home::project_of(cwd);
+    let project = crate::memory::agents::project_folder(cwd);
     match target {
         Target::Mcp(client) => {
             [Scope::User, Scope::Project].iter().filter_map(|s| client.file(*s, home, &project)).collect()
@@ -185,13 +185,13 @@ pub fn installed(target: Target, home: &Path, cwd: &Path) -> Result<Vec<Installe
 
 /// What `setup --list` says of one agent or client.
 #[derive(Debug, Serialize)]
-struct Listed {
-    name: String,
-    title: &'static str,
+pub struct Listed {
+    pub name: String,
+    pub title: &'static str,
     /// What tells it is on this machine (a program on PATH, or its folder), if anything.
-    found: Option<String>,
-    setup: Vec<Installed>,
-    problem: Option<String>,
+    pub found: Option<String>,
+    pub setup: Vec<Installed>,
+    pub problem: Option<String>,
 }
 
 fn title(target: Target) -> &'static str {
@@ -215,58 +215,25 @@ fn on_machine(target: Target, home: &Path, cwd: &Path) -> Option<String> {
             .map(|p| p.display().to_string())
             .or_else(|| agent.folder(home).is_dir().then(|| agent.folder(home).display().to_string())),
         Target::Mcp(client) => client
-            .file(Scope::User, home, &memfold_store::home::project_of(cwd))
+            .file(Scope::User, home, &crate::memory::agents::project_folder(cwd))
             .and_then(|f| f.parent().filter(|d| d.is_dir()).map(|d| d.display().to_string())),
     }
 }
 
-/// `memfold setup --list`: every agent and client, whether it is on this machine, and where
-/// memfold is set up in its files (flagging a binary that is no longer there).
-pub fn list(json: bool) -> Result<i32, String> {
+/// Every agent and client, whether it is on this machine, and where memfold is set up in its
+/// files (a binary that is no longer there is flagged), for `memfold setup --list`.
+pub fn listing(cwd: &Path) -> Result<Vec<Listed>, String> {
     let home = agents::user_home()?;
-    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
     let targets = Agent::ALL.map(Target::Agent).into_iter().chain(Client::ALL.map(Target::Mcp));
-    let listed: Vec<Listed> = targets
+    Ok(targets
         .map(|target| {
-            let (setup, problem) = match installed(target, &home, &cwd) {
+            let (setup, problem) = match installed(target, &home, cwd) {
                 Ok(setup) => (setup, None),
                 Err(e) => (Vec::new(), Some(e)),
             };
-            Listed { name: target.name(), title: title(target), found: on_machine(target, &home, &cwd), setup, problem }
+            Listed { name: target.name(), title: title(target), found: on_machine(target, &home, cwd), setup, problem }
         })
-        .collect();
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "agents": listed })).map_err(|e| e.to_string())?
-        );
-        return Ok(0);
-    }
-    for item in &listed {
-        let found = match &item.found {
-            Some(at) => format!("found ({at})"),
-            None => "not found".into(),
-        };
-        let setup = match (&item.problem, item.setup.is_empty()) {
-            (Some(problem), _) => problem.clone(),
-            (None, true) => format!("not set up (`memfold setup {}`)", item.name),
-            (None, false) => item
-                .setup
-                .iter()
-                .map(|i| {
-                    let gone = if i.binary_exists {
-                        String::new()
-                    } else {
-                        format!(" — NOT THERE: run `memfold setup {}` from the memfold to use", item.name)
-                    };
-                    format!("{} in {}: {} {}{gone}", i.kind, i.file.display(), i.binary.display(), i.memory)
-                })
-                .collect::<Vec<_>>()
-                .join("\n    "),
-        };
-        println!("{} ({}): {found}\n    {setup}", item.name, item.title);
-    }
-    Ok(0)
+        .collect())
 }
 
 #[cfg(test)]

@@ -39,8 +39,8 @@ pub fn create_private(path: &Path) -> Result<bool, String> {
         return Ok(false);
     }
     let dir = path.parent().unwrap_or(Path::new("."));
-    crate::sys::access::create_dir(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    crate::sys::access::write_private(path, b"").map_err(|e| format!("creating {}: {e}", path.display()))?;
+    super::access::create_dir(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    super::access::write_private(path, b"").map_err(|e| format!("creating {}: {e}", path.display()))?;
     Ok(true)
 }
 
