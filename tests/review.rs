@@ -12,7 +12,7 @@ use memfold::config::Mode;
 use memfold::error::Error;
 use memfold::memory::views::GroupView;
 use memfold::planning::consolidate::pass::{PassOptions, PassReport};
-use memfold::planning::consolidate::records::PlanStatus;
+use memfold::planning::run::records::PlanStatus;
 use memfold::store::entries::{EntryFile, HistoryStatus};
 use memfold::store::ledger::{FactFate, Ledger};
 use memfold::store::state::State;
@@ -705,7 +705,7 @@ async fn a_plan_shows_the_neighbours_its_decider_saw_and_left_alone() {
     for e in &group.left_alone {
         assert_eq!(memory.get(&e.id).unwrap().content, e.content, "as the decider saw it");
     }
-    let stored = std::fs::read_to_string(memfold::planning::consolidate::records::plan_path(&env.root, &plan)).unwrap();
+    let stored = std::fs::read_to_string(memfold::planning::run::records::plan_path(&env.root, &plan)).unwrap();
     assert!(stored.contains("\"seen\""), "{stored}");
 }
 

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{Door, Verb};
-use memfold_core::planning::consolidate::ops::OpKind;
 use memfold_core::planning::consolidate::pass::PassReport;
+use memfold_core::planning::run::ops::OpKind;
 use memfold_models::llm::Usage;
 
 /// What became of a pass the scheduler ran.

@@ -3,11 +3,11 @@
 use super::views::{AppliedPlan, Forgotten, RejectedPlan, Undone};
 use super::{Memory, Rewritten, blocking};
 use crate::error::Error;
-use crate::planning::consolidate::apply::{self, Outcome};
-use crate::planning::consolidate::records::{self, PlanReason};
 use crate::planning::curate::{self, Curated, Successor, TextFrom};
 use crate::planning::forget::{self, Promoted};
 use crate::planning::review;
+use crate::planning::run::apply::{self, Outcome};
+use crate::planning::run::records::{self, PlanReason};
 use memfold_models::llm::Usage;
 use memfold_models::llm::merge::Merging;
 use memfold_store::commit::Change;

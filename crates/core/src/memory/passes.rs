@@ -8,8 +8,9 @@ use crate::planning::consolidate::gate::{self, Gate, GateInput};
 use crate::planning::consolidate::pass::{
     AspectRun, Pass, PassOptions, PassPlan, PassReport, PassRun, eligible, ms, run_id,
 };
-use crate::planning::consolidate::{rebuild, records};
+use crate::planning::consolidate::rebuild;
 use crate::planning::promote::{self, PromoteInput, PromoteReport};
+use crate::planning::run::records;
 use memfold_models::llm::ChatClient;
 use memfold_store::Problem;
 use memfold_store::Root;

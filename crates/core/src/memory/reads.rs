@@ -4,8 +4,8 @@
 use super::views::{AboutAnswer, Chain, FactView, PlanDetail, PlanView, RunDetail, RunView, Status};
 use super::{Memory, Rewritten, blocking};
 use crate::error::Error;
-use crate::planning::consolidate::records;
 use crate::planning::review;
+use crate::planning::run::records;
 use memfold_index::Index;
 use memfold_index::corpus;
 use memfold_store::commit;

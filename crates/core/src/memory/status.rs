@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 
 use crate::memory::views::{CurationStats, EmbedderStatus, Status};
 use crate::planning::consolidate::gate::{self, GateInput};
-use crate::planning::consolidate::{pass, records};
+use crate::planning::consolidate::pass;
+use crate::planning::run::records;
 use crate::planning::stale;
 use memfold_store::Root;
 use memfold_store::caches::{DecayCounts, RecordSummaries, RecordSummary, StatusCounts, stat_of};

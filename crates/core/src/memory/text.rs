@@ -4,9 +4,9 @@
 //! reach the layers below through this and [`super::views`] alone
 //! (`doors_reach_the_layers_below_through_the_core`).
 
-pub use crate::planning::consolidate::records::check_id;
 pub use crate::planning::consolidate::rules::proper_names;
 pub use crate::planning::diff::{WordRun, unified, words};
+pub use crate::planning::run::records::check_id;
 pub use memfold_store::content_hash;
 pub use memfold_store::home::check_name;
 pub use memfold_store::secrets::{find as find_secrets, mask, mask_json};

@@ -15,8 +15,6 @@ pub use crate::planning::consolidate::gate::Gate;
 pub use crate::planning::consolidate::pass::{
     ClusterReport, DroppedReport, OpReport, PassOptions, PassReport, Timings,
 };
-pub use crate::planning::consolidate::plan::Change as EntryChange;
-pub use crate::planning::consolidate::records::{PlanReason, PlanStatus, SeenEntry};
 pub use crate::planning::curate::{Curated, Successor, TextFrom};
 pub use crate::planning::diff::DiffStat;
 pub use crate::planning::forget::Forgotten;
@@ -25,6 +23,8 @@ pub use crate::planning::review::{
     AppliedPlan, Chain, FactView, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan, RunDetail, RunView, Undone,
     Version, VersionStatus,
 };
+pub use crate::planning::run::plan::Change as EntryChange;
+pub use crate::planning::run::records::{PlanReason, PlanStatus, SeenEntry};
 pub use crate::planning::sync::ConflictKind;
 pub use memfold_index::{DocKind, Hit, SyncStats};
 pub use memfold_store::Problem;

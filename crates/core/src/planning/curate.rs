@@ -21,10 +21,10 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::planning::consolidate::apply::{self, Outcome};
-use crate::planning::consolidate::ops::{Op, ProposedOp};
-use crate::planning::consolidate::plan::{Plan, Planner};
 use crate::planning::consolidate::validate::dropped_details;
+use crate::planning::run::apply::{self, Outcome};
+use crate::planning::run::ops::{Op, ProposedOp};
+use crate::planning::run::plan::{Plan, Planner};
 use memfold_models::llm::Usage;
 use memfold_store::Root;
 use memfold_store::commit::Change;

@@ -17,6 +17,7 @@ pub mod promote;
 pub mod recall;
 pub mod remember;
 pub mod review;
+pub mod run;
 pub mod stale;
 pub mod sweep;
 pub mod sync;

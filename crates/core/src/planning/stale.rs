@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::consolidate::ops::{Op, ProposedOp};
+use super::run::ops::{Op, ProposedOp};
 use memfold_store::entries::{Entry, EntryFile};
 use memfold_store::uses::Uses;
 

@@ -35,9 +35,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::planning::consolidate::ops::{Candidate, ClusterDoc, Op, ProposedOp};
-use crate::planning::consolidate::plan::neighbor;
 use crate::planning::consolidate::stem::stem;
+use crate::planning::run::ops::{Candidate, ClusterDoc, Op, ProposedOp};
+use crate::planning::run::plan::neighbor;
 use memfold_store::content_hash;
 use memfold_store::entries::{Entry, EntryFile};
 
@@ -256,7 +256,7 @@ pub fn entry_ops(doc: &ClusterDoc, ops: Vec<ProposedOp>, rejected: &HashSet<(Str
 
 /// (removed, survivor) pairs of the REMOVEs of `journal`: what a rejected sweep proposed.
 pub fn rejected_pairs<'r>(
-    journal: impl IntoIterator<Item = &'r crate::planning::consolidate::plan::JournalRecord>,
+    journal: impl IntoIterator<Item = &'r crate::planning::run::plan::JournalRecord>,
 ) -> HashSet<(String, String)> {
     journal
         .into_iter()

@@ -12,8 +12,8 @@ use chrono::NaiveDate;
 use memfold_store::caches::DeciderKind;
 use memfold_store::egress::Purpose;
 
-use super::ops::{ClusterDoc, OpsReply, ProposedOp};
 use super::rules;
+use crate::planning::run::ops::{ClusterDoc, OpsReply, ProposedOp};
 use memfold_models::endpoint::HttpError;
 use memfold_models::llm::{ChatClient, LlmError, Prompts, Usage, parse_json_reply};
 

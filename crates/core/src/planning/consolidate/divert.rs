@@ -9,10 +9,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::ops::ProposedOp;
 use super::pass::ClusterReport;
-use super::plan::{Plan, Planner};
-use super::records::{FORMAT_VERSION, PlanReason, PlanStatus, SeenEntry, SeenFact, StoredPlan};
+use crate::planning::run::ops::ProposedOp;
+use crate::planning::run::plan::{Plan, Planner};
+use crate::planning::run::records::{FORMAT_VERSION, PlanReason, PlanStatus, SeenEntry, SeenFact, StoredPlan};
 use memfold_store::archive::Fact;
 use memfold_store::config::Mode;
 use memfold_store::content_hash;
@@ -143,7 +143,7 @@ pub fn seen_facts(clusters: &[ClusterReport], stored: &StoredPlan, memory: &Entr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planning::consolidate::ops::Op;
+    use crate::planning::run::ops::Op;
 
     fn op(confidence: Option<f64>) -> ProposedOp {
         ProposedOp { confidence, ..ProposedOp::new(Op::Add { facts: vec!["f-1".into()], content: "x".into() }) }

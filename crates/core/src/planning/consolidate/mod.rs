@@ -4,18 +4,14 @@
 //! [`memfold_store::commit::Change`] that applies them. [`crate::memory::Memory::consolidate`] runs it
 //! under the consolidation lock and commits the result.
 
-pub mod apply;
 pub mod aspects;
 pub mod cluster;
 pub mod decide;
 pub mod divert;
 pub mod gate;
-pub mod ops;
 pub mod pack;
 pub mod pass;
-pub mod plan;
 pub mod rebuild;
-pub mod records;
 pub mod rules;
 pub mod stem;
 pub mod validate;

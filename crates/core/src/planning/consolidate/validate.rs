@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::ops::{ClusterDoc, Op, OpKind, ProposedOp, Related};
+use crate::planning::run::ops::{ClusterDoc, Op, OpKind, ProposedOp, Related};
 
 /// The most characters a link's `shares` keeps.
 const MAX_SHARES: usize = 60;
@@ -331,7 +331,7 @@ pub fn validate(doc: &ClusterDoc, ops: Vec<ProposedOp>, max_content_chars: usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planning::consolidate::ops::{Candidate, Neighbor};
+    use crate::planning::run::ops::{Candidate, Neighbor};
 
     fn doc() -> ClusterDoc {
         let d = "2026-05-27".parse().unwrap();
@@ -352,7 +352,7 @@ mod tests {
     }
 
     fn ops(json: &str) -> Vec<ProposedOp> {
-        serde_json::from_str::<super::super::ops::OpsReply>(json).unwrap().ops
+        serde_json::from_str::<crate::planning::run::ops::OpsReply>(json).unwrap().ops
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! restore it byte for byte when nothing changed it since. When something did, undo works entry
 //! by entry from the journal: every entry the run touched must still be exactly as the run left
 //! it, or the undo is refused with the conflicting ids and nothing is written. Only the newest
-//! [`RUNS_WITH_COPIES`](crate::planning::consolidate::records::RUNS_WITH_COPIES) records keep their copy of
+//! [`RUNS_WITH_COPIES`](crate::planning::run::records::RUNS_WITH_COPIES) records keep their copy of
 //! `memory.md` (byte-for-byte undo of an older run needs every later run undone first, and the
 //! copies add up); older ones keep the hashes, and their undo works entry by entry. Removed
 //! entries go back where they stood when the run's copy is at hand, and at the end of the file

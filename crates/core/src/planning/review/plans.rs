@@ -8,11 +8,11 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::reports::{AppliedPlan, GroupView, OpDetail, PlanDetail, PlanView, RejectedPlan};
 use super::{MEMORY, block_entry};
 use crate::error::Error;
-use crate::planning::consolidate::ops::ProposedOp;
 use crate::planning::consolidate::pass::OpReport;
-use crate::planning::consolidate::plan::{JournalRecord, Plan, Planner};
-use crate::planning::consolidate::records::{self, PlanReason, PlanStatus, SeenEntry, SeenFact, StoredPlan};
 use crate::planning::diff;
+use crate::planning::run::ops::ProposedOp;
+use crate::planning::run::plan::{JournalRecord, Plan, Planner};
+use crate::planning::run::records::{self, PlanReason, PlanStatus, SeenEntry, SeenFact, StoredPlan};
 use memfold_models::llm::Usage;
 use memfold_store::Root;
 use memfold_store::archive::Fact;
@@ -160,7 +160,7 @@ fn check_applicable(ledger: &Ledger, stored: &StoredPlan) -> Result<(), Error> {
 /// every entry its changes touch.
 fn named_entries(record: &JournalRecord) -> impl Iterator<Item = &str> {
     let into = match &record.op.op {
-        crate::planning::consolidate::ops::Op::Remove { into, .. } => Some(into.as_str()),
+        crate::planning::run::ops::Op::Remove { into, .. } => Some(into.as_str()),
         _ => None,
     };
     record.op.op.target().into_iter().chain(into).chain(record.changes.iter().map(|c| c.entry.as_str()))

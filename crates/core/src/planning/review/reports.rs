@@ -7,9 +7,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::planning::consolidate::pass::OpReport;
-use crate::planning::consolidate::plan::Change as EntryChange;
-use crate::planning::consolidate::records::{PlanHead, PlanReason, PlanStatus, SeenEntry};
 use crate::planning::diff::{self, DiffStat};
+use crate::planning::run::plan::Change as EntryChange;
+use crate::planning::run::records::{PlanHead, PlanReason, PlanStatus, SeenEntry};
 use memfold_models::llm::Usage;
 use memfold_store::archive::Fact;
 use memfold_store::entries::HistoryStatus;

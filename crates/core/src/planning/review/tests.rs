@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use super::plans::op_groups;
 use super::undo::reinsert;
 use super::*;
-use crate::planning::consolidate::ops::ProposedOp;
-use crate::planning::consolidate::plan::JournalRecord;
+use crate::planning::run::ops::ProposedOp;
+use crate::planning::run::plan::JournalRecord;
 use memfold_store::entries::EntryMeta;
 
 #[test]
@@ -32,8 +32,8 @@ fn a_removed_entry_goes_back_after_its_old_predecessor() {
 /// only by those.
 #[test]
 fn op_groups_join_ops_that_share_a_fact_or_an_entry() {
-    use crate::planning::consolidate::ops::Op;
-    use crate::planning::consolidate::plan::Change as EntryChange;
+    use crate::planning::run::ops::Op;
+    use crate::planning::run::plan::Change as EntryChange;
     let facts = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let record = |seq: usize, op: Op, changed: &[&str]| JournalRecord {
         run: "r-1".into(),

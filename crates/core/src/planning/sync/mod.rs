@@ -37,9 +37,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::planning::consolidate::divert;
-use crate::planning::consolidate::ops::{Op, ProposedOp};
-use crate::planning::consolidate::plan::Planner;
-use crate::planning::consolidate::records::PlanReason;
+use crate::planning::run::ops::{Op, ProposedOp};
+use crate::planning::run::plan::Planner;
+use crate::planning::run::records::PlanReason;
 use memfold_store::archive::{self, Fact};
 use memfold_store::commit::{Change, EntryDelta, FileWrite, HistoryWrite, MemoryWrite};
 use memfold_store::config::SecretsPolicy;

@@ -516,8 +516,8 @@ impl Aspects {
     /// product).
     pub fn candidates(
         &self,
-        entries: &[super::ops::Neighbor],
-        facts: &[super::ops::Candidate],
+        entries: &[crate::planning::run::ops::Neighbor],
+        facts: &[crate::planning::run::ops::Candidate],
         vectors: &[Vec<f32>],
         llm: &LlmKeys,
         k: usize,

@@ -5,7 +5,7 @@
 //! decision calls, asks the decider about each call in turn, validates the ops and applies
 //! them to an in-memory copy of `memory.md`. It writes nothing: `--dry-run` stops there, review
 //! mode stores the plan, and otherwise [`crate::memory::Memory::consolidate`] commits it (see
-//! [`super::apply`]). A call whose decision fails leaves its facts pending with an attempt
+//! [`crate::planning::run::apply`]). A call whose decision fails leaves its facts pending with an attempt
 //! count; the other calls go on.
 //!
 //! **Every new fact is decided in a call that holds its ranked entries** (its top
@@ -26,16 +26,16 @@ use std::sync::Arc;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-use super::apply::{self, Outcome};
 use super::aspects::{self};
 use super::decide::{DecideError, Decider};
 use super::divert::{divert, seen_facts};
 use super::gate::Gate;
-use super::ops::{Op, OpKind, ProposedOp};
 use super::pack::Packing;
-use super::plan::Plan;
-use super::records::PlanReason;
 use crate::error::Error;
+use crate::planning::run::apply::{self, Outcome};
+use crate::planning::run::ops::{Op, OpKind, ProposedOp};
+use crate::planning::run::plan::Plan;
+use crate::planning::run::records::PlanReason;
 use memfold_models::embed::Embedder;
 use memfold_models::llm::Usage;
 use memfold_store::Root;
@@ -364,7 +364,7 @@ impl<'a> Pass<'a> {
 
     /// Plan a whole pass: decide its facts ([`Pass::plan`]), hold back what a person must
     /// decide (review mode, low confidence, the offline decider's proposals), and make the one
-    /// change that writes it ([`super::apply`]). `clock` dates it and stamps its end.
+    /// change that writes it ([`crate::planning::run::apply`]). `clock` dates it and stamps its end.
     pub async fn plan_run(
         &self,
         root: &Root,

@@ -10,9 +10,9 @@ use super::{AspectReport, AspectRun, Pass, PassInput, PassReport, ms};
 use crate::error::Error;
 use crate::planning::consolidate::aspects::{self, Key};
 use crate::planning::consolidate::cluster::{self, NeighbourParams, Node};
-use crate::planning::consolidate::ops::{Candidate, ClusterDoc, Neighbor};
 use crate::planning::consolidate::pack::{self, PackInput};
-use crate::planning::consolidate::plan::neighbor;
+use crate::planning::run::ops::{Candidate, ClusterDoc, Neighbor};
+use crate::planning::run::plan::neighbor;
 use memfold_models::llm::{Usage, estimate_tokens};
 use memfold_store::ledger::Ledger;
 

@@ -37,9 +37,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use chrono::{Datelike, NaiveDate};
 
 use super::super::aspects::{Key, compatible};
-use super::super::ops::{Candidate, Neighbor, Op, ProposedOp};
 use super::text::{Said, Tok, claim, content_words, strip_time, tokens};
 use super::words::{is_date, is_name, is_number, word_stem};
+use crate::planning::run::ops::{Candidate, Neighbor, Op, ProposedOp};
 
 /// What the pass knows about the texts of a call besides the texts.
 #[derive(Debug, Clone, Default)]

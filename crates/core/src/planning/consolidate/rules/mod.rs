@@ -31,7 +31,7 @@ mod words;
 
 use chrono::NaiveDate;
 
-use super::ops::{ClusterDoc, ProposedOp};
+use crate::planning::run::ops::{ClusterDoc, ProposedOp};
 pub use fold::Hints;
 use place::{Cand, Neigh, Placement};
 use text::{Said, strip_time, unify_quotes};
@@ -139,7 +139,7 @@ struct Name {
 /// another op changes is left alone; what the two share is the name, as the fact writes it.
 fn relate(mut ops: Vec<ProposedOp>, doc: &ClusterDoc, hints: Option<&Hints>) -> Vec<ProposedOp> {
     use super::aspects::{USER, compatible};
-    use super::ops::{Op, Related};
+    use crate::planning::run::ops::{Op, Related};
     let changed: std::collections::HashSet<String> =
         ops.iter().filter_map(|o| o.op.target().map(str::to_string)).collect();
     let neighbour_names: Vec<Vec<Name>> = doc.neighbors.iter().map(|n| names(&n.content)).collect();

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
 
-use super::super::ops::{Candidate, Neighbor, Op, ProposedOp};
 use super::compare::*;
 use super::normalise;
 use super::text::*;
+use crate::planning::run::ops::{Candidate, Neighbor, Op, ProposedOp};
 
 pub(super) struct Cand<'a> {
     pub(super) c: &'a Candidate,

@@ -1,12 +1,12 @@
 //! The offline decider's rules, case by case.
 
-use crate::planning::consolidate::ops::OpKind;
+use crate::planning::run::ops::OpKind;
 use std::collections::BTreeSet;
 
-use super::super::ops::{Candidate, Neighbor, Op};
 use super::text::*;
 use super::words::*;
 use super::*;
+use crate::planning::run::ops::{Candidate, Neighbor, Op};
 
 fn day(s: &str) -> NaiveDate {
     NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()

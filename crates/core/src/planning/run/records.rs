@@ -271,7 +271,7 @@ pub struct RunRecord {
     /// How the run's facts were packed into decision calls, and the coverage of their ranked
     /// entries (runs of a pass; absent for runs recorded before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub packing: Option<super::pack::Packing>,
+    pub packing: Option<crate::planning::consolidate::pack::Packing>,
     /// Hashes and text of `memory.md` around the run (empty when unknown).
     #[serde(default)]
     pub memory_hash_before: String,

@@ -17,7 +17,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::ops::{Candidate, ClusterDoc, Neighbor, Op, ProposedOp};
-use super::pack::Packing;
+use crate::planning::consolidate::pack::Packing;
 use memfold_models::llm::Usage;
 use memfold_store::archive::Fact;
 use memfold_store::content_hash;
