@@ -1,9 +1,10 @@
 //! The daemon (`memfold serve`): the spaces it serves (a lone root, or every space of a home)
-//! behind its doors, named workers in a `JoinSet`, stopped by one shutdown signal.
+//! behind its doors, the service's workers ([`Runtime`]) stopped by one shutdown signal.
 //!
 //! [`serve_root`] and [`serve_home`] take the serve lock (`.memfold/serve.lock` of the root or
 //! the home, so a second daemon exits with a message naming the first), read the tokens, bind
-//! the listener, start watching, then run these workers over one [`Spaces`]:
+//! the listener, start the [`Runtime`] (scheduler, watcher, trimmer) and add the HTTP door to
+//! it, all over one [`Spaces`]:
 //!
 //! - `http`: the HTTP server ([`http`]): the JSON API, the MCP server at `/mcp`, the review
 //!   page at `/ui`. Handlers are thin: they parse, call the space's service and render.
@@ -20,7 +21,7 @@
 //! open and after `server.settle_idle_secs` without a change settles it.
 //!
 //! `memfold mcp` ([`crate::doors::mcp::serve_stdio`]) serves one space's MCP tools on
-//! stdin/stdout, with a scheduler that runs only the passes asked for and a watcher of its own.
+//! stdin/stdout over the same [`Runtime`], whose scheduler there runs only the passes asked for.
 //!
 //! **Shutdown.** SIGINT and SIGTERM (or a worker ending on its own) send `true` on one watch
 //! channel. Every worker selects on it: the server stops accepting and lets open requests
@@ -33,18 +34,15 @@
 //! is released; a second signal stops waiting for the workers. Logs go to stderr unbuffered, so
 //! there is nothing left to flush.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 use super::http;
 use crate::service::token;
-use crate::service::watch::{WATCH_DEBOUNCE, WatchError, Watcher};
-use crate::service::workers::{trimmer_worker, watcher_worker};
-use crate::service::{SchedulerWorker, Spaces};
+use crate::service::watch::WatchError;
+use crate::service::workers::Runtime;
+use crate::service::{Requests, Spaces};
 use memfold_core::error::Error;
 use memfold_core::memory::Memory;
 use memfold_store::config::Config;
@@ -74,15 +72,15 @@ pub enum DaemonError {
 
 /// Serve the root `memory` is open on until SIGINT or SIGTERM. `bind` overrides `server.bind`.
 pub async fn serve_root(memory: Memory, bind: Option<String>) -> Result<(), DaemonError> {
-    let (spaces, scheduler) = Spaces::root(memory, true);
+    let (spaces, requests) = Spaces::root(memory, true);
     let service = spaces.open_service("").expect("a root's one space is open");
-    run(spaces, scheduler, bind, Some(service)).await
+    run(spaces, requests, bind, Some(service)).await
 }
 
 /// Serve every space of the home `config` names (its home's configuration).
 pub async fn serve_home(config: Config, bind: Option<String>) -> Result<(), DaemonError> {
-    let (spaces, scheduler) = Spaces::home(config).map_err(DaemonError::Home)?;
-    run(spaces, scheduler, bind, None).await
+    let (spaces, requests) = Spaces::home(config).map_err(DaemonError::Home)?;
+    run(spaces, requests, bind, None).await
 }
 
 /// Run the daemon over `spaces` until SIGINT or SIGTERM, then shut down gracefully. A lone
@@ -90,14 +88,14 @@ pub async fn serve_home(config: Config, bind: Option<String>) -> Result<(), Daem
 /// listener, so its first search is answered as fast as any.
 async fn run(
     spaces: Arc<Spaces>,
-    scheduler: SchedulerWorker,
+    requests: Requests,
     bind: Option<String>,
     root: Option<Arc<crate::service::Service>>,
 ) -> Result<(), DaemonError> {
     let config = spaces.config().clone();
     let bind = bind.unwrap_or_else(|| config.server.bind.clone());
     let serve_lock = spaces.serve_lock()?;
-    spaces.load_tokens(bind.parse().ok())?; // refuse before binding what would not be served
+    spaces.keys().load(bind.parse().ok())?; // refuse before binding what would not be served
     if let Some(root) = &root {
         root.warm_up().await.map_err(DaemonError::Index)?;
     }
@@ -106,36 +104,29 @@ async fn run(
         .await
         .map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
     let addr = listener.local_addr().map_err(|source| DaemonError::Bind { addr: bind.clone(), source })?;
-    spaces.load_tokens(Some(addr))?;
+    spaces.keys().load(Some(addr))?;
     spaces.announce(Some(addr));
     spaces.warn_if_exposed();
-    let watcher = Watcher::new(WATCH_DEBOUNCE)?;
-    spaces.watch_with(watcher.handle())?;
     let mut signals = Signals::new().map_err(DaemonError::Signal)?;
+    let mut runtime = Runtime::start(spaces.clone(), requests)?;
 
-    let (stop_tx, stop) = watch::channel(false);
     let max_connections = memfold_store::sys::limits::connections(config.server.max_connections, open_files);
     info!(
         %addr,
         dir = %spaces.dir().display(),
         home = spaces.is_home(),
-        auth = spaces.needs_token(),
+        auth = spaces.keys().needs_token(),
         max_connections,
         interval_secs = config.consolidation.interval_seconds,
         "memfold serving"
     );
-
-    let mut workers = Workers::default();
     let http = http::Listener { listener, addr, max_connections };
-    workers.spawn("http", http::serve(spaces.clone(), http, stop.clone()));
-    workers.spawn("scheduler", scheduler.run(stop.clone()));
-    workers.spawn("watcher", watcher_worker(spaces.clone(), watcher, stop.clone()));
-    workers.spawn("trimmer", trimmer_worker(spaces.clone(), stop.clone()));
+    runtime.spawn("http", http::serve(spaces.clone(), http, runtime.stop_signal()));
 
     let mut failure = None;
     tokio::select! {
         signal = signals.recv() => info!(signal, "shutting down"),
-        (name, result) = workers.next_ended() => {
+        (name, result) = runtime.next_ended() => {
             let message = match result {
                 Ok(()) => "stopped on its own".to_string(),
                 Err(message) => message,
@@ -144,21 +135,12 @@ async fn run(
             failure = Some(DaemonError::Worker { name, message });
         }
     }
-    let _ = stop_tx.send(true);
-    let mut waiting = true;
-    while !workers.is_empty() {
-        tokio::select! {
-            (name, result) = workers.next_ended() => match result {
-                Ok(()) => info!(worker = name, "worker stopped"),
-                Err(message) => warn!(worker = name, error = %message, "worker stopped with an error"),
-            },
-            signal = signals.recv(), if waiting => {
-                warn!(signal, "second signal: not waiting for the workers");
-                waiting = false;
-                workers.abort_all();
-            }
-        }
-    }
+    runtime
+        .shutdown(async {
+            let signal = signals.recv().await;
+            warn!(signal, "second signal: not waiting for the workers");
+        })
+        .await;
     spaces.announce(None);
     spaces.close_all().await;
     drop(root);
@@ -166,42 +148,6 @@ async fn run(
     drop(serve_lock);
     info!("memfold stopped");
     failure.map_or(Ok(()), Err)
-}
-
-/// The workers, each with a name for the logs.
-#[derive(Default)]
-struct Workers {
-    set: JoinSet<Result<(), String>>,
-    names: HashMap<tokio::task::Id, &'static str>,
-}
-
-impl Workers {
-    fn spawn(&mut self, name: &'static str, work: impl Future<Output = Result<(), String>> + Send + 'static) {
-        let handle = self.set.spawn(work);
-        self.names.insert(handle.id(), name);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.set.is_empty()
-    }
-
-    fn abort_all(&mut self) {
-        self.set.abort_all();
-    }
-
-    /// The next worker to end, by name; pending forever when there are none.
-    async fn next_ended(&mut self) -> (&'static str, Result<(), String>) {
-        let Some(joined) = self.set.join_next_with_id().await else {
-            return std::future::pending().await;
-        };
-        match joined {
-            Ok((id, result)) => (self.names.get(&id).copied().unwrap_or("?"), result),
-            Err(e) => {
-                let name = self.names.get(&e.id()).copied().unwrap_or("?");
-                (name, Err(if e.is_cancelled() { "aborted".into() } else { format!("panicked: {e}") }))
-            }
-        }
-    }
 }
 
 /// SIGINT and SIGTERM as one stream.

@@ -18,7 +18,9 @@
 //! finding the consolidation lock taken by each other; another process holding the lock still
 //! refuses them (`lock_held`).
 
+pub mod access;
 pub mod metrics;
+pub mod passes;
 pub mod scheduler;
 pub mod spaces;
 pub mod token;
@@ -33,6 +35,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+pub use access::Access;
 use memfold_core::error::{Error, Kind};
 use memfold_core::memory::views::{
     AboutAnswer, Added, AppliedPlan, Chain, Curated, Entry, FactView, Forgotten, PassOptions, PassReport, PlanDetail,
@@ -46,9 +49,10 @@ use memfold_index::{Hit, Settled};
 use memfold_store::archive::{Fact, NewFact};
 use memfold_store::config::Config;
 use metrics::Metrics;
-use scheduler::PassQueue;
-pub use scheduler::{PassRecord, PassState, STALE_RETRY, SchedulerWorker};
-pub use spaces::{Access, SpaceSummary, Spaces};
+use passes::PassQueue;
+pub use passes::{PassRecord, PassState, Requests};
+pub use scheduler::{STALE_RETRY, SchedulerWorker};
+pub use spaces::{SpaceSummary, Spaces};
 
 /// Which door a call came through (a label of `memfold_calls_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -250,7 +254,7 @@ impl Service {
         name: String,
         memory: Memory,
         metrics: Arc<Metrics>,
-        passes: mpsc::Sender<scheduler::PassRequest>,
+        passes: mpsc::Sender<passes::PassRequest>,
         spaces: Weak<Spaces>,
         (started, started_at): (Instant, DateTime<Utc>),
     ) -> Arc<Service> {

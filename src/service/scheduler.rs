@@ -1,9 +1,9 @@
 //! The pass scheduler: the only place a daemon runs a consolidation pass, for every space it
-//! serves.
+//! serves, and the one that decides when (the gates, their order, the syncs due).
 //!
-//! [`PassQueue`] is a space's side: a request is queued on the daemon's one bounded channel and
-//! answered on a oneshot, and every attempt keeps a [`PassRecord`] that the space's status shows
-//! under `daemon.passes`. [`SchedulerWorker`] is the worker that runs them, at most
+//! [`super::passes::PassQueue`] is a space's side: a request is queued on the daemon's one
+//! bounded channel and answered on a oneshot, and every attempt keeps a record that the
+//! space's status shows under `daemon.passes`. [`SchedulerWorker`] is the worker that runs them, at most
 //! `spaces.max_concurrent_passes` at once and never two in one space. With ticks on (the
 //! daemon) it also looks at every space's gate every `consolidation.interval_seconds`, the first
 //! time at start, and runs a pass in each space whose gate is open, the space whose gate has
@@ -13,190 +13,62 @@
 //! the passes in flight are dropped, which leaves the files as they were (a commit already
 //! started runs to its end on its blocking thread).
 
-use memfold_store::sys::guard as lock;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use memfold_store::sys::clock;
-use serde::Serialize;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
 use super::Service;
 use super::metrics::PassOutcome;
+use super::passes::{PassRecord, PassRequest, PassState, Requests, Trigger};
 use super::spaces::Spaces;
 use super::workers::stopped;
 use memfold_core::error::{Error, Kind};
 use memfold_core::memory::views::{PassOptions, PassReport};
+use memfold_store::Root;
 
 /// Delay before a pass refused as stale (memory.md changed during it) is tried again.
 pub const STALE_RETRY: Duration = Duration::from_secs(5);
 /// Stale retries in a row before the scheduler waits for its next tick instead.
 const STALE_RETRIES: u32 = 3;
-/// Consolidation requests that may wait behind the pass in flight.
-const SCHEDULER_QUEUE: usize = 16;
-/// Pass records kept for the status.
-const PASS_RECORDS: usize = 20;
-
-/// A pass for the scheduler to run, in the space of `service`.
-pub struct PassRequest {
-    id: String,
-    trigger: Trigger,
-    opts: PassOptions,
-    reply: Option<oneshot::Sender<Result<PassReport, Error>>>,
-    service: Arc<Service>,
-    /// Stale refusals in a row so far.
-    tries: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Trigger {
-    /// The interval tick.
-    Schedule,
-    /// A door asked (`POST /consolidate`, `memory_consolidate`).
-    Request,
-    /// Again after a stale refusal.
-    Retry,
-}
-
-/// Where a requested pass is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PassState {
-    Queued,
-    Running,
-    Done,
-    Failed,
-    /// Dropped at shutdown.
-    Abandoned,
-}
-
-/// A pass as the status shows it under `daemon.passes`.
-#[derive(Debug, Clone, Serialize)]
-pub struct PassRecord {
-    /// The daemon's id for the attempt (a long request is answered with it).
-    pub request: String,
-    trigger: Trigger,
-    pub force: bool,
-    pub dry_run: bool,
-    pub state: PassState,
-    /// The pass's run id, once it has one.
-    pub run: Option<String>,
-    pub applied: bool,
-    pub ops: usize,
-    pub gate: Option<String>,
-    pub error: Option<String>,
-    pub queued: DateTime<Utc>,
-    pub started: Option<DateTime<Utc>>,
-    pub finished: Option<DateTime<Utc>>,
-}
-
-impl PassRecord {
-    fn queued(request: &PassRequest) -> PassRecord {
-        PassRecord {
-            request: request.id.clone(),
-            trigger: request.trigger,
-            force: request.opts.force,
-            dry_run: request.opts.dry_run,
-            state: PassState::Queued,
-            run: None,
-            applied: false,
-            ops: 0,
-            gate: None,
-            error: None,
-            queued: clock::now(),
-            started: None,
-            finished: None,
-        }
-    }
-}
-
-/// The daemon's request channel, which every space's [`PassQueue`] sends on.
-pub(super) fn channel() -> (mpsc::Sender<PassRequest>, mpsc::Receiver<PassRequest>) {
-    mpsc::channel(SCHEDULER_QUEUE)
-}
-
-/// A space's side of the scheduler: the daemon's request channel and this space's records.
-pub struct PassQueue {
-    sender: mpsc::Sender<PassRequest>,
-    records: Mutex<VecDeque<PassRecord>>,
-    requests: AtomicU64,
-}
-
-impl PassQueue {
-    pub(super) fn new(sender: mpsc::Sender<PassRequest>) -> PassQueue {
-        PassQueue { sender, records: Mutex::new(VecDeque::new()), requests: AtomicU64::new(0) }
-    }
-
-    /// Queue a pass of `service`'s space and wait up to `wait` for it: its result, or (still
-    /// queued or running) its request id. Refused when the queue is full or the scheduler has
-    /// stopped.
-    pub(super) async fn request(
-        &self,
-        service: Arc<Service>,
-        opts: PassOptions,
-        wait: Duration,
-    ) -> Result<Result<Result<PassReport, Error>, String>, Error> {
-        let id = self.request_id();
-        let (reply, answer) = oneshot::channel();
-        let request =
-            PassRequest { id: id.clone(), trigger: Trigger::Request, opts, reply: Some(reply), service, tries: 0 };
-        self.record(PassRecord::queued(&request));
-        if let Err(e) = self.sender.try_send(request) {
-            self.forget(&id);
-            return Err(match e {
-                mpsc::error::TrySendError::Full(_) => Error::QueueFull(SCHEDULER_QUEUE),
-                mpsc::error::TrySendError::Closed(_) => Error::ShuttingDown,
-            });
-        }
-        match tokio::time::timeout(wait, answer).await {
-            Ok(Ok(result)) => Ok(Ok(result)),
-            Ok(Err(_)) => Err(Error::ShuttingDown),
-            Err(_) => {
-                info!(request = %id, waited_secs = wait.as_secs(), "pass continues in the background");
-                Ok(Err(id))
-            }
-        }
-    }
-
-    /// Recent passes, newest first.
-    pub(super) fn records(&self) -> Vec<PassRecord> {
-        lock(&self.records).iter().rev().cloned().collect()
-    }
-
-    fn request_id(&self) -> String {
-        let n = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("q-{}-{n}", clock::now().format("%Y%m%dT%H%M%SZ"))
-    }
-
-    /// Insert or replace the record with this request id.
-    fn record(&self, record: PassRecord) {
-        let mut records = lock(&self.records);
-        records.retain(|r| r.request != record.request);
-        records.push_back(record);
-        while records.len() > PASS_RECORDS {
-            records.pop_front();
-        }
-    }
-
-    fn forget(&self, request: &str) {
-        lock(&self.records).retain(|r| r.request != request);
-    }
-
-    fn queued_at(&self, request: &str) -> Option<DateTime<Utc>> {
-        lock(&self.records).iter().find(|r| r.request == request).map(|r| r.queued)
-    }
-}
-
 /// The worker that runs every space's passes: spawn [`SchedulerWorker::run`].
 pub struct SchedulerWorker {
     spaces: Arc<Spaces>,
     requests: mpsc::Receiver<PassRequest>,
     ticks: bool,
+    gates: Gates,
+}
+
+/// When each space's gate was first seen open, and when each space last passed: the order in
+/// which the scheduler runs the spaces whose gates are open.
+#[derive(Default)]
+struct Gates {
+    opened: HashMap<String, Instant>,
+    passed: HashMap<String, Instant>,
+}
+
+impl Gates {
+    /// `open` (the spaces whose gates a tick at `now` found open) in the order their passes go:
+    /// the gate open longest first; among gates seen open at the same tick, the space that
+    /// passed least recently (or never) first.
+    fn order(&mut self, mut open: Vec<String>, now: Instant) -> Vec<String> {
+        self.opened.retain(|name, _| open.contains(name));
+        for name in &open {
+            self.opened.entry(name.clone()).or_insert(now);
+        }
+        open.sort_by_key(|name| (self.opened[name], self.passed.get(name).copied()));
+        open
+    }
+
+    /// A pass of space `name` ended: a gate open after it counts its age from now, so a space
+    /// that keeps receiving facts goes behind the spaces that waited.
+    fn passed(&mut self, name: &str) {
+        self.opened.remove(name);
+        self.passed.insert(name.to_string(), Instant::now());
+    }
 }
 
 /// A pass that finished (or was dropped at shutdown).
@@ -208,8 +80,49 @@ struct Finished {
 }
 
 impl SchedulerWorker {
-    pub(super) fn new(spaces: Arc<Spaces>, requests: mpsc::Receiver<PassRequest>, ticks: bool) -> SchedulerWorker {
-        SchedulerWorker { spaces, requests, ticks }
+    pub fn new(spaces: Arc<Spaces>, requests: Requests) -> SchedulerWorker {
+        SchedulerWorker { spaces, requests: requests.receiver, ticks: requests.ticks, gates: Gates::default() }
+    }
+
+    /// The spaces whose gate is open now, the one whose gate has been open longest first (a
+    /// tick). Gates are read from each space's files without opening it.
+    async fn due(&mut self) -> Vec<String> {
+        let spaces = self.spaces.clone();
+        let now = clock::now();
+        let open: Vec<String> = memfold_store::sys::blocking(move || {
+            spaces
+                .names()
+                .into_iter()
+                .filter(|name| {
+                    let gate = spaces.config_of(name).ok().and_then(|config| {
+                        memfold_core::memory::status::status(&Root::new(&config.root), &config, now).ok()
+                    });
+                    spaces.metrics().gate_checked();
+                    gate.is_some_and(|status| status.gate.open || status.sweep_due)
+                })
+                .collect()
+        })
+        .await;
+        self.gates.order(open, Instant::now())
+    }
+
+    /// The spaces whose sync with their git remote is due by `[sync] interval_minutes` (read
+    /// from each space's files without opening it).
+    async fn sync_due(&self) -> Vec<String> {
+        let spaces = self.spaces.clone();
+        let now = clock::now();
+        memfold_store::sys::blocking(move || {
+            spaces
+                .names()
+                .into_iter()
+                .filter(|name| {
+                    spaces.config_of(name).is_ok_and(|config| {
+                        memfold_core::memory::sync_due(&Root::new(&config.root), &config.sync, false, now)
+                    })
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Run passes until `stop` says so (or every sender is gone).
@@ -252,7 +165,7 @@ impl SchedulerWorker {
                     waiting.extend(ready.into_iter().map(|(_, request)| request));
                 }
                 _ = tick.tick(), if self.ticks => {
-                    for name in self.spaces.sync_due().await {
+                    for name in self.sync_due().await {
                         if busy.contains(&name) {
                             continue; // its pass syncs when it has applied something
                         }
@@ -264,7 +177,7 @@ impl SchedulerWorker {
                             }
                         });
                     }
-                    for name in self.spaces.due().await {
+                    for name in self.due().await {
                         if !due.contains(&name) && !busy.contains(&name) {
                             due.push_back(name);
                         }
@@ -318,7 +231,7 @@ impl SchedulerWorker {
 
     /// Record a finished pass, count it, answer its requester. Returns the request to try
     /// again after [`STALE_RETRY`] when `memory.md` changed under it (a few times in a row).
-    fn finish(&self, finished: Finished) -> Option<PassRequest> {
+    fn finish(&mut self, finished: Finished) -> Option<PassRequest> {
         let Finished { request, mut record, result, elapsed } = finished;
         let service = request.service.clone();
         let queue = service.passes();
@@ -332,7 +245,7 @@ impl SchedulerWorker {
             Err(_) => PassOutcome::Failed,
         };
         service.metrics().pass(outcome, result.as_ref().ok(), elapsed);
-        self.spaces.passed(service.name());
+        self.gates.passed(service.name());
         let mut retry = None;
         let space = service.name();
         match &result {
@@ -445,5 +358,31 @@ impl Drop for Abandoned {
             record.finished = Some(clock::now());
             self.service.passes().record(record);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn gates_open_longest_go_first_and_ties_go_to_the_space_that_waited_since_its_last_pass() {
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        let mut gates = Gates::default();
+        assert_eq!(gates.order(names(&["a", "b", "c"]), at(0)), names(&["a", "b", "c"]));
+        // a passed; its gate opens again at the same tick as new ones: the others first.
+        gates.passed.insert("a".into(), at(1));
+        gates.opened.remove("a");
+        assert_eq!(gates.order(names(&["a", "b", "c", "d"]), at(2)), names(&["b", "c", "d", "a"]));
+        // c's and d's gates shut (their passes ran) and opened again later than a's: a first.
+        gates.passed.insert("c".into(), at(3));
+        gates.passed.insert("d".into(), at(3));
+        assert_eq!(gates.order(names(&["a", "b"]), at(4)), names(&["b", "a"]));
+        assert_eq!(gates.order(names(&["a", "b", "c", "d"]), at(5)), names(&["b", "a", "c", "d"]));
     }
 }

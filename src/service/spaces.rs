@@ -2,22 +2,22 @@
 //! [`Service`], opened when first asked for and closed when idle.
 //!
 //! **The token decides the space.** Each space has a token of its own (`.memfold/token` in its
-//! root); it opens that space and nothing else ([`Access::Space`]). A home also has the
+//! root); it opens that space and nothing else ([`super::Access::Space`]). A home also has the
 //! operator's token (`<home>/.memfold/token`), which reaches any space when the request names
-//! it ([`Access::Operator`]). Nothing else a client sends selects a space: the doors ask
-//! [`Spaces::access`] who the token is and never read a space from a path, a parameter or a
+//! it ([`super::Access::Operator`]). Nothing else a client sends selects a space: the doors ask
+//! [`Keys::access`] who the token is and never read a space from a path, a parameter or a
 //! tool's arguments (the HTTP door's `/spaces/<name>/` prefix is for the operator alone).
 //!
 //! **Resources.** At most `spaces.max_open` spaces are open at once; opening one more closes
 //! the least recently used idle one (one a request or a pass still holds stays open). A space
 //! opens with the models the others use ([`Models`]: one embedder model, one chat client), one
-//! file watcher serves them all, and one scheduler runs their passes. Opening takes the
+//! file watcher serves them all, and one scheduler runs their passes (it decides when:
+//! [`super::scheduler`] keeps the gates). Opening takes the
 //! space's serve lock, so no second daemon serves it meanwhile. A space that fails to open
 //! answers with an error naming it; the others keep serving.
 
 use memfold_store::sys::guard as lock;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -25,27 +25,18 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use super::Service;
+use super::access::Keys;
 use super::metrics::{Gauges, Metrics, SpaceGauges};
-use super::scheduler::{self, PassRequest, SchedulerWorker};
-use super::token;
+use super::passes::{self, PassRequest, Requests};
 use super::watch::WatchHandle;
 use memfold_core::error::Error;
 use memfold_core::memory::Memory;
 use memfold_models::Models;
+use memfold_store::Root;
 use memfold_store::config::{Config, Overrides};
 use memfold_store::home::Home;
 use memfold_store::sys::clock;
 use memfold_store::sys::lock::LockGuard;
-use memfold_store::{Root, content_hash};
-
-/// Who a bearer token lets in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Access {
-    /// One space (by name; the empty name is a lone root), and nothing else.
-    Space(String),
-    /// A home's operator: any space the request names.
-    Operator,
-}
 
 /// What a daemon serves.
 enum Served {
@@ -91,15 +82,11 @@ pub struct Spaces {
     open: Mutex<Vec<Open>>,
     /// One opening at a time, so a space is never opened twice.
     opening: tokio::sync::Mutex<()>,
-    /// Who each token lets in, as the token files said at the last look.
-    tokens: RwLock<Tokens>,
-    /// Held by the one request that reads the token files again.
-    tokens_refresh: Mutex<()>,
+    /// Who each token lets in.
+    keys: Keys,
     models: Arc<Models>,
     metrics: Arc<Metrics>,
     passes: mpsc::Sender<PassRequest>,
-    /// When each space's gate was first seen open (the oldest goes first).
-    gates: Mutex<Gates>,
     watcher: Mutex<Option<WatchHandle>>,
     /// Whether spaces hold their rows in memory and index in the background (a daemon).
     daemon: bool,
@@ -111,85 +98,6 @@ pub struct Spaces {
     retired_held_searches: std::sync::atomic::AtomicU64,
     /// The indexers of the open spaces (each stops when its space closes).
     indexers: Mutex<tokio::task::JoinSet<()>>,
-}
-
-/// How long the token table is used before the token files are looked at again.
-const TOKENS_FRESH: Duration = Duration::from_secs(1);
-
-/// Who each token lets in, and what the token files looked like when read.
-#[derive(Debug, Default)]
-struct Tokens {
-    /// sha256 of a token → who it lets in.
-    by_hash: HashMap<String, Access>,
-    /// Each token file read: its stat then, and the hash of its token.
-    read: HashMap<std::path::PathBuf, (Option<token::Stamp>, String)>,
-    /// When the files were last looked at (None: never, nothing to refresh).
-    checked: Option<Instant>,
-}
-
-impl Tokens {
-    /// Let `hash` in as `access`, unless another holds it already: at start that is refused;
-    /// on a refresh the one that held it before keeps it (a folder copied to make a space must
-    /// not take the token of the space it was copied from) and the newcomer is left out.
-    fn admit(
-        &mut self,
-        hash: String,
-        access: Access,
-        path: &std::path::Path,
-        before: Option<&Tokens>,
-    ) -> Result<(), token::TokenError> {
-        let Some(held) = self.by_hash.get(&hash).cloned() else {
-            self.by_hash.insert(hash, access);
-            return Ok(());
-        };
-        let name = |a: &Access| match a {
-            Access::Space(n) if n.is_empty() => "the root".to_string(),
-            Access::Space(n) => format!("space {n}"),
-            Access::Operator => "the home (the operator)".to_string(),
-        };
-        let Some(before) = before else {
-            return Err(token::TokenError::Shared {
-                first: name(&held),
-                second: name(&access),
-                path: path.to_path_buf(),
-            });
-        };
-        let keeper = match before.by_hash.get(&hash) {
-            Some(was) if *was == access => access.clone(),
-            _ => held.clone(),
-        };
-        let left = if keeper == held { access } else { held };
-        tracing::error!(
-            token_file = %path.display(),
-            "{} holds the token of {}, so it is not reachable by it: delete its token file for a token of its own",
-            name(&left),
-            name(&keeper)
-        );
-        self.by_hash.insert(hash, keeper);
-        Ok(())
-    }
-}
-
-/// When each space's gate was first seen open, and when each space last passed: the order in
-/// which the scheduler runs the spaces whose gates are open.
-#[derive(Default)]
-struct Gates {
-    opened: HashMap<String, Instant>,
-    passed: HashMap<String, Instant>,
-}
-
-impl Gates {
-    /// `open` (the spaces whose gates a tick at `now` found open) in the order their passes go:
-    /// the gate open longest first; among gates seen open at the same tick, the space that
-    /// passed least recently (or never) first.
-    fn order(&mut self, mut open: Vec<String>, now: Instant) -> Vec<String> {
-        self.opened.retain(|name, _| open.contains(name));
-        for name in &open {
-            self.opened.entry(name.clone()).or_insert(now);
-        }
-        open.sort_by_key(|name| (self.opened[name], self.passed.get(name).copied()));
-        open
-    }
 }
 
 /// Whether space `from` may share an entry into space `to` of the home configured by `home`
@@ -216,7 +124,7 @@ impl Spaces {
     /// The spaces of a lone root, whose `memory` is already open, and the worker that runs its
     /// passes. `daemon`: the passes also run on the interval (`memfold serve`) rather than only
     /// when asked (`memfold mcp`), and the root holds its rows and indexes in the background.
-    pub fn root(memory: Memory, daemon: bool) -> (Arc<Spaces>, SchedulerWorker) {
+    pub fn root(memory: Memory, daemon: bool) -> (Arc<Spaces>, Requests) {
         let config = memory.config().clone();
         let (spaces, worker) = Spaces::new(Served::Root, config, daemon);
         let service = spaces.service_over(String::new(), memory);
@@ -229,7 +137,7 @@ impl Spaces {
     /// searches read the home's shared spaces too. Nothing here serves the home, so no serve
     /// lock is taken; the shared spaces are read as `memfold search` reads them.
     /// Without a home, as [`Spaces::root`].
-    pub fn space(memory: Memory) -> (Arc<Spaces>, SchedulerWorker) {
+    pub fn space(memory: Memory) -> (Arc<Spaces>, Requests) {
         let config = memory.config().clone();
         let (Some(dir), Some(name)) = (config.home.clone(), config.space.clone()) else {
             return Spaces::root(memory, false);
@@ -242,7 +150,7 @@ impl Spaces {
     }
 
     /// The spaces of the home `config` names (its home's configuration), none open yet.
-    pub fn home(config: Config) -> Result<(Arc<Spaces>, SchedulerWorker), Error> {
+    pub fn home(config: Config) -> Result<(Arc<Spaces>, Requests), Error> {
         let dir = config.home.clone().ok_or_else(|| Error::BadInput("no home given (--home DIR)".into()))?;
         let home = Home::new(dir);
         home.check_not_a_root().map_err(Error::BadInput)?;
@@ -250,20 +158,23 @@ impl Spaces {
         Ok(Spaces::new(Served::Home(home), config, true))
     }
 
-    fn new(served: Served, config: Config, daemon: bool) -> (Arc<Spaces>, SchedulerWorker) {
-        let (sender, receiver) = scheduler::channel();
+    fn new(served: Served, config: Config, daemon: bool) -> (Arc<Spaces>, Requests) {
+        let (sender, requests) = passes::channel(daemon);
+        let home = match &served {
+            Served::Root => None,
+            Served::Home(home) => Some(home.clone()),
+        };
+        let keys = Keys::new(home, config.clone());
         let spaces = Arc::new_cyclic(|me| Spaces {
             served,
             config,
             me: me.clone(),
             open: Mutex::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
-            tokens: RwLock::new(Tokens::default()),
-            tokens_refresh: Mutex::new(()),
+            keys,
             models: Arc::default(),
             metrics: Arc::default(),
             passes: sender,
-            gates: Mutex::default(),
             watcher: Mutex::new(None),
             daemon,
             started: Instant::now(),
@@ -272,8 +183,7 @@ impl Spaces {
             retired_held_searches: std::sync::atomic::AtomicU64::new(0),
             indexers: Mutex::new(tokio::task::JoinSet::new()),
         });
-        let worker = SchedulerWorker::new(spaces.clone(), receiver, daemon);
-        (spaces, worker)
+        (spaces, requests)
     }
 
     /// The home's configuration (a lone root's own).
@@ -314,6 +224,11 @@ impl Spaces {
         self.metrics.activity()
     }
 
+    /// Who each token lets in, and the review page's sign-in codes.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
     /// Have new spaces watched by `watcher` (and the ones already open).
     pub fn watch_with(&self, watcher: WatchHandle) -> Result<(), super::watch::WatchError> {
         for open in lock(&self.open).iter() {
@@ -321,121 +236,6 @@ impl Spaces {
         }
         *lock(&self.watcher) = Some(watcher);
         Ok(())
-    }
-
-    // ---- who may do what ------------------------------------------------------------------
-
-    /// Read every token: each space's (made if missing) and, for a home, the operator's
-    /// (or `server.token_env`'s). A lone root with `server.auth = false` needs none. Refused
-    /// when two spaces hold the same token (a space folder copied to make another): a space's
-    /// token must reach that space alone.
-    pub fn load_tokens(&self, addr: Option<std::net::SocketAddr>) -> Result<(), token::TokenError> {
-        let table = self.read_tokens(addr, None)?;
-        *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = table;
-        Ok(())
-    }
-
-    /// The token table as the token files say now: files whose stat is unchanged since
-    /// `before` read them are not read again. With `before` (a refresh), a token two spaces
-    /// share keeps reaching the space it reached and the other is left out, logged.
-    fn read_tokens(
-        &self,
-        addr: Option<std::net::SocketAddr>,
-        before: Option<&Tokens>,
-    ) -> Result<Tokens, token::TokenError> {
-        let mut table = Tokens { checked: Some(Instant::now()), ..Tokens::default() };
-        let file = |table: &mut Tokens, path: std::path::PathBuf, access: Access| -> Result<(), token::TokenError> {
-            let stamp = token::stamp(&path);
-            let hash = match before.and_then(|b| b.read.get(&path)) {
-                Some((was, hash)) if stamp.is_some() && *was == stamp => hash.clone(),
-                _ => content_hash(token::ensure(&path)?),
-            };
-            table.read.insert(path.clone(), (token::stamp(&path), hash.clone()));
-            table.admit(hash, access, &path, before)
-        };
-        match &self.served {
-            Served::Root => match token::resolve(&self.config, &Root::new(&self.config.root), addr)? {
-                token::Auth::Token { source: token::Source::File(path), .. } => {
-                    file(&mut table, path, Access::Space(String::new()))?
-                }
-                token::Auth::Token { token, .. } => {
-                    table.by_hash.insert(content_hash(&token), Access::Space(String::new()));
-                }
-                token::Auth::Off => {}
-            },
-            Served::Home(home) => {
-                match self.config.server_token_env() {
-                    Some(token) => {
-                        table.by_hash.insert(content_hash(&token), Access::Operator);
-                    }
-                    None if !self.config.server.token_env.is_empty() => {
-                        return Err(token::TokenError::EnvMissing { var: self.config.server.token_env.clone() });
-                    }
-                    None => file(&mut table, home.token_file(), Access::Operator)?,
-                }
-                for name in home.names() {
-                    let root = home.space(&name).expect("listed names are valid");
-                    if before.is_some() && !root.is_initialized() {
-                        continue; // a folder being made or taken away: read at the next look
-                    }
-                    file(&mut table, root.token_file(), Access::Space(name))?;
-                }
-            }
-        }
-        Ok(table)
-    }
-
-    /// Read the token files again when the last look is older than [`TOKENS_FRESH`]: a space
-    /// made while the daemon runs is reachable, and a token file deleted (or replaced) to
-    /// revoke a token stops reaching its space, within that time. One caller reads; the others
-    /// use the table as it is meanwhile.
-    fn refresh_tokens(&self) {
-        let due =
-            self.tokens.read().unwrap_or_else(|e| e.into_inner()).checked.is_some_and(|t| t.elapsed() >= TOKENS_FRESH);
-        let Ok(_one) = (if due { self.tokens_refresh.try_lock() } else { return }) else { return };
-        // Requests go on with the table as it is while the files are read.
-        let read = {
-            let before = self.tokens.read().unwrap_or_else(|e| e.into_inner());
-            self.read_tokens(None, Some(&before))
-        };
-        let mut tokens = self.tokens.write().unwrap_or_else(|e| e.into_inner());
-        match read {
-            Ok(table) => *tokens = table,
-            Err(e) => {
-                tracing::error!(error = %e, "the token files cannot be read; the tokens as they were stay in use");
-                tokens.checked = Some(Instant::now());
-            }
-        }
-    }
-
-    /// Whether requests need a token (every home does; a lone root unless `server.auth = false`).
-    pub fn needs_token(&self) -> bool {
-        !self.tokens.read().unwrap_or_else(|e| e.into_inner()).by_hash.is_empty()
-    }
-
-    /// Who `token` lets in; None for a token no space has (or a missing one where one is needed).
-    /// A lone root served without a token lets everyone into its one space.
-    pub fn access(&self, token: Option<&str>) -> Option<Access> {
-        self.refresh_tokens();
-        let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
-        if tokens.by_hash.is_empty() {
-            return matches!(self.served, Served::Root).then(|| Access::Space(String::new()));
-        }
-        tokens.by_hash.get(&content_hash(token?.trim())).cloned()
-    }
-
-    /// Consume a review-page sign-in code minted for `space` ("" for a lone root's, or a home
-    /// operator's): who it signs in, once, while it is fresh. A code is looked up only among
-    /// the codes of the space named, so naming another space finds nothing.
-    pub async fn sign_in(&self, space: &str, code: &str) -> Option<Access> {
-        let (dir, access) = match (&self.served, space) {
-            (Served::Root, "") => (Root::new(&self.config.root).codes_dir(), Access::Space(String::new())),
-            (Served::Root, _) => return None,
-            (Served::Home(home), "") => (home.codes_dir(), Access::Operator),
-            (Served::Home(home), name) => (home.space(name).ok()?.codes_dir(), Access::Space(name.to_string())),
-        };
-        let code = code.to_string();
-        memfold_store::sys::blocking(move || memfold_store::signin::consume_code(&dir, &code)).await.then_some(access)
     }
 
     // ---- spaces ---------------------------------------------------------------------------
@@ -512,12 +312,7 @@ impl Spaces {
         let Served::Home(home) = &self.served else { return Err(Error::NoSpace(name.to_string())) };
         let root = home.space(name).map_err(Error::BadInput)?;
         root.init().map_err(|source| Error::Read { path: root.dir().display().to_string(), source })?;
-        let token = token::ensure(&root.token_file()).map_err(|e| Error::Other(e.to_string()))?;
-        self.tokens
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_hash
-            .insert(content_hash(token), Access::Space(name.to_string()));
+        self.keys.admit_new_space(name, &root)?;
         tracing::info!(space = name, "space made");
         Ok(())
     }
@@ -668,53 +463,6 @@ impl Spaces {
         lock(&self.open).iter().map(|o| o.service.clone()).collect()
     }
 
-    /// The spaces whose gate is open now, the one whose gate has been open longest first (a
-    /// tick of the scheduler). Gates are read from each space's files without opening it.
-    pub async fn due(&self) -> Vec<String> {
-        let Some(me) = self.me.upgrade() else { return Vec::new() };
-        let now = clock::now();
-        let open: Vec<String> = memfold_store::sys::blocking(move || {
-            me.names()
-                .into_iter()
-                .filter(|name| {
-                    let gate = me.config_of(name).ok().and_then(|config| {
-                        memfold_core::memory::status::status(&Root::new(&config.root), &config, now).ok()
-                    });
-                    me.metrics.gate_checked();
-                    gate.is_some_and(|status| status.gate.open || status.sweep_due)
-                })
-                .collect()
-        })
-        .await;
-        lock(&self.gates).order(open, Instant::now())
-    }
-
-    /// The spaces whose sync with their git remote is due by `[sync] interval_minutes` (read
-    /// from each space's files without opening it).
-    pub async fn sync_due(&self) -> Vec<String> {
-        let Some(me) = self.me.upgrade() else { return Vec::new() };
-        let now = clock::now();
-        memfold_store::sys::blocking(move || {
-            me.names()
-                .into_iter()
-                .filter(|name| {
-                    me.config_of(name).is_ok_and(|config| {
-                        memfold_core::memory::sync_due(&Root::new(&config.root), &config.sync, false, now)
-                    })
-                })
-                .collect()
-        })
-        .await
-    }
-
-    /// A pass of space `name` ended: a gate open after it counts its age from now, so a space
-    /// that keeps receiving facts goes behind the spaces that waited.
-    pub fn passed(&self, name: &str) {
-        let mut gates = lock(&self.gates);
-        gates.opened.remove(name);
-        gates.passed.insert(name.to_string(), Instant::now());
-    }
-
     /// Every space with its counts (blocking reads of each space's files).
     pub async fn summaries(&self) -> Vec<SpaceSummary> {
         let Some(me) = self.me.upgrade() else { return Vec::new() };
@@ -803,31 +551,5 @@ fn summary(spaces: &Spaces, name: &str, open: bool, now: DateTime<Utc>) -> Space
         last_use,
         shared: spaces.config.spaces.shared.iter().any(|s| s == name),
         open,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn gates_open_longest_go_first_and_ties_go_to_the_space_that_waited_since_its_last_pass() {
-        let t0 = Instant::now();
-        let at = |secs: u64| t0 + Duration::from_secs(secs);
-        let mut gates = Gates::default();
-        assert_eq!(gates.order(names(&["a", "b", "c"]), at(0)), names(&["a", "b", "c"]));
-        // a passed; its gate opens again at the same tick as new ones: the others first.
-        gates.passed.insert("a".into(), at(1));
-        gates.opened.remove("a");
-        assert_eq!(gates.order(names(&["a", "b", "c", "d"]), at(2)), names(&["b", "c", "d", "a"]));
-        // c's and d's gates shut (their passes ran) and opened again later than a's: a first.
-        gates.passed.insert("c".into(), at(3));
-        gates.passed.insert("d".into(), at(3));
-        assert_eq!(gates.order(names(&["a", "b"]), at(4)), names(&["b", "a"]));
-        assert_eq!(gates.order(names(&["a", "b", "c", "d"]), at(5)), names(&["b", "a", "c", "d"]));
     }
 }

@@ -1,8 +1,11 @@
 //! The service's background workers: an indexer per open space, the watcher and the trimmer,
-//! and the one shutdown signal every worker selects on. The daemon ([`crate::doors::daemon`])
-//! spawns the watcher and the trimmer beside the HTTP door and the scheduler; [`Spaces`]
-//! spawns a space's indexer when it opens the space, and stops it when it closes it.
+//! and the one shutdown signal every worker selects on. [`Runtime`] starts the scheduler, the
+//! watcher and the trimmer over a daemon's spaces, for `memfold serve` (which adds its HTTP
+//! door) and `memfold mcp` alike, and stops them together; [`Spaces`] spawns a space's indexer
+//! when it opens the space, and stops it when it closes it.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +14,9 @@ use tracing::{debug, warn};
 
 use super::Spaces;
 use super::metrics::Metrics;
-use super::watch::Watcher;
+use super::passes::Requests;
+use super::scheduler::SchedulerWorker;
+use super::watch::{WATCH_DEBOUNCE, WatchError, Watcher};
 use memfold_core::memory::Memory;
 use memfold_store::sys::alloc::release_free_memory;
 
@@ -156,6 +161,78 @@ pub async fn watcher_worker(
     // Dropping the debouncer joins its thread; keep that off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
     Ok(())
+}
+
+/// The workers that serve a set of spaces, under one shutdown signal: the scheduler (the only
+/// place a pass runs), the file watcher (changes by other processes reach the indexes) and the
+/// trimmer (idle spaces closed, freed memory handed back), with any a door adds (the daemon's
+/// HTTP listener). Started by the daemon and by `memfold mcp` alike.
+pub struct Runtime {
+    set: tokio::task::JoinSet<Result<(), String>>,
+    names: HashMap<tokio::task::Id, &'static str>,
+    stop_tx: watch::Sender<bool>,
+}
+
+impl Runtime {
+    /// Start the scheduler (on the `requests` of `spaces`), the watcher and the trimmer.
+    pub fn start(spaces: Arc<Spaces>, requests: Requests) -> Result<Runtime, WatchError> {
+        let scheduler = SchedulerWorker::new(spaces.clone(), requests);
+        let watcher = Watcher::new(WATCH_DEBOUNCE)?;
+        spaces.watch_with(watcher.handle())?;
+        let (stop_tx, stop) = watch::channel(false);
+        let mut runtime = Runtime { set: tokio::task::JoinSet::new(), names: HashMap::new(), stop_tx };
+        runtime.spawn("scheduler", scheduler.run(stop.clone()));
+        runtime.spawn("watcher", watcher_worker(spaces.clone(), watcher, stop.clone()));
+        runtime.spawn("trimmer", trimmer_worker(spaces, stop));
+        Ok(runtime)
+    }
+
+    /// The shutdown signal a worker a door adds selects on.
+    pub fn stop_signal(&self) -> watch::Receiver<bool> {
+        self.stop_tx.subscribe()
+    }
+
+    /// Run `work` beside the others, named `name` in the logs.
+    pub fn spawn(&mut self, name: &'static str, work: impl Future<Output = Result<(), String>> + Send + 'static) {
+        let handle = self.set.spawn(work);
+        self.names.insert(handle.id(), name);
+    }
+
+    /// The next worker to end, by name, and how; pending forever when none is left.
+    pub async fn next_ended(&mut self) -> (&'static str, Result<(), String>) {
+        let Some(joined) = self.set.join_next_with_id().await else {
+            return std::future::pending().await;
+        };
+        match joined {
+            Ok((id, result)) => (self.names.get(&id).copied().unwrap_or("?"), result),
+            Err(e) => {
+                let name = self.names.get(&e.id()).copied().unwrap_or("?");
+                (name, Err(if e.is_cancelled() { "aborted".into() } else { format!("panicked: {e}") }))
+            }
+        }
+    }
+
+    /// Signal shutdown and wait for every worker (a pass in flight is dropped; a commit already
+    /// started finishes on its blocking thread). `hurry`, when it resolves first, aborts those
+    /// still running (a second signal).
+    pub async fn shutdown(mut self, hurry: impl Future<Output = ()>) {
+        let _ = self.stop_tx.send(true);
+        let mut hurry = std::pin::pin!(hurry);
+        let mut waiting = true;
+        while !self.set.is_empty() {
+            tokio::select! {
+                (name, result) = self.next_ended() => match result {
+                    Ok(()) => tracing::info!(worker = name, "worker stopped"),
+                    Err(message) => warn!(worker = name, error = %message, "worker stopped with an error"),
+                },
+                () = &mut hurry, if waiting => {
+                    warn!("not waiting for the workers");
+                    waiting = false;
+                    self.set.abort_all();
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

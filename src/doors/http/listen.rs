@@ -101,7 +101,13 @@ pub async fn serve(
             biased;
             _ = stopped(&mut stop) => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    // An answer written in parts (head, then body) goes out at once, not after
+                    // the client's delayed ACK (40 ms on Linux) to a client that keeps the
+                    // connection open.
+                    stream.set_nodelay(true).ok();
+                    stream
+                }
                 Err(e) => {
                     // Out of file descriptors, or a connection reset before it was accepted:
                     // wait a moment rather than spin.

@@ -12,7 +12,7 @@
 //! `server.max_mcp_sessions` MCP sessions open.
 //! Every request first passes the [`Guard`] (Host allowlist, no cross-site browser requests),
 //! then, but for `GET /healthz`, the bearer token, as soon as its head is read: **the token
-//! decides the space** ([`crate::service::Spaces::access`]). A space's token reaches its own
+//! decides the space** ([`crate::service::access::Keys::access`]). A space's token reaches its own
 //! space's routes and nothing else (403 for a path under `/spaces/`); a home's operator token
 //! names the space in the path, `/spaces/<name>/<route>`, and alone may list the spaces
 //! (`GET /spaces`) and read the home's `/metrics`. A lone root's token is its
@@ -385,7 +385,7 @@ async fn resolve_space(State(state): Shared, mut request: Request, next: Next) -
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .map(str::to_string);
-    let Some(access) = state.spaces.access(given.as_deref()) else {
+    let Some(access) = state.spaces.keys().access(given.as_deref()) else {
         let message = match given {
             None => "this server requires Authorization: Bearer <token>",
             Some(_) => "wrong bearer token",

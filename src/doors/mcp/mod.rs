@@ -339,6 +339,8 @@ pub enum McpServeError {
     Start(String),
     #[error("the MCP session on stdin/stdout failed: {0}")]
     Session(String),
+    #[error("worker {name} failed: {message}")]
+    Worker { name: &'static str, message: String },
 }
 
 /// Serve MCP on stdin/stdout until the client closes stdin (`memfold mcp`). The service's
@@ -347,45 +349,28 @@ pub enum McpServeError {
 /// (so searches see it) and feeds `resources/updated`; the trimmer runs as in the daemon.
 pub async fn serve_stdio(memory: Memory) -> Result<(), McpServeError> {
     let name = memory.config().space.clone().unwrap_or_default();
-    let (spaces, scheduler) = Spaces::space(memory);
-    let mut watcher = crate::service::watch::Watcher::new(crate::service::watch::WATCH_DEBOUNCE)?;
-    spaces.watch_with(watcher.handle())?;
+    let (spaces, requests) = Spaces::space(memory);
+    let mut runtime = crate::service::workers::Runtime::start(spaces.clone(), requests)?;
     for service in spaces.open_services() {
         service.hold_rows();
     }
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let scheduling = tokio::spawn(scheduler.run(stop.clone()));
-    let trimming = tokio::spawn(crate::service::workers::trimmer_worker(spaces.clone(), stop));
     let server = McpServer::new(spaces.clone(), &name);
     let running = server
         .session()
         .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| McpServeError::Start(e.to_string()))?;
-    let watching = async {
-        while let Some(batches) = watcher.next_batches().await {
-            for batch in batches {
-                if let Some(service) = spaces.open_service(&batch.key) {
-                    service.files_changed(&batch.changes).await;
-                }
-            }
-        }
-        tracing::warn!("the file watcher stopped; changes by other processes reach searches no more");
-        std::future::pending::<()>().await
-    };
     let result = tokio::select! {
         ended = running.waiting() => ended.map(|_| ()).map_err(|e| McpServeError::Session(e.to_string())),
         () = server.follow() => Ok(()),
-        () = watching => Ok(()),
+        (name, ended) = runtime.next_ended() => {
+            let message = ended.err().unwrap_or_else(|| "stopped on its own".into());
+            tracing::error!(worker = name, error = %message, "worker ended; the MCP server stops");
+            Err(McpServeError::Worker { name, message })
+        }
     };
-    // A pass in flight is dropped as the daemon drops it at shutdown (a commit already started
-    // finishes on its blocking thread).
-    let _ = stop_tx.send(true);
-    let _ = scheduling.await;
-    let _ = trimming.await;
+    runtime.shutdown(std::future::pending()).await;
     spaces.close_all().await;
-    // Dropping the debouncer joins its thread; keep that off the runtime.
-    let _ = tokio::task::spawn_blocking(move || drop(watcher)).await;
     result
 }
 

@@ -178,7 +178,7 @@ async fn signed_in(State(ui): State<Ui>, mut request: Request, next: Next) -> Re
     let known = cookie_value(request.headers(), &ui.cookie).and_then(|id| ui.sessions.get(&id));
     let (csrf, access, new) = match known {
         Some((csrf, access)) => (csrf, access, None),
-        None if !ui.spaces.needs_token() => {
+        None if !ui.spaces.keys().needs_token() => {
             let access = Access::Space(String::new());
             let (id, csrf) = ui.sessions.create(access.clone());
             (csrf, access, Some(id))
@@ -405,10 +405,10 @@ async fn login(State(ui): State<Ui>, Form(fields): Form<Vec<(String, String)>>) 
     // A code is looked up among the codes of the space it names (or the root's or home's):
     // naming another space finds no code there.
     let by_code = match field(&fields, "code") {
-        Some(code) => ui.spaces.sign_in(field(&fields, "space").unwrap_or(""), code).await,
+        Some(code) => ui.spaces.keys().sign_in(field(&fields, "space").unwrap_or(""), code).await,
         None => None,
     };
-    let by_token = field(&fields, "token").and_then(|given| ui.spaces.access(Some(given)));
+    let by_token = field(&fields, "token").and_then(|given| ui.spaces.keys().access(Some(given)));
     let Some(access) = by_code.or(by_token) else {
         let message = if field(&fields, "code").is_some() {
             "That sign-in address was used already or is more than 2 minutes old: run `memfold ui` for a new one."
