@@ -27,7 +27,7 @@
 //! - [`config`]: [`config::Config`] and its sections, loaded as `memfold` loads them;
 //! - [`error`]: [`error::Error`] and its [`error::Kind`];
 //! - [`service`]: the [`service::Service`] behind the daemon's doors;
-//! - [`doors`]: the daemon ([`doors::daemon::serve`]), the MCP server on stdin/stdout
+//! - [`doors`]: the daemon ([`doors::daemon::serve_root`]), the MCP server on stdin/stdout
 //!   ([`doors::mcp::serve_stdio`]) and the command line the `memfold` binary runs ([`doors::cli`]).
 //!
 //! The `testkit` feature (tests and benches only, never a user's build) re-exports the layers

@@ -7,7 +7,7 @@
 //! binds the listener and runs the HTTP door beside the service's workers. [`render`] is the
 //! text the command line and MCP print for the same views. [`hook`] is `memfold hook EVENT`,
 //! the agents' lifecycle hooks, which reach the daemon over HTTP as any client does (and
-//! the files when it is down); [`setup`] wires memfold into an agent's settings, [`unit`] into
+//! the files when it is down); `setup` wires memfold into an agent's settings, `unit` into
 //! the system's service manager, and [`doctor`] says whether all of it is in place.
 
 pub mod cli;

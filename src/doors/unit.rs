@@ -2,7 +2,7 @@
 //! on Linux, a launchd agent on macOS, written with this binary's absolute path and the root
 //! or home memfold was given, then enabled and started.
 //!
-//! Rendering is pure ([`unit`], [`plist`]); [`run`] writes the files and asks the service
+//! Rendering is pure (`unit`, `plist`); `run` writes the files and asks the service
 //! manager. A file memfold did not write (no [`MARK`]) is never replaced or removed.
 
 use std::path::{Path, PathBuf};

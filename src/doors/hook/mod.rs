@@ -322,14 +322,6 @@ impl Target {
     }
 }
 
-/// One hit as a line of context.
-fn hit_line(hit: &Hit) -> String {
-    let text = hit.text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match &hit.space {
-        Some(space) => format!("- {text} [{} · {space}]", hit.id),
-        None => format!("- {text} [{}]", hit.id),
-    }
-}
 
 /// `MEMORY.md`, then the entries most relevant to the project, within the cap, ending with
 /// how to see more. What it tells starts the session's record of what it was told (a new
@@ -354,7 +346,7 @@ fn session_start(target: &Target, agent: Agent, payload: &Payload) -> String {
             Ok(hits) => {
                 for hit in hits.into_iter().filter(|h| h.kind == DocKind::Entry) {
                     if !memory_md.contains(hit.text.trim()) {
-                        relevant.push((hit_line(&hit), hit));
+                        relevant.push((text::hit_line(&hit), hit));
                     }
                 }
             }

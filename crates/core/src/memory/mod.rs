@@ -6,7 +6,7 @@
 //! (consolidation and rebuilds), [`curation`](self::curation) (forget, pin, undo, apply,
 //! reject), [`reads`](self::reads) (status, verify, entries, history, runs, plans); what they
 //! return is in [`views`]. The CLI calls them directly; the daemon's doors (HTTP, MCP) go
-//! through [`memfold::service::Service`]. Every method that changes memory follows the same
+//! through `memfold::service::Service`. Every method that changes memory follows the same
 //! sequence, written once (here):
 //!
 //! 1. take the consolidation lock (refused at once, naming the holder, when another pass,

@@ -6,6 +6,7 @@
 
 pub use crate::planning::consolidate::rules::proper_names;
 pub use crate::planning::diff::{WordRun, unified, words};
+pub use crate::planning::recall::render_line as recalled_line;
 pub use crate::planning::run::records::check_id;
 pub use memfold_store::content_hash;
 pub use memfold_store::home::check_name;
@@ -32,4 +33,10 @@ pub fn entry_parts(block: &str) -> EntryParts {
         }
         None => EntryParts { content: block.to_string(), ..EntryParts::default() },
     }
+}
+
+/// A hit handed to an agent as context, in the same line a prompt's recall uses (see
+/// [`recalled_line`]).
+pub fn hit_line(hit: &crate::memory::views::Hit) -> String {
+    recalled_line(&hit.text, &hit.id, hit.valid_from, hit.space.as_deref(), hit.related_to.as_deref())
 }

@@ -69,11 +69,18 @@ pub struct Chosen {
 /// The line of a candidate: its text on one line, its id and date, so the agent can ask for
 /// the entry's history.
 pub fn line(c: &Candidate) -> String {
-    let text = c.text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match (&c.space, &c.related_to) {
-        (Some(space), _) => format!("- {text} [{} · {} · {space}]", c.id, c.date),
-        (None, Some(to)) => format!("- {text} [{} · {} · related to {to}]", c.id, c.date),
-        (None, None) => format!("- {text} [{} · {}]", c.id, c.date),
+    render_line(&c.text, &c.id, c.date, c.space.as_deref(), c.related_to.as_deref())
+}
+
+/// A recalled entry as an agent reads it, wherever it is handed over (a prompt's recall, the
+/// session start): `- text [id · date]`, with the shared space it came from or the entry it is
+/// related to.
+pub fn render_line(text: &str, id: &str, date: NaiveDate, space: Option<&str>, related_to: Option<&str>) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match (space, related_to) {
+        (Some(space), _) => format!("- {text} [{id} · {date} · {space}]"),
+        (None, Some(to)) => format!("- {text} [{id} · {date} · related to {to}]"),
+        (None, None) => format!("- {text} [{id} · {date}]"),
     }
 }
 

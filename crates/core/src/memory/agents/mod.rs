@@ -2,7 +2,7 @@
 //! CLI, OpenCode), beside what it does for a person: find the memory a hook works on
 //! ([`locate`]), capture what a session said ([`capture`]), keep what a session was told
 //! ([`told_at_start`]), install memfold into an agent's settings ([`setup`]) and read an agent's
-//! own memory for import ([`imports`]). The `hook` and `setup` doors parse an agent's payload or
+//! own memory for import ([`import_source`]). The `hook` and `setup` doors parse an agent's payload or
 //! a person's flags, call these, and render what they return.
 
 pub mod capture;

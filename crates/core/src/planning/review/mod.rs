@@ -13,7 +13,7 @@
 //! plan was made against. Otherwise the plan is rebased: its ops are replayed on the current
 //! file, which is allowed only when every entry the plan changes is still exactly as the plan
 //! saw it (the replay then changes the same entries the same way); if not, it is refused with
-//! the ids in the way. A stored rebuild (reason [`PlanReason::Rebuild`]) is never rebased: it
+//! the ids in the way. A stored rebuild (reason [`crate::planning::run::records::PlanReason::Rebuild`]) is never rebased: it
 //! replaces every entry, so it applies only to the file it was made for. [`plan_reject`] keeps the file (status `rejected`) and returns its facts
 //! to pending, flagged with [`FactProgress::reverted_run`](memfold_store::state::FactProgress).
 //!
@@ -38,7 +38,7 @@
 //! is how a person asks for a new decision. The flag clears once the fact is consolidated.
 //!
 //! The `plan_*` functions are pure: they read what they are given and return the
-//! [`Change`] to commit; [`crate::memory::Memory`] takes the lock, reads, commits, and
+//! `Change` to commit; [`crate::memory::Memory`] takes the lock, reads, commits, and
 //! brings the index and `MEMORY.md` up to date.
 
 mod chains;

@@ -15,7 +15,7 @@
 //! Théo …", [`Names`]; `someone` when it opens with a name it does not know, such as a
 //! nickname). With an LLM configured, facts also carry the keys the LLM gave them
 //! (at extraction, or in one keying call per pass), cached by text under `.memfold/`
-//! ([`cache`]); an entry carries the keys of the facts it was made from.
+//! (`memfold_store::caches`); an entry carries the keys of the facts it was made from.
 //!
 //! Keys are derived, never the truth, and never a reason to merge: they only add candidates.
 //! No key, threshold or cosine decides anything.

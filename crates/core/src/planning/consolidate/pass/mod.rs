@@ -9,9 +9,9 @@
 //! count; the other calls go on.
 //!
 //! **Every new fact is decided in a call that holds its ranked entries** (its top
-//! `neighbor_k` by fused cosine and lexical rank, [`cluster::Links::ranked`]), or, for an entry
+//! `neighbor_k` by fused cosine and lexical rank, [`super::cluster::Links::ranked`]), or, for an entry
 //! an earlier call of the same pass changed, that entry as it now stands (merged away: the entry
-//! it was merged into). [`pack`] never drops a ranked entry to make a call fit, calls are decided
+//! it was merged into). [`super::pack`] never drops a ranked entry to make a call fit, calls are decided
 //! in order against the planner's current state, and a call also shows what earlier calls made
 //! from facts linked to its own. [`Packing`] reports, per pass, the share of (fact, ranked
 //! entry) pairs that met in the fact's call, counted from the documents actually sent.
