@@ -214,6 +214,22 @@ fn dependencies_point_down_and_config_knows_no_server() {
     assert!(up.is_empty(), "dependencies that point up:\n{}", up.join("\n"));
 }
 
+/// The run vocabulary (`planning/run/`) holds the shapes of runs and stored plans; the files
+/// they are kept in are read and listed by the store (`store/runs.rs`), like every other file.
+#[test]
+fn the_run_records_are_read_through_the_store() {
+    let mut found = Vec::new();
+    for (name, text) in sources_of("planning/run") {
+        let code = code(&name, &text);
+        for io in ["std::fs", "read_dir", "File::open"] {
+            if code.contains(io) {
+                found.push(format!("{name}: {io}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "the run vocabulary reads files itself:\n{}", found.join("\n"));
+}
+
 #[test]
 fn planning_writes_no_file() {
     const WRITES: [&str; 12] = [

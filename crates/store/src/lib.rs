@@ -25,6 +25,7 @@ pub mod listening;
 pub mod project;
 pub mod promoted;
 pub mod recall;
+pub mod runs;
 pub mod secrets;
 pub mod signin;
 pub mod sources;

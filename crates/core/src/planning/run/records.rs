@@ -17,6 +17,8 @@ use super::plan::{JournalRecord, Plan};
 use crate::error::Error;
 use memfold_models::llm::Usage;
 use memfold_store::archive::Fact;
+pub use memfold_store::runs::{plan_path, run_path};
+use memfold_store::runs::{plan_rel, run_rel};
 use memfold_store::state::read_jsonl;
 use memfold_store::{Root, content_hash};
 
@@ -431,24 +433,8 @@ fn json_text(value: &impl Serialize) -> String {
     text
 }
 
-fn run_rel(run: &str) -> String {
-    format!(".memfold/runs/{run}.json")
-}
-
-fn plan_rel(id: &str) -> String {
-    format!(".memfold/plans/{id}.json")
-}
-
 pub fn runs_dir(root: &Root) -> PathBuf {
     root.runs_dir()
-}
-
-pub fn run_path(root: &Root, run: &str) -> PathBuf {
-    root.dir().join(run_rel(run))
-}
-
-pub fn plan_path(root: &Root, id: &str) -> PathBuf {
-    root.dir().join(plan_rel(id))
 }
 
 /// Plan and run ids name files: letters, digits, `-`, `_`, `.`, not starting with a dot.
@@ -460,14 +446,12 @@ pub fn check_id(what: &str, id: &str) -> Result<(), Error> {
     if ok { Ok(()) } else { Err(Error::BadInput(format!("{id:?} is not a valid {what} id"))) }
 }
 
+/// The record at `path` read as `T` (see [`memfold_store::runs::read_json`]).
 pub fn read_json<T: serde::de::DeserializeOwned>(root: &Root, path: &Path) -> Result<Option<T>, Error> {
-    let shown = root.relative(path);
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(Error::Read { path: shown, source }),
-    };
-    serde_json::from_str(&text).map(Some).map_err(|e| Error::Corrupt { path: shown, message: e.to_string() })
+    memfold_store::runs::read_json(root, path).map_err(|e| match e {
+        memfold_store::runs::RecordError::Read { path, source } => Error::Read { path, source },
+        memfold_store::runs::RecordError::Corrupt { path, message } => Error::Corrupt { path, message },
+    })
 }
 
 /// The run record of `run`, if there is one.
@@ -539,11 +523,8 @@ impl StoredPlan {
 /// Every readable plan file as a [`PlanHead`], oldest first; unreadable ones are logged and
 /// skipped.
 pub fn plan_heads(root: &Root) -> Vec<PlanHead> {
-    let Ok(dir) = std::fs::read_dir(root.plans_dir()) else { return Vec::new() };
-    let mut plans: Vec<PlanHead> = dir
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+    let mut plans: Vec<PlanHead> = memfold_store::runs::plan_files(root)
+        .into_iter()
         .filter_map(|path| match read_json::<PlanHead>(root, &path) {
             Ok(plan) => plan,
             Err(e) => {
@@ -641,14 +622,7 @@ pub fn journal_lines(root: &Root) -> Result<Vec<JournalLine>, Error> {
 /// it were emptied by earlier runs. (An empty copy, from a run on an empty file, is a copy: it
 /// does not stop the walk.)
 pub fn copies_to_drop(root: &Root, new_run: &str, keep: usize) -> Vec<(String, Option<String>)> {
-    let dir = runs_dir(root);
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut names = memfold_store::runs::run_names(root);
     if !names.iter().any(|n| n == new_run) {
         names.push(new_run.to_string());
     }

@@ -1,0 +1,65 @@
+//! The records runs leave (`.memfold/runs/<run>.json`) and the plans waiting for review
+//! (`.memfold/plans/<id>.json`) as files: where each is, reading one as JSON, listing them. Their
+//! shapes are the core's run vocabulary (`memfold_core::planning::run::records`); they are
+//! written only through [`crate::commit`], in the change that applies or stores them.
+
+use std::path::{Path, PathBuf};
+
+use crate::Root;
+
+/// Why a record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("reading {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path} does not parse: {message}")]
+    Corrupt { path: String, message: String },
+}
+
+/// A run record's path relative to the root (for a [`crate::commit::Change`]).
+pub fn run_rel(run: &str) -> String {
+    format!(".memfold/runs/{run}.json")
+}
+
+/// A stored plan's path relative to the root.
+pub fn plan_rel(id: &str) -> String {
+    format!(".memfold/plans/{id}.json")
+}
+
+/// The run record of `run`.
+pub fn run_path(root: &Root, run: &str) -> PathBuf {
+    root.dir().join(run_rel(run))
+}
+
+/// The stored plan `id`.
+pub fn plan_path(root: &Root, id: &str) -> PathBuf {
+    root.dir().join(plan_rel(id))
+}
+
+/// The record at `path` read as `T`; none when there is no such file.
+pub fn read_json<T: serde::de::DeserializeOwned>(root: &Root, path: &Path) -> Result<Option<T>, RecordError> {
+    let shown = root.relative(path);
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(RecordError::Read { path: shown, source }),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| RecordError::Corrupt { path: shown, message: e.to_string() })
+}
+
+/// Every stored plan's file (any order).
+pub fn plan_files(root: &Root) -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(root.plans_dir()) else { return Vec::new() };
+    dir.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect()
+}
+
+/// The runs recorded (their ids, from the file names; any order).
+pub fn run_names(root: &Root) -> Vec<String> {
+    std::fs::read_dir(root.runs_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
