@@ -319,6 +319,42 @@ async fn a_prompt_recalls_what_is_relevant_above_the_floor_and_the_recall_is_log
 }
 
 #[tokio::test]
+async fn a_prompt_that_asks_what_was_true_then_is_handed_the_older_version_too() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    let daemon = fixture.serve(&[]).await;
+    daemon.add(&["The staging database listens on port 5433"]).await;
+    let (code, _) = daemon.post("/consolidate", json!({"force": true})).await;
+    assert_eq!(code, 200);
+    let (_, entries) = daemon.get("/entries").await;
+    let id = entries["entries"][0]["id"].as_str().expect("one entry").to_string();
+    let (code, superseded) = daemon
+        .post(&format!("/entries/{id}/supersede"), json!({"text": "The staging database listens on port 6543"}))
+        .await;
+    assert_eq!(code, 200, "{superseded}");
+    std::fs::write(root.join("MEMORY.md"), "# Notes\nAlways answer in English.\n").unwrap();
+    let recall = |prompt: &str| {
+        let daemon = &daemon;
+        let prompt = prompt.to_string();
+        async move {
+            let (code, recalled) = daemon.post("/recall", json!({ "prompt": prompt })).await;
+            assert_eq!(code, 200, "{recalled}");
+            recalled["lines"].as_array().unwrap().clone()
+        }
+    };
+    let now = recall("which port does the staging database listen on?").await;
+    let said: Vec<String> = now.iter().map(|l| l["text"].as_str().unwrap().to_string()).collect();
+    assert!(said.iter().any(|t| t.contains("6543")), "{said:?}");
+    assert!(!said.iter().any(|t| t.contains("5433")), "what is no longer true is not handed over: {said:?}");
+    let then = recall("which port did the staging database listen on before?").await;
+    let old: Vec<_> = then.iter().filter(|l| l["kind"] == "history").collect();
+    assert_eq!(old.len(), 1, "the older version, marked as history: {then:?}");
+    assert!(old[0]["text"].as_str().unwrap().contains("5433"), "{then:?}");
+    assert!(then.iter().any(|l| l["kind"] == "entry" && l["text"].as_str().unwrap().contains("6543")), "{then:?}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
 async fn within_a_session_an_unchanged_entry_is_told_once_and_what_session_start_told_is_not_repeated() {
     let fixture = Fixture::new();
     let root = fixture.root();

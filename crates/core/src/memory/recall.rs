@@ -86,7 +86,7 @@ impl Memory {
         // told.
         let mut known = told.entries.clone();
         for c in candidates.iter().filter(|c| !c.text.trim().is_empty() && memory_md.contains(c.text.trim())) {
-            known.insert(c.id.clone(), recall::told_key(c));
+            known.insert(recall::told_id(c), recall::told_key(c));
         }
         let mut settings = self.recall_settings();
         settings.budget = request.budget.unwrap_or(settings.budget);
@@ -97,7 +97,11 @@ impl Memory {
                 let hit = &candidates[c.at];
                 RecalledLine {
                     id: hit.id.clone(),
-                    kind: if hit.entry { "entry" } else { "fact" },
+                    kind: match (hit.until, hit.entry) {
+                        (Some(_), _) => "history",
+                        (None, true) => "entry",
+                        (None, false) => "fact",
+                    },
                     text: hit.text.clone(),
                     date: hit.date,
                     sources: hit.sources.clone(),
@@ -111,7 +115,7 @@ impl Memory {
         let window = self.inner.config.recall.window_days;
         let session = request.session.clone();
         let told_now: Vec<(String, String)> =
-            chosen.iter().map(|c| (candidates[c.at].id.clone(), recall::told_key(&candidates[c.at]))).collect();
+            chosen.iter().map(|c| (recall::told_id(&candidates[c.at]), recall::told_key(&candidates[c.at]))).collect();
         blocking(move || {
             if let Err(e) = memfold_store::recall::record(&root, &prompt, &ids, window) {
                 tracing::warn!(error = %e, "could not record recall");
@@ -129,19 +133,23 @@ impl Memory {
     }
 
     /// The candidates a recall weighs for `prompt`: the search's best entries and pending
-    /// facts, the recall log left alone.
+    /// facts, the recall log left alone; for a prompt that asks what was true then
+    /// ([`recall::asks_what_was_true`]), the older versions of entries too.
     pub async fn recall_candidates(&self, prompt: &str) -> Result<Vec<Candidate>, Error> {
         let prompt = recall_prompt(prompt);
         if prompt.is_empty() {
             return Ok(Vec::new());
         }
-        let search = SearchRequest { k: Some(CANDIDATES), skip_recall: true, ..SearchRequest::default() };
+        let past = recall::asks_what_was_true(&prompt);
+        let k = if past { CANDIDATES + CANDIDATES / 3 } else { CANDIDATES };
+        let search = SearchRequest { k: Some(k), history: past, skip_recall: true, ..SearchRequest::default() };
         let hits = self.search(&prompt, &search).await?;
         Ok(hits
             .into_iter()
-            .filter(|h| matches!(h.kind, DocKind::Entry | DocKind::Fact))
+            .filter(|h| past || h.kind != DocKind::History)
             .map(|h| Candidate {
-                entry: h.kind == DocKind::Entry,
+                entry: h.kind != DocKind::Fact,
+                until: h.valid_until.filter(|_| h.kind == DocKind::History),
                 id: h.id,
                 text: h.text,
                 sources: h.sources,

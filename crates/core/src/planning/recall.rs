@@ -11,7 +11,8 @@
 //!   embedder): below it the prompt is about something memory does not hold, and nothing is
 //!   handed over; the others must come close to the best ([`Settings::gap`]);
 //! - a pending fact whose entry is chosen adds nothing, and a near-copy of a chosen line
-//!   (most of its words the same) is left out;
+//!   (most of its words the same) is left out, except an entry's own older version, whose
+//!   difference is what a prompt about the past asks for;
 //! - an entry the session was told already, unchanged since, is not told again;
 //! - the lines stop at [`Settings::max_lines`] and the budget.
 
@@ -39,6 +40,9 @@ pub struct Candidate {
     pub space: Option<String>,
     /// The entry whose link brought it into the search (not a match of its own).
     pub related_to: Option<String>,
+    /// An older version of an entry (`history.md`): the day it stopped being current. Weighed
+    /// only for a prompt that asks what was true then ([`asks_what_was_true`]).
+    pub until: Option<NaiveDate>,
 }
 
 /// How much to hand over, and how candidates are weighed.
@@ -69,7 +73,13 @@ pub struct Chosen {
 /// The line of a candidate: its text on one line, its id and date, so the agent can ask for
 /// the entry's history.
 pub fn line(c: &Candidate) -> String {
-    render_line(&c.text, &c.id, c.date, c.space.as_deref(), c.related_to.as_deref())
+    match c.until {
+        Some(until) => {
+            let text = c.text.split_whitespace().collect::<Vec<_>>().join(" ");
+            format!("- {text} [{} · {} to {until}, no longer current]", c.id, c.date)
+        }
+        None => render_line(&c.text, &c.id, c.date, c.space.as_deref(), c.related_to.as_deref()),
+    }
 }
 
 /// A recalled entry as an agent reads it, wherever it is handed over (a prompt's recall, the
@@ -82,6 +92,24 @@ pub fn render_line(text: &str, id: &str, date: NaiveDate, space: Option<&str>, r
         (None, Some(to)) => format!("- {text} [{id} · {date} · related to {to}]"),
         (None, None) => format!("- {text} [{id} · {date}]"),
     }
+}
+
+/// Whether a prompt asks what was true before rather than what is true now ("what car did I
+/// use to drive", "where did she live before", "what was his job back then"): its recall weighs
+/// the older versions of entries (`history.md`) beside the current ones.
+pub fn asks_what_was_true(prompt: &str) -> bool {
+    const WORDS: [&str; 9] =
+        ["previously", "formerly", "originally", "initially", "anymore", "ago", "former", "earlier", "before"];
+    const PAIRS: [[&str; 2]; 6] =
+        [["used", "to"], ["at", "first"], ["back", "then"], ["back", "in"], ["no", "longer"], ["last", "year"]];
+    let tokens: Vec<String> =
+        prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    // "What did I use to drive": "used to" as people type it.
+    let did_use_to = tokens.iter().any(|t| t == "did") && tokens.windows(2).any(|w| w == ["use", "to"]);
+    did_use_to
+        || tokens.iter().any(|t| WORDS.contains(&t.as_str()))
+        || tokens.windows(2).any(|w| PAIRS.iter().any(|p| p[0] == w[0] && p[1] == w[1]))
+        || tokens.windows(3).any(|w| w == ["at", "the", "time"])
 }
 
 /// Words that say nothing of what a prompt is about.
@@ -210,7 +238,7 @@ pub fn choose(
 ) -> Vec<Chosen> {
     let held: Vec<HashSet<String>> = candidates.iter().map(|c| words(&c.text)).collect();
     let scores = scores_of(prompt, candidates, &held, settings);
-    let told_already = |c: &Candidate| told.get(&c.id).is_some_and(|k| *k == told_key(c));
+    let told_already = |c: &Candidate| told.get(&told_id(c)).is_some_and(|k| *k == told_key(c));
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     // Best first; an entry before a fact of equal score; ties by id.
     order.sort_by(|&a, &b| {
@@ -231,7 +259,9 @@ pub fn choose(
         .flat_map(|&i| candidates[i].sources.iter().map(String::as_str))
         .collect();
     let mut chosen: Vec<Chosen> = Vec::new();
-    let mut chosen_words: Vec<&HashSet<String>> = Vec::new();
+    // The words of each chosen line, by its entry: an entry's older version says nearly what
+    // the current one says, and the difference is what the prompt asks for.
+    let mut chosen_words: Vec<(&str, &HashSet<String>)> = Vec::new();
     let mut used = 0;
     for &i in &order {
         let c = &candidates[i];
@@ -242,12 +272,12 @@ pub fn choose(
             continue;
         }
         let mine = &held[i];
-        if chosen_words.iter().any(|w| near_copy(w, mine)) {
+        if chosen_words.iter().any(|(id, w)| *id != c.id && near_copy(w, mine)) {
             continue;
         }
         // Told already and unchanged: it still counts as chosen for the near-copies.
         if told_already(c) {
-            chosen_words.push(mine);
+            chosen_words.push((&c.id, mine));
             continue;
         }
         let line = line(c);
@@ -256,7 +286,7 @@ pub fn choose(
             break;
         }
         used += need;
-        chosen_words.push(mine);
+        chosen_words.push((&c.id, mine));
         chosen.push(Chosen { at: i, line, score: scores[i] });
     }
     // An entry linked to a chosen one comes below the chosen lines, as room allows: the
@@ -284,6 +314,15 @@ pub fn choose(
     chosen
 }
 
+/// The name a session's record of what it was told keeps a candidate under: its id, and for
+/// an older version the day it ended too (telling it does not stand for the current one).
+pub fn told_id(c: &Candidate) -> String {
+    match c.until {
+        Some(until) => format!("{}@{until}", c.id),
+        None => c.id.clone(),
+    }
+}
+
 /// What a told entry is known by: its text (an entry changed since is told again).
 pub fn told_key(c: &Candidate) -> String {
     told_key_of(&c.text)
@@ -309,7 +348,42 @@ mod tests {
             score: 0.0,
             space: None,
             related_to: None,
+            until: None,
         }
+    }
+
+    #[test]
+    fn a_prompt_asks_what_was_true_then_by_its_words() {
+        for asked in [
+            "What car did I use to drive?",
+            "where did Ana live before Lisbon",
+            "Which editor was I using at the time?",
+            "what was the port back then",
+            "Is the API key still the one from last year?",
+            "what did we originally name the service",
+        ] {
+            assert!(asks_what_was_true(asked), "{asked}");
+        }
+        for now in
+            ["Which port does staging use?", "Fix the failing test in src/parser.rs", "how old is Rex", "use the tool"]
+        {
+            assert!(!asks_what_was_true(now), "{now}");
+        }
+    }
+
+    #[test]
+    fn an_older_version_is_told_under_its_own_name_and_said_to_be_no_longer_current() {
+        let current = cand("m-1", "Drives a Tesla Model 3.", 0.6, &[]);
+        let mut old = cand("m-1", "Drives a Honda Civic.", 0.55, &[]);
+        old.until = Some("2026-03-01".parse().unwrap());
+        let candidates = vec![current, old];
+        let chosen = choose("what car did I drive before", &candidates, &settings(), &HashMap::new());
+        assert_eq!(chosen.len(), 2, "{chosen:?}");
+        assert!(chosen[1].line.contains("to 2026-03-01, no longer current"), "{:?}", chosen[1]);
+        // The session told the current version: the older one is still news.
+        let told: HashMap<String, String> = [(told_id(&candidates[0]), told_key(&candidates[0]))].into();
+        let chosen = choose("what car did I drive before", &candidates, &settings(), &told);
+        assert_eq!(chosen.iter().map(|c| c.at).collect::<Vec<_>>(), vec![1]);
     }
 
     #[test]
