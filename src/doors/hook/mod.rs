@@ -322,7 +322,6 @@ impl Target {
     }
 }
 
-
 /// `MEMORY.md`, then the entries most relevant to the project, within the cap, ending with
 /// how to see more. What it tells starts the session's record of what it was told (a new
 /// session, or one whose context was compacted), so the prompts do not repeat it.
