@@ -264,6 +264,41 @@ async fn session_start_stays_under_the_cap_with_a_5_mb_memory_md_and_10k_entries
     daemon.stop().await;
 }
 
+/// A daemon that holds the memory and takes the connection but never answers counts as down
+/// once `hooks.daemon_timeout_ms` has passed: session start answers from the files and says so,
+/// a capture goes to the archive directly.
+#[test]
+fn a_daemon_that_never_answers_counts_as_down_after_the_deadline() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    std::fs::write(root.join("MEMORY.md"), "# MEMORY\n\n- I prefer short answers.\n").unwrap();
+    let (project, transcript) = project_with_transcript(fixture.dir.path(), "claude-code");
+    let store = memfold::store::Root::new(&root);
+    let _serving = memfold::sys::lock::LockGuard::try_acquire(&store.serve_lock(), "memfold serve").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    memfold::store::listening::Listening::write(&store, listener.local_addr().unwrap()).unwrap();
+    std::thread::spawn(move || {
+        // Every connection taken and kept open, none answered.
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let deadline = [("MEMFOLD_HOOKS__DAEMON_TIMEOUT_MS", "300")];
+    let started = std::time::Instant::now();
+    let start = payload("claude-code", "session-start", &project, &transcript, "s-mute");
+    let context = check_shape("session-start", &hook(&root, "session-start", &start, &deadline)).unwrap();
+    assert!(context.contains("I prefer short answers."), "{context}");
+    assert!(context.contains("did not answer in time"), "{context}");
+    let stop = payload("claude-code", "stop", &project, &transcript, "s-mute");
+    let ran = hook(&root, "stop", &stop, &deadline);
+    check_shape("stop", &ran);
+    assert!(ran.stderr.contains("they go to the archive directly"), "{}", ran.stderr);
+    assert_eq!(facts(&root).len(), 2, "the requests to remember, stored without the daemon");
+    // Not a timing target: a hook that waited on the silent daemon would hang here for good.
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+}
+
 #[tokio::test]
 async fn with_the_daemon_down_session_start_answers_from_the_files_and_stop_appends_to_the_archive() {
     let fixture = Fixture::new();
