@@ -77,7 +77,7 @@ impl Memory {
                     None => Told::default(),
                 };
                 // Session start hands over the head of MEMORY.md, as much as its cap holds.
-                let (head, _) = memfold_store::agents::read_head(&root.memory_md(), shown * 4);
+                let (head, _) = super::agents::memory_md_head(&root, shown * 4);
                 (told, head.chars().take(shown).collect::<String>())
             })
             .await

@@ -187,7 +187,7 @@ pub fn last_sweep(root: &Root) -> Option<DateTime<Utc>> {
 fn summaries(root: &Root) -> RecordSummaries {
     let cached = RecordSummaries::load(root);
     let mut fresh = RecordSummaries::default();
-    for (dir, plans) in [(root.plans_dir(), true), (records::runs_dir(root), false)] {
+    for (dir, plans) in [(root.plans_dir(), true), (root.runs_dir(), false)] {
         let (old, new) = if plans { (&cached.plans, &mut fresh.plans) } else { (&cached.runs, &mut fresh.runs) };
         for entry in std::fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok) {
             let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());

@@ -38,15 +38,6 @@ pub struct Conversation {
     pub compact_summary: Option<String>,
 }
 
-/// What a capture did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Captured {
-    /// Parts of the exchange put in the spool (with an LLM).
-    pub spooled: usize,
-    /// Facts stored from requests to remember (without one).
-    pub facts: usize,
-}
-
 /// Capture what `conversation` said since its last capture in `root`. Without an LLM the facts
 /// go to `store` (the door hands them to the daemon, else to the archive directly); the
 /// position moves only once `store` succeeds. What is skipped (a bad transcript line, a
@@ -59,7 +50,7 @@ pub fn capture(
     conversation: &Conversation,
     store: impl FnOnce(Add) -> Result<(), String>,
     warn: &mut dyn FnMut(String),
-) -> Result<Captured, String> {
+) -> Result<(), String> {
     let session = conversation.session.as_str();
     if session.is_empty() {
         return Err("the payload names no session_id; nothing captured".to_string());
@@ -74,20 +65,17 @@ pub fn capture(
         }
     }
     let source = format!("{}:{session}", agent.name());
-    let mut captured = Captured::default();
     if !said.is_empty() {
         if config.llm.enabled() {
-            captured.spooled = spool(root, config, &capture, &said, &source, from, warn)?;
+            spool(root, config, &capture, &said, &source, from, warn)?;
         } else {
             let facts = requests(config, &said, &source, warn);
-            captured.facts = facts.len();
             if !facts.is_empty() {
                 store(Add::of(facts))?;
             }
         }
     }
-    capture.save(&position).map_err(|e| e.to_string())?;
-    Ok(captured)
+    capture.save(&position).map_err(|e| e.to_string())
 }
 
 /// What was said since `position`, the position after it, and the offset it starts at: from
@@ -152,7 +140,7 @@ fn derived_transcript(agent: Agent, session: &str) -> Option<PathBuf> {
 }
 
 /// Spool the conversation for the daemon's extraction (in the root: it survives a daemon that
-/// is down); how many parts were spooled.
+/// is down).
 fn spool(
     root: &Root,
     config: &Config,
@@ -161,7 +149,7 @@ fn spool(
     source: &str,
     from: u64,
     warn: &mut dyn FnMut(String),
-) -> Result<usize, String> {
+) -> Result<(), String> {
     let mut parts: Vec<String> = vec![String::new()];
     for s in said {
         let text: String = s.text.chars().take(TURN_CHARS / 2).collect();
@@ -174,7 +162,6 @@ fn spool(
     let now = config.clock().now();
     // The spool is a file memfold writes: a credential is held to `ingest.secrets` before it.
     let policy = config.ingest.secrets;
-    let mut spooled = 0;
     for (i, text) in parts.into_iter().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
         let text = match memfold_store::secrets::hold(policy, &text) {
             Ok((held, _)) => held,
@@ -188,9 +175,8 @@ fn spool(
         };
         let turn = Spooled { text, date: None, source: source.to_string(), spooled: now };
         capture.spool(root, &turn, from + i as u64).map_err(|e| e.to_string())?;
-        spooled += 1;
     }
-    Ok(spooled)
+    Ok(())
 }
 
 /// What the person explicitly asked to remember in `said`, as facts from `source`.

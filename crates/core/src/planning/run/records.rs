@@ -8,7 +8,7 @@
 
 use memfold_store::caches::DeciderKind;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -433,10 +433,6 @@ fn json_text(value: &impl Serialize) -> String {
     text
 }
 
-pub fn runs_dir(root: &Root) -> PathBuf {
-    root.runs_dir()
-}
-
 /// Plan and run ids name files: letters, digits, `-`, `_`, `.`, not starting with a dot.
 pub fn check_id(what: &str, id: &str) -> Result<(), Error> {
     let ok = !id.is_empty()
@@ -667,7 +663,7 @@ mod tests {
     fn only_the_newest_run_records_keep_their_copy_of_memory() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
-        std::fs::create_dir_all(runs_dir(&root)).unwrap();
+        std::fs::create_dir_all(root.runs_dir()).unwrap();
         let time: DateTime<Utc> = "2026-06-01T10:00:00Z".parse().unwrap();
         let write = |n: usize| {
             // Run 3 started from an empty memory.md: its (empty) copy is real.
