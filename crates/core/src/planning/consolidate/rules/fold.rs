@@ -19,7 +19,8 @@
 //!   what an entry about the same thing says.
 //! - **New value** (proposed, 0.3): fact and entry share a key whose attribute holds one value at
 //!   a time (employer, home city, car, phone number, manager…) and the fact says something the
-//!   entry does not.
+//!   entry does not; not when the fact names only what the entry names ("The Galway flat has
+//!   damp" beside "We moved to Galway": more about the same home, linked instead).
 //!
 //! A fact that says it adds ("also", "as well", "too") is never folded. An entry that recounts a
 //! dated past event ("Bought the duvet at Linen Chest in 2019.") is history: never proposed for
@@ -418,7 +419,10 @@ fn best(
             found.push((3, chief, near, replace(NEGATES, "update", vec!["negates".into()])));
         } else if about && words.correction {
             found.push((4, chief, near, replace(CORRECTS, "correction", vec!["correction".into()])));
-        } else if let Some(attribute) = chief_aspect.filter(|_| related(covered, cos, hints.semantic)) {
+        } else if let Some(attribute) = chief_aspect
+            .filter(|_| related(covered, cos, hints.semantic))
+            .filter(|_| !super::names_only_what_it_names(&candidate.text, &n.content))
+        {
             found.push((5, chief, near, replace(NEW_VALUE, "update", vec![format!("new value for: {attribute}")])));
         }
     }

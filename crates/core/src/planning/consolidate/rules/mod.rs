@@ -62,18 +62,25 @@ pub fn decide(doc: &ClusterDoc, today: NaiveDate, hints: Option<&Hints>) -> Vec<
 }
 
 /// Each capitalised word: (lowercase, as written, whether it is surely a name, the longer
-/// name it ends, whether the text is about it); a title before a name ("Dr." of "Dr. Chen")
-/// is part of the longer name only. A word that opens a sentence ("Ana's
-/// birthday…") may be a name; it counts when the other text writes it as one. The last word
-/// of a longer name ("Street" of "Elm Street") is shared only by the same name. A text is
-/// about a name it opens with ("Ana's birthday…", "My sister Ana…", "Our cat Miso…") or
-/// names something by ("a dog named Rex", "a bakery called Crumb"); a name that is only an
+/// name it ends, whether the text is about it, what the text says it is); a title before a
+/// name ("Dr." of "Dr. Chen") is part of the longer name only. A word that opens a sentence
+/// ("Ana's birthday…") may be a name; it counts when the other text writes it as one. The
+/// last word of a longer name ("Street" of "Elm Street") is shared only by the same name. A
+/// text is about a name it opens with ("Ana's birthday…", "My sister Ana…", "Our cat Miso…")
+/// or names something by ("a dog named Rex", "a bakery called Crumb"); a name that is only an
 /// object ("Speaks English", "Uses Google Calendar") is not what the text is about.
 fn names(text: &str) -> Vec<Name> {
     let toks = text::tokens(&unify_quotes(strip_time(text.trim())));
+    // A capitalised word that opens a sentence may be a name even where it looks like a verb
+    // or a plural ("Waffles ate a sock", "James is…"): it is never sure, so it counts only where
+    // the other text writes it as a name. A title opens a name ("Ms. Harlow approved…").
     let capital = |i: usize| {
         let tok: &text::Tok = &toks[i];
-        (words::is_name(tok) || words::maybe_name(tok)) && !words::is_stopword(&tok.word)
+        let opens = tok.start
+            && tok.raw.chars().next().is_some_and(char::is_uppercase)
+            && tok.word.chars().count() > 1
+            && tok.word.chars().all(char::is_alphabetic);
+        (words::is_name(tok) || words::maybe_name(tok) || opens) && !words::is_stopword(&tok.word)
     };
     let opening = |i: usize| {
         let sentence = (0..=i).rev().find(|j| toks[*j].start).unwrap_or(0);
@@ -91,11 +98,20 @@ fn names(text: &str) -> Vec<Name> {
             continue;
         }
         let start = i;
-        while i + 1 < toks.len() && capital(i + 1) && toks[i].punct.is_none_or(|p| p == '.') {
+        // A possessive ends a name ("St. Brigid" of "St. Brigid's National School"); a word
+        // that opens a sentence looking like a verb is one of its own ("Walks Rex…").
+        let guess = |t: &text::Tok| !words::is_name(t) && !words::maybe_name(t) && !words::is_title(&t.word);
+        while i + 1 < toks.len()
+            && capital(i + 1)
+            && toks[i].punct.is_none_or(|p| p == '.')
+            && !toks[i].possessive
+            && !(i == start && guess(&toks[i]))
+        {
             i += 1;
         }
         let phrase: Vec<&str> = toks[start..=i].iter().map(|t| t.word.as_str()).collect();
         let about = opening(start) || naming(start);
+        let kind = kind_of(&toks, start, i);
         for (at, tok) in toks.iter().enumerate().take(i + 1).skip(start) {
             // A title names nobody on its own: "Dr." of "Dr. Chen" is not shared with "Dr. Pham".
             if tok.word.chars().count() < 2 || words::is_title(&tok.word) {
@@ -103,12 +119,25 @@ fn names(text: &str) -> Vec<Name> {
             }
             let ends = if at == i && i > start { phrase.join(" ") } else { String::new() };
             let raw = tok.raw.trim_end_matches(|c: char| !c.is_alphanumeric()).to_string();
+            // A word before the last of a longer name describes what the name names ("Chelsea"
+            // of "Chelsea FC"), unless the words before say what the whole is.
+            let kind = match &kind {
+                Kind::Unsaid if at < i => Kind::Part(toks[i].word.clone()),
+                kind => kind.clone(),
+            };
+            let guess = guess(tok);
             match out.iter_mut().find(|n| n.word == tok.word) {
                 Some(seen) => {
                     seen.sure |= words::is_name(tok);
+                    seen.guess &= guess;
                     seen.about |= about;
+                    if seen.kind == Kind::Unsaid {
+                        seen.kind = kind;
+                    }
                 }
-                None => out.push(Name { word: tok.word.clone(), raw, sure: words::is_name(tok), ends, about }),
+                None => {
+                    out.push(Name { word: tok.word.clone(), raw, sure: words::is_name(tok), guess, ends, about, kind })
+                }
             }
         }
         i += 1;
@@ -116,11 +145,64 @@ fn names(text: &str) -> Vec<Name> {
     out
 }
 
+/// What the words around the name `toks[start..=end]` say it is ([`Kind`]).
+fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
+    use words::{AUXILIARIES, GOING_WORDS, NOT_NOUNS, PLACE_WORDS, SOMEONE_NOUNS, listed};
+    let word = |i: usize| toks.get(i).map_or("", |t| t.word.as_str());
+    // "my colleague Sydney", "a dog named Rex", "our lodger is a student called Wen", "Dr. Mensah".
+    let mut back = start;
+    let mut steps = 0;
+    while back > 0 && steps < 4 && toks[back - 1].punct.is_none() {
+        back -= 1;
+        steps += 1;
+        let w = word(back);
+        if listed!(SOMEONE_NOUNS, w) {
+            return Kind::Someone;
+        }
+        if !["is", "was", "named", "called", "a", "an", "the"].contains(&w) {
+            break;
+        }
+    }
+    if words::is_title(word(start)) {
+        return Kind::Someone;
+    }
+    if start > 0 && toks[start - 1].punct.is_none() {
+        let before = word(start - 1);
+        let going = before == "to" && start > 1 && listed!(GOING_WORDS, word(start - 2));
+        if going || listed!(PLACE_WORDS, before) {
+            return Kind::Place;
+        }
+        if ["named", "called"].contains(&before) {
+            return Kind::Named;
+        }
+    }
+    // "a Samsung fridge", "Everton mints were…", "The Pixel phone's camera", "Apple picking…":
+    // the name describes a noun. A name that owns one ("Ana's birthday") is what the text is about.
+    let Some(next) = toks.get(end + 1).filter(|_| toks[end].punct.is_none() && !toks[end].possessive) else {
+        return Kind::Unsaid;
+    };
+    let noun = next.raw.chars().next().is_some_and(char::is_lowercase)
+        && !words::is_stopword(&next.word)
+        && !words::is_number(&next.word)
+        && !words::is_date(next)
+        && !listed!(NOT_NOUNS, &next.word)
+        && !listed!(AUXILIARIES, &next.word);
+    // "a Samsung fridge", "a new Samsung fridge".
+    let indefinite = (1..=2).any(|n| start >= n && matches!(word(start - n), "a" | "an"));
+    let then_a_verb = next.punct.is_none() && listed!(AUXILIARIES, word(end + 2));
+    let gerund = toks[start].start && next.word.ends_with("ing");
+    if noun && (indefinite || next.possessive || then_a_verb || gerund) {
+        Kind::Part(next.word.clone())
+    } else {
+        Kind::Unsaid
+    }
+}
+
 /// The proper names of a text, as the offline decider reads them, as written, each with
 /// whether it is surely a name (capitalised inside a sentence) or only may be (it opens one:
 /// "Ana's birthday…", but also "Read the manual…").
 pub fn proper_names(text: &str) -> Vec<(String, bool)> {
-    names(text).into_iter().filter(|n| n.sure || n.about).map(|n| (n.raw, n.sure)).collect()
+    names(text).into_iter().filter(|n| n.sure || (n.about && !n.guess)).map(|n| (n.raw, n.sure)).collect()
 }
 
 /// A capitalised word of a text, as [`relate`] weighs it.
@@ -128,8 +210,46 @@ struct Name {
     word: String,
     raw: String,
     sure: bool,
+    /// Only opens a sentence and looks like a verb or a plural ("Walks", "Waffles"): shared
+    /// where the other text writes it as a name, never listed as one.
+    guess: bool,
     ends: String,
     about: bool,
+    kind: Kind,
+}
+
+/// What a text says a name is, from the words around it. Two texts that say different things
+/// of one name speak of two things that share it ([`Kind::agrees`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Nothing around the name says.
+    Unsaid,
+    /// A person or an animal: "my colleague Sydney", "Dr. Mensah", "a dog named Rex".
+    Someone,
+    /// After a word of place: "in Paris", "flying to Sydney", "visit Jordan".
+    Place,
+    /// Given as what something is called: "a bakery called Crumb".
+    Named,
+    /// Describing the noun it holds: "a Samsung fridge", "Everton mints were…", "Chelsea" of
+    /// "Chelsea FC"; the text is about that thing, not about the name.
+    Part(String),
+}
+
+impl Kind {
+    /// Whether two texts may mean one thing by the name: someone is not a place nor a part of
+    /// another thing's name; a text about a thing the name describes ("Has a Samsung fridge")
+    /// is about something else than a text about the name itself ("Samsung's launch was
+    /// delayed"), unless that one says the name is a place or what something is called, or it
+    /// describes the same thing.
+    fn agrees(&self, other: &Kind) -> bool {
+        use Kind::*;
+        match (self, other) {
+            (Someone, Place) | (Place, Someone) | (Someone, Part(_)) | (Part(_), Someone) => false,
+            (Part(_), Unsaid) | (Unsaid, Part(_)) => false,
+            (Part(a), Part(b)) => a == b,
+            _ => true,
+        }
+    }
 }
 
 /// Link each ADD to the entries of the call it is related to but distinct from: they share a
@@ -154,15 +274,7 @@ fn relate(mut ops: Vec<ProposedOp>, doc: &ClusterDoc, hints: Option<&Hints>) -> 
             if changed.contains(&n.id) {
                 continue;
             }
-            let shared = own.iter().find(|mine| {
-                theirs.iter().any(|other| {
-                    other.word == mine.word
-                        && (mine.sure || other.sure)
-                        && mine.ends == other.ends
-                        && (mine.about || other.about)
-                })
-            });
-            let Some(Name { raw: shared, .. }) = shared else { continue };
+            let Some(Name { raw: shared, .. }) = shared_name(&own, theirs) else { continue };
             // "Walks Rex every morning" is the user's doing, about Rex: a subject of the user's
             // own says nothing against the name.
             let subjects_agree = match (facts.iter().find_map(|f| keys_of(f)), keys_of(&n.id)) {
@@ -183,6 +295,31 @@ fn relate(mut ops: Vec<ProposedOp>, doc: &ClusterDoc, hints: Option<&Hints>) -> 
         }
     }
     ops
+}
+
+/// A name two texts share and mean one thing by: written as a name in one of them at least,
+/// the same longer name if any, one of the two about it, and nothing around it in either
+/// saying it is another kind of thing ([`Kind::agrees`]).
+fn shared_name<'a>(own: &'a [Name], theirs: &[Name]) -> Option<&'a Name> {
+    own.iter().find(|mine| {
+        theirs.iter().any(|other| {
+            other.word == mine.word
+                && (mine.sure || other.sure)
+                && mine.ends == other.ends
+                && (mine.about || other.about)
+                && mine.kind.agrees(&other.kind)
+        })
+    })
+}
+
+/// Whether a fact speaks of the very thing an entry names, and of nothing else by name: it
+/// shares a name with the entry ([`shared_name`]) and every name it writes is one the entry
+/// writes. "The Galway flat has damp" says more about the Galway of "We moved to Galway", not a
+/// new home; "Moved from Galway to Cork" names another.
+fn names_only_what_it_names(fact: &str, entry: &str) -> bool {
+    let (mine, theirs) = (names(fact), names(entry));
+    shared_name(&mine, &theirs).is_some()
+        && mine.iter().filter(|n| n.sure).all(|n| theirs.iter().any(|t| t.word == n.word))
 }
 
 /// The form used for duplicate detection: no leading "HH:MM ", typographic quotes unified,

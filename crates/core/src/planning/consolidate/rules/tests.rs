@@ -899,3 +899,54 @@ fn a_title_is_part_of_a_name_never_a_name_of_its_own() {
     assert_eq!(names("My dentist is Dr. Albers."), ["Albers"]);
     assert_eq!(names("Mrs. Okafor needs the receipts."), ["Okafor"]);
 }
+
+/// The entries a fact added beside `entry` is linked to.
+fn linked(before: &str, later: &str) -> Vec<String> {
+    let ops = run(vec![entry("m-1", before)], vec![fact("f-1", later, "2026-06-02")]);
+    assert_eq!(kinds(&ops), ["ADD"], "{ops:?}");
+    ops[0].related.iter().map(|r| r.id().to_string()).collect()
+}
+
+#[test]
+fn a_name_said_to_be_two_kinds_of_thing_links_nothing() {
+    // Someone and a place.
+    assert!(linked("My colleague Sydney sits next to me.", "Flying to Sydney in March.").is_empty());
+    assert!(linked("My friend Paris teaches yoga.", "Our honeymoon was in Paris.").is_empty());
+    assert!(linked("My friend Jordan lives in Bristol.", "Wants to visit Jordan to see Petra.").is_empty());
+    // Someone and a word describing another thing.
+    assert!(linked("Has a cat named Pixel.", "The Pixel phone's camera is great.").is_empty());
+    assert!(linked("My colleague Chelsea is leaving.", "Supports Chelsea FC.").is_empty());
+    // A thing the name describes, and the name itself.
+    assert!(linked("Has a Samsung fridge.", "Samsung's new phone launch was delayed.").is_empty());
+    assert!(linked("Supports Everton.", "Everton mints were Grandad's favourite sweets.").is_empty());
+    assert!(linked("Bought a new Apple Watch last month.", "Apple picking at the orchard on Sunday.").is_empty());
+}
+
+#[test]
+fn a_name_said_to_be_one_thing_in_both_links_them() {
+    assert_eq!(linked("My colleague Sydney sits next to me.", "Sydney is off sick today."), ["m-1"]);
+    assert_eq!(linked("My sister Ana is a nurse.", "Ana's birthday is on March 3rd."), ["m-1"]);
+    // A place, and the same place describing something there.
+    assert_eq!(linked("The allotment is on Crane Lane.", "Crane Lane allotments are holding a seed swap."), ["m-1"]);
+    // What something is called, and that name describing a part of it.
+    assert_eq!(linked("Works on a project called Atlas.", "The Atlas launch slipped to June."), ["m-1"]);
+    // The same thing described twice.
+    assert_eq!(linked("Has a Samsung fridge.", "The Samsung fridge is making a buzzing noise."), ["m-1"]);
+}
+
+#[test]
+fn a_name_that_opens_a_sentence_or_has_a_title_there_is_still_shared() {
+    // Looks like a plural, opens the sentence: a name where the entry writes it as one.
+    assert_eq!(linked("Our dog is a beagle called Waffles.", "Waffles ate a sock."), ["m-1"]);
+    // A title that opens a sentence.
+    assert_eq!(linked("My boss is Ms. Harlow.", "Ms. Harlow approved the training budget."), ["m-1"]);
+    // A possessive ends a name: "St. Brigid" of "St. Brigid's National School".
+    assert_eq!(linked("The kids go to St. Brigid's National School.", "St. Brigid's has a half day."), ["m-1"]);
+    // Nothing that opens a sentence is a name on its own word.
+    assert!(linked("Walks to work on Mondays.", "Walks the dog after dinner.").is_empty());
+}
+
+#[test]
+fn a_verb_that_opens_a_sentence_is_not_part_of_the_name_after_it() {
+    assert_eq!(linked("Has a dog named Rex.", "Walks Rex every morning before work."), ["m-1"]);
+}

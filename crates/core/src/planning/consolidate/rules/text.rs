@@ -111,6 +111,8 @@ pub(super) struct Tok {
     pub(super) start: bool,
     /// The first punctuation mark written right after the word.
     pub(super) punct: Option<char>,
+    /// Written with a possessive "'s" ("Ana's"), which `word` and `raw` leave out.
+    pub(super) possessive: bool,
 }
 
 pub(super) fn tokens(text: &str) -> Vec<Tok> {
@@ -122,8 +124,9 @@ pub(super) fn tokens(text: &str) -> Vec<Tok> {
         let core = chunk[lead..].trim_end_matches(not_alnum);
         let punct = chunk[lead + core.len()..].chars().find(|c| ".,;:!?".contains(*c));
         if !core.is_empty() {
+            let possessive = core.to_lowercase().ends_with("'s");
             for (word, raw) in split_contraction(core) {
-                out.push(Tok { word, raw, start, punct: None });
+                out.push(Tok { word, raw, start, punct: None, possessive });
                 start = false;
             }
             if let Some(last) = out.last_mut() {

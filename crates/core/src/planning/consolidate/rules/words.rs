@@ -35,6 +35,36 @@ pub(super) const ATTRIBUTE_NOUNS: &str = concat!(
     "rent timezone hometown height weight manager boss partner wife husband girlfriend boyfriend doctor ",
     "dentist username pronoun",
 );
+/// Words for a person or an animal that a name right after them (or after "is", "named",
+/// "called") names: "my colleague Sydney", "a dog named Rex", "our lodger is a student called
+/// Wen". A name so introduced is someone, not a place or a brand.
+pub(super) const SOMEONE_NOUNS: &str = concat!(
+    "sister brother sibling mum mom mother mam dad father parent son daughter child kid baby niece nephew ",
+    "cousin aunt auntie uncle grandma grandmother granny nan nana grandad granddad grandpa grandfather ",
+    "grandson granddaughter wife husband partner girlfriend boyfriend fiance fiancee spouse friend mate pal ",
+    "buddy colleague coworker boss manager supervisor teacher tutor coach trainer mentor student neighbour ",
+    "neighbor landlord landlady lodger tenant flatmate roommate housemate gp doctor dentist vet nurse ",
+    "therapist accountant lawyer solicitor babysitter nanny cleaner plumber builder stepson stepdaughter ",
+    "dog cat puppy kitten horse pony parrot rabbit bunny hamster tortoise turtle pig fish goldfish ",
+    "budgie snake lizard pet",
+);
+/// Verbs of going: a name after "to" following one of them is a place ("flying to Sydney");
+/// "to" on its own is not (it gives things to people too).
+pub(super) const GOING_WORDS: &str = concat!(
+    "go goes going went gone fly flies flying flew flown move moves moving moved travel travels ",
+    "travelling traveling travelled traveled drive drives driving drove trip trips back return returns ",
+    "returning returned holiday holidays relocate relocated relocating commute commutes commuting",
+);
+/// Words after which a name is a place: "in Paris", "near Cork", "on Crane Lane", "visit Jordan".
+pub(super) const PLACE_WORDS: &str = "in on near visit visits visiting visited around across via outside";
+/// Verbs that follow a noun phrase: the word between a name and one of them is a noun the name
+/// describes ("Everton mints were…").
+pub(super) const AUXILIARIES: &str = concat!(
+    "is are was were has have had will would can could may might must shall should does do did ",
+    "came went got took made gave",
+);
+/// Lowercase words after a name that are not a noun it describes ("bought a Toyota last week").
+pub(super) const NOT_NOUNS: &str = "last next every each ago recently once twice again later soon yet";
 /// Verbs of having: what one has can be many things, so "now has X" does not replace "has Y".
 pub(super) const POSSESSION_WORDS: &str = "has have had got own owns owned bought adopted";
 pub(super) const NUMBER_WORDS: &str = concat!(
