@@ -166,7 +166,8 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
     if words::is_title(word(start)) {
         return Kind::Someone;
     }
-    if start > 0 && toks[start - 1].punct.is_none() {
+    // "Went to Hannah's", "in Tom's car": a name that owns something is no place itself.
+    if start > 0 && toks[start - 1].punct.is_none() && !toks[end].possessive {
         let before = word(start - 1);
         let going = before == "to" && start > 1 && listed!(GOING_WORDS, word(start - 2));
         if going || listed!(PLACE_WORDS, before) {
