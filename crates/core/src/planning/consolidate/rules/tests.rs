@@ -926,6 +926,8 @@ fn a_name_said_to_be_two_kinds_of_thing_links_nothing() {
 fn a_name_said_to_be_one_thing_in_both_links_them() {
     assert_eq!(linked("My colleague Sydney sits next to me.", "Sydney is off sick today."), ["m-1"]);
     assert_eq!(linked("My sister Ana is a nurse.", "Ana's birthday is on March 3rd."), ["m-1"]);
+    // Typed on a phone: a curly apostrophe is a possessive too.
+    assert_eq!(linked("My sister Ana is a nurse.", "Ana\u{2019}s birthday is on March 3rd."), ["m-1"]);
     // Someone's place is not a place called by their name.
     assert_eq!(linked("My friend Hannah lives nearby.", "Went to Hannah's for dinner on Friday."), ["m-1"]);
     // A place, and the same place describing something there.
