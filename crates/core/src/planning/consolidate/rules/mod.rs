@@ -76,12 +76,9 @@ fn names(text: &str) -> Vec<Name> {
     // the other text writes it as a name. A title opens a name ("Ms. Harlow approved…").
     let capital = |i: usize| {
         let tok: &text::Tok = &toks[i];
-        let opens = tok.start
-            && tok.raw.chars().next().is_some_and(char::is_uppercase)
-            && tok.word.chars().count() > 1
-            && tok.word.chars().all(char::is_alphabetic);
-        (words::is_name(tok) || words::maybe_name(tok) || opens) && !words::is_stopword(&tok.word)
+        (words::is_name(tok) || words::opens_capitalised(tok)) && !words::is_stopword(&tok.word)
     };
+    let guess = |t: &text::Tok| !words::is_name(t) && !words::maybe_name(t) && !words::is_title(&t.word);
     let opening = |i: usize| {
         let sentence = (0..=i).rev().find(|j| toks[*j].start).unwrap_or(0);
         let before = &toks[sentence..i];
@@ -100,7 +97,6 @@ fn names(text: &str) -> Vec<Name> {
         let start = i;
         // A possessive ends a name ("St. Brigid" of "St. Brigid's National School"); a word
         // that opens a sentence looking like a verb is one of its own ("Walks Rex…").
-        let guess = |t: &text::Tok| !words::is_name(t) && !words::maybe_name(t) && !words::is_title(&t.word);
         while i + 1 < toks.len()
             && capital(i + 1)
             && toks[i].punct.is_none_or(|p| p == '.')

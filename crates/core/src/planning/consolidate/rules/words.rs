@@ -197,12 +197,17 @@ pub(super) fn is_name(t: &Tok) -> bool {
     (all_caps || (!t.start && t.raw.chars().next().is_some_and(char::is_uppercase))) && !is_date(t)
 }
 
-/// A capitalised first word that may be a name ("Alice is my sister"); used only to veto.
-pub(super) fn maybe_name(t: &Tok) -> bool {
+/// A capitalised word of letters that opens a sentence ("Alice is…", but also "Walks…").
+pub(super) fn opens_capitalised(t: &Tok) -> bool {
     t.start
         && t.raw.chars().next().is_some_and(char::is_uppercase)
         && t.word.len() > 1
         && t.word.chars().all(char::is_alphabetic)
+}
+
+/// A capitalised first word that may be a name ("Alice is my sister"); used only to veto.
+pub(super) fn maybe_name(t: &Tok) -> bool {
+    opens_capitalised(t)
         && !["s", "ed", "ing"].iter().any(|s| t.word.ends_with(s))
         && !is_stopword(&t.word)
         && !is_negation(&t.word)
