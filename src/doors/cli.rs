@@ -39,7 +39,7 @@ pub struct Global {
     /// The memory root [default: ~/.local/share/memfold; env: MEMFOLD_ROOT]
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Config file [default: <root>/memfold.toml, or <home>/memfold.toml]
+    /// Config file [default: memfold.toml in the root, or in the home]
     #[arg(long, global = true, value_name = "FILE", env = "MEMFOLD_CONFIG")]
     pub config: Option<PathBuf>,
     /// A home of spaces: `serve` serves every space, `spaces` lists them [env: MEMFOLD_HOME]

@@ -3,7 +3,7 @@
 //!
 //! The index is a pure function of the files. The caller parses the markdown into [`Doc`]s
 //! and hands the complete set (for everything, or for some files) to [`Index::sync_from`], which
-//! deletes rows whose key is gone, re-embeds and upserts rows whose [`content_hash`] changed
+//! deletes rows whose key is gone, re-embeds and upserts rows whose [`content_hash`](Index::content_hash) changed
 //! and leaves equal rows alone. [`Index::digest`] returns key → hash for `verify`, and
 //! [`Index::clear`] drops every row for `reindex --clear`.
 //!
@@ -54,7 +54,7 @@
 //! cache is sized to the index files on disk when the index is opened, and resized by
 //! [`Index::settle`] when the index has grown or shrunk past a factor of two.
 //!
-//! **What the rows were built from** ([`sources`]): a recording sync ([`Index::sync_from`])
+//! **What the rows were built from** ([`Index::sources`]): a recording sync ([`Index::sync_from`])
 //! leaves `sources.json` with the stat and hash of every file the docs were derived from, so
 //! the next refresh stats the files instead of reading them (see `corpus::catch_up`).
 //!

@@ -142,7 +142,7 @@ impl Index {
     /// or rewritten, fragments of unindexed rows are compacted into one, and old versions are
     /// removed. Writes nothing when there is nothing to fold. Runs under the index writer lock.
     ///
-    /// Below [`IndexTuning::ann_min_rows`] every sync already keeps the indices exact, so only
+    /// Below [`IndexTuning::ann_min_rows`](crate::IndexTuning::ann_min_rows) every sync already keeps the indices exact, so only
     /// the compaction applies.
     pub async fn settle(&self) -> Result<Settled, IndexError> {
         let started = Instant::now();

@@ -107,7 +107,7 @@ pub struct StatusCounts {
     pub pending: usize,
     pub entries: usize,
     pub problems: usize,
-    /// [`crate::planning::consolidate::pass::candidates`], by id.
+    /// The pass's candidates (`memfold_core`'s `planning::consolidate::pass::candidates`), by id.
     pub candidates: Vec<String>,
     /// Current entries with links, and naming a name `memfold about` lists.
     #[serde(default)]

@@ -429,7 +429,7 @@ pub struct ServerConfig {
     /// `POST /consolidate` answers 202 with a request id when a pass takes longer than this.
     pub request_timeout_secs: u64,
     /// Host names (with an optional port) the server answers to besides the loopback names
-    /// and the bind address ([`crate::doors::daemon`]'s guard).
+    /// and the bind address (the HTTP door's guard).
     pub allowed_hosts: Vec<String>,
     /// A request head must arrive within this many seconds of the connection opening, or of
     /// the previous response on a kept-alive connection (so it is the idle timeout too).

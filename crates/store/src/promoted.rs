@@ -1,5 +1,5 @@
 //! `MEMORY.md` as a file, and `.memfold/promotion.json` beside it: read, parsed, rendered and
-//! written here; what the lines should be is planned in [`crate::planning::promote`].
+//! written here; what the lines should be is planned in `memfold_core`'s `planning::promote`.
 //!
 //! memfold owns only the block between `<!-- memfold:begin -->` and `<!-- memfold:end -->`,
 //! and in it only the lines that end in a `<!--p m-…-->` marker naming the entry they come

@@ -1,4 +1,4 @@
-//! The MCP tools: one per verb of the [`Service`], each parsing typed arguments, making one call
+//! The MCP tools: one per verb of the [`Service`](crate::service::Service), each parsing typed arguments, making one call
 //! and answering with compact text plus the CLI's `--json` document as structured content.
 //!
 //! Arguments are deserialised by rmcp before a tool runs: a missing field, a wrong type or an
@@ -81,7 +81,7 @@ async fn answer(work: impl Future<Output = Result<(String, Value), Refused>>) ->
     }
 }
 
-/// Answer with the result of one [`Service`] call, rendered by `render` as (text, structured
+/// Answer with the result of one [`Service`](crate::service::Service) call, rendered by `render` as (text, structured
 /// content).
 async fn reply<T>(
     work: impl Future<Output = Result<T, Error>>,

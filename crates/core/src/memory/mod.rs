@@ -1,10 +1,10 @@
 //! The use cases of memfold: one handle on a memory root, one method per verb.
 //!
 //! [`Memory`] owns the root, the configuration, the clock, the index, the chat model and the
-//! decider. The methods are grouped by what they do, one file each: [`ingest`](self::ingest)
-//! (facts and turns), [`search`](self::search) (the index), [`passes`](self::passes)
-//! (consolidation and rebuilds), [`curation`](self::curation) (forget, pin, undo, apply,
-//! reject), [`reads`](self::reads) (status, verify, entries, history, runs, plans); what they
+//! decider. The methods are grouped by what they do, one file each: [`ingest`]
+//! (facts and turns), [`search`] (the index), [`passes`]
+//! (consolidation and rebuilds), [`curation`] (forget, pin, undo, apply,
+//! reject), [`reads`] (status, verify, entries, history, runs, plans); what they
 //! return is in [`views`]. The CLI calls them directly; the daemon's doors (HTTP, MCP) go
 //! through `memfold::service::Service`. Every method that changes memory follows the same
 //! sequence, written once (here):

@@ -241,7 +241,7 @@ pub struct Forget {
 pub struct Share {
     /// The entry id (m-…), as search and memory_get show it.
     pub id: String,
-    /// The shared space to copy it into (one of the home's [spaces] shared).
+    /// The shared space to copy it into (one of the home's `[spaces]` shared).
     pub to: String,
 }
 

@@ -7,12 +7,12 @@ use chrono::NaiveDate;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 
-/// Appends like [`append`], remembering between calls what it has read of each day file, so a
-/// long-running writer (the daemon) does not re-read and re-parse the whole day for every
-/// append. Per day it keeps the id state and the file's identity as its own last write left
-/// it (device, inode, length, modification time, taken under the file lock). When the file is
-/// no longer exactly that (another process appended, a person edited or replaced it), the
-/// whole file is read again, as [`append`] always does, so the ids are the same either way.
+/// Appends facts to their day files, remembering between calls what it has read of each day
+/// file, so a long-running writer (the daemon) does not re-read and re-parse the whole day for
+/// every append. Per day it keeps the id state and the file's identity as its own last write
+/// left it (device, inode, length, modification time, taken under the file lock). When the
+/// file is no longer exactly that (another process appended, a person edited or replaced it),
+/// the whole file is read again, as a new `Appender` does, so the ids are the same either way.
 #[derive(Debug, Default)]
 pub struct Appender {
     days: HashMap<NaiveDate, DayState>,
@@ -92,7 +92,8 @@ impl Appender {
         Ok(())
     }
 
-    /// As [`append`].
+    /// Append `facts` to their day files, one write and one fsync per day under its lock; `now`
+    /// gives the default date and the `HH:MM` stamp.
     pub fn append(
         &mut self,
         root: &Root,
