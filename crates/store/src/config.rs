@@ -365,6 +365,10 @@ pub struct HooksConfig {
     /// the bar measured for the embedder in use (`models::embed::recall_bar`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_similarity: Option<f64>,
+    /// The least score the best line recalled for a prompt needs (its cosine plus what the
+    /// prompt's words and dates add): below it the prompt is about something memory does not
+    /// hold, and nothing is recalled.
+    pub prompt_min_score: f64,
     /// A line recalled after the best needs a score at least the best's less this (the score is
     /// the cosine plus `prompt_words_weight` times the share of the prompt's words it holds).
     pub prompt_gap: f64,
@@ -387,6 +391,7 @@ impl Default for HooksConfig {
     fn default() -> Self {
         HooksConfig {
             min_similarity: None,
+            prompt_min_score: 0.6,
             prompt_gap: 0.15,
             prompt_words_weight: 0.75,
             prompt_dates_weight: 0.3,
@@ -689,6 +694,7 @@ impl Config {
             return bad("hooks.min_similarity", "must be a cosine, from -1 to 1");
         }
         for (key, value) in [
+            ("hooks.prompt_min_score", self.hooks.prompt_min_score),
             ("hooks.prompt_gap", self.hooks.prompt_gap),
             ("hooks.prompt_words_weight", self.hooks.prompt_words_weight),
             ("hooks.prompt_dates_weight", self.hooks.prompt_dates_weight),

@@ -169,6 +169,7 @@ impl Memory {
             bar: hooks.min_similarity.unwrap_or_else(|| {
                 memfold_models::embed::recall_bar(&memfold_models::embed::chosen(&self.inner.config.embedding).0)
             }),
+            min_score: hooks.prompt_min_score,
             gap: hooks.prompt_gap,
             words: hooks.prompt_words_weight,
             dates: hooks.prompt_dates_weight,

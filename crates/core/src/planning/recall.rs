@@ -7,9 +7,12 @@
 //! - each is scored by its cosine to the prompt and by the prompt's words it holds, each word
 //!   weighted by how rare it is among the candidates (a person's name every candidate holds
 //!   tells nothing; "support group" does);
-//! - the best must clear the relevance bar ([`Settings::bar`], cosine, calibrated per
-//!   embedder): below it the prompt is about something memory does not hold, and nothing is
-//!   handed over; the others must come close to the best ([`Settings::gap`]);
+//! - the best must be relevant on both counts: its cosine clears the bar ([`Settings::bar`],
+//!   calibrated per embedder) and its score ([`Settings::min_score`]: the cosine with the
+//!   prompt's rare words and dates added) is high enough; otherwise the prompt is about
+//!   something memory does not hold, and nothing is handed over. An everyday coding prompt can
+//!   come near some entry by its wording alone, as a question can by its words alone; few come
+//!   near by both. The others must come close to the best ([`Settings::gap`]);
 //! - a pending fact whose entry is chosen adds nothing, and a near-copy of a chosen line
 //!   (most of its words the same) is left out, except an entry's own older version, whose
 //!   difference is what a prompt about the past asks for;
@@ -50,6 +53,8 @@ pub struct Candidate {
 pub struct Settings {
     /// The least cosine to the prompt the best line needs (and every line).
     pub bar: f64,
+    /// The least score (cosine, words and dates: [`scores`]) the best line needs.
+    pub min_score: f64,
     /// A line after the best needs a score at least the best's less this.
     pub gap: f64,
     /// Weight of the prompt's words a candidate holds, against its cosine.
@@ -248,7 +253,7 @@ pub fn choose(
             .then(candidates[a].id.cmp(&candidates[b].id))
     });
     let Some(&best) = order.first() else { return Vec::new() };
-    if candidates[best].similarity.is_none_or(|s| s < settings.bar) {
+    if candidates[best].similarity.is_none_or(|s| s < settings.bar) || scores[best] < settings.min_score {
         return Vec::new();
     }
     let top = scores[best];
@@ -399,8 +404,31 @@ mod tests {
         assert_eq!(ids(&choose("what is my dog called", &candidates, &tight, &HashMap::new()), &candidates), ["m-1"]);
     }
 
+    #[test]
+    fn nothing_is_handed_over_unless_the_best_line_is_near_by_its_meaning_and_by_its_words() {
+        let settings = Settings { min_score: 0.6, ..settings() };
+        // Near by wording alone (a coding prompt against a person's memory): nothing.
+        let candidates = vec![cand("m-1", "Fixed the kitchen tap last weekend.", 0.45, &[])];
+        assert!(
+            choose("Fix the failing unit test in src/parser.rs", &candidates, &settings, &HashMap::new()).is_empty()
+        );
+        // The same cosine, and the prompt's rare words: handed over.
+        let candidates = vec![
+            cand("m-1", "Caroline joined an LGBTQ activist group last Tuesday.", 0.45, &[]),
+            cand("m-2", "Caroline likes hiking.", 0.2, &[]),
+        ];
+        let chosen = choose("Which activist group did Caroline join?", &candidates, &settings, &HashMap::new());
+        assert_eq!(ids(&chosen, &candidates), ["m-1"]);
+        // A high score by words alone, the cosine under the bar: nothing.
+        let candidates = vec![cand("m-1", "Caroline joined an LGBTQ activist group last Tuesday.", 0.25, &[])];
+        let words_only = Settings { min_score: 0.0, ..settings };
+        assert!(
+            choose("Which activist group did Caroline join?", &candidates, &words_only, &HashMap::new()).is_empty()
+        );
+    }
+
     fn settings() -> Settings {
-        Settings { bar: 0.3, gap: 0.15, words: 0.5, dates: 0.1, max_lines: 4, budget: 2_000 }
+        Settings { bar: 0.3, min_score: 0.3, gap: 0.15, words: 0.5, dates: 0.1, max_lines: 4, budget: 2_000 }
     }
 
     fn ids(chosen: &[Chosen], candidates: &[Candidate]) -> Vec<String> {

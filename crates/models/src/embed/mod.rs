@@ -74,12 +74,13 @@ impl Chosen {
 
 /// The least cosine to a prompt a recalled line needs with this embedder, as measured on the
 /// recall benchmark (docs/agents.md, "What a prompt recalls"): each embedder's cosines have a scale of
-/// their own, so a bar that suits one lets everything, or nothing, through another. An
+/// their own, so a bar that suits one lets everything, or nothing, through another. (The best
+/// line also needs a score, `hooks.prompt_min_score`, that the prompt's words add to.) An
 /// endpoint's model is not known here: MiniLM's bar, the scale most sentence embedders share.
 pub fn recall_bar(chosen: &Chosen) -> f64 {
     match chosen {
         Chosen::Minilm(_) | Chosen::Openai => 0.35,
-        Chosen::Local => 0.38,
+        Chosen::Local => 0.18,
     }
 }
 
