@@ -1,8 +1,9 @@
 //! Text embedders: the `Embedder` trait and its implementations (local hashed n-grams, MiniLM via candle, OpenAI-compatible HTTP).
 //!
-//! [`model`] loads or connects the configured embedder, [`cached`] wraps it. Model-backed embedders (MiniLM, OpenAI) are
-//! wrapped in a [`CachedEmbedder`], which keeps every vector it has seen on disk keyed by the
-//! sha256 of the text; the `local` embedder is cheaper than a cache lookup and is used as is.
+//! [`model`] loads or connects the configured embedder; [`cached`] wraps a model-backed one
+//! (MiniLM, OpenAI) in a [`CachedEmbedder`], which keeps every vector it has seen on disk keyed
+//! by the sha256 of the text; the `local` embedder is cheaper than a cache lookup and is used as
+//! is.
 
 use memfold_store::egress::Purpose;
 use std::collections::{HashMap, HashSet};
