@@ -47,19 +47,48 @@ pub fn read_json<T: serde::de::DeserializeOwned>(root: &Root, path: &Path) -> Re
     serde_json::from_str(&text).map(Some).map_err(|e| RecordError::Corrupt { path: shown, message: e.to_string() })
 }
 
+/// A record file as listed: its file name, path, size and modification time (nanoseconds since
+/// the epoch; [`crate::caches::stat_of`]), so a reader can tell an unchanged file without
+/// opening it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub name: String,
+    pub path: PathBuf,
+    pub size: u64,
+    pub modified_ns: u64,
+}
+
+/// The stored plans' files (`.memfold/plans/*.json`, any order).
+pub fn plans_listed(root: &Root) -> Vec<Listed> {
+    listed(&root.plans_dir())
+}
+
+/// The run records' files (`.memfold/runs/*.json`, any order).
+pub fn runs_listed(root: &Root) -> Vec<Listed> {
+    listed(&root.runs_dir())
+}
+
+fn listed(dir: &Path) -> Vec<Listed> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            if !name.ends_with(".json") {
+                return None;
+            }
+            let (size, modified_ns) = crate::caches::stat_of(&e.metadata().ok()?);
+            Some(Listed { name, path: e.path(), size, modified_ns })
+        })
+        .collect()
+}
+
 /// Every stored plan's file (any order).
 pub fn plan_files(root: &Root) -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir(root.plans_dir()) else { return Vec::new() };
-    dir.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect()
+    plans_listed(root).into_iter().map(|l| l.path).collect()
 }
 
 /// The runs recorded (their ids, from the file names; any order).
 pub fn run_names(root: &Root) -> Vec<String> {
-    std::fs::read_dir(root.runs_dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    runs_listed(root).into_iter().filter_map(|l| l.name.strip_suffix(".json").map(str::to_string)).collect()
 }

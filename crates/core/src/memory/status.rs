@@ -11,10 +11,11 @@ use crate::planning::consolidate::pass;
 use crate::planning::run::records;
 use crate::planning::stale;
 use memfold_store::Root;
-use memfold_store::caches::{DecayCounts, RecordSummaries, RecordSummary, StatusCounts, stat_of};
+use memfold_store::caches::{DecayCounts, RecordSummaries, RecordSummary, StatusCounts};
 use memfold_store::config::Config;
 use memfold_store::entries::EntryFile;
 use memfold_store::ledger::{Ledger, LedgerError};
+use memfold_store::runs;
 use memfold_store::sources::Sources;
 use memfold_store::state::State;
 use memfold_store::sys::clock::Clock;
@@ -187,15 +188,9 @@ pub fn last_sweep(root: &Root) -> Option<DateTime<Utc>> {
 fn summaries(root: &Root) -> RecordSummaries {
     let cached = RecordSummaries::load(root);
     let mut fresh = RecordSummaries::default();
-    for (dir, plans) in [(root.plans_dir(), true), (root.runs_dir(), false)] {
+    for (files, plans) in [(runs::plans_listed(root), true), (runs::runs_listed(root), false)] {
         let (old, new) = if plans { (&cached.plans, &mut fresh.plans) } else { (&cached.runs, &mut fresh.runs) };
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok) {
-            let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());
-            let Ok(meta) = entry.metadata() else { continue };
-            if !name.ends_with(".json") {
-                continue;
-            }
-            let (size, modified_ns) = stat_of(&meta);
+        for runs::Listed { name, path, size, modified_ns } in files {
             if let Some(known) = old.get(&name).filter(|k| k.size == size && k.modified_ns == modified_ns) {
                 new.insert(name, known.clone());
                 continue;
