@@ -140,21 +140,6 @@ pub fn words(text: &str) -> HashSet<String> {
         .collect()
 }
 
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
 /// The months (1-12) and years a prompt names: "in June", "last May", "2023". "May" is a month
 /// only after "in", "last", "this", "next", "early", "late" or before a year or a day.
 pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
@@ -162,9 +147,8 @@ pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
         prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
     let (mut months, mut years) = (Vec::new(), Vec::new());
     for (i, t) in tokens.iter().enumerate() {
-        if let Some(m) = MONTHS.iter().position(|m| {
-            m == t || (t.len() == 3 && t != "mar" && m.starts_with(t.as_str())) || (t == "sept" && *m == "september")
-        }) {
+        // "mar" is a word of its own more often than March.
+        if let Some(m) = super::consolidate::calendar::month(t).filter(|_| t != "mar") {
             let before = i.checked_sub(1).map(|j| tokens[j].as_str());
             let after = tokens.get(i + 1).map(String::as_str);
             let dated = |w: Option<&str>| w.is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()));
@@ -173,7 +157,7 @@ pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
                 Some("in" | "last" | "this" | "next" | "early" | "late" | "mid" | "of" | "during" | "since")
             );
             if *t != "may" || cue || dated(after) || dated(before) {
-                months.push(m as u32 + 1);
+                months.push(m);
             }
         }
         if t.len() == 4

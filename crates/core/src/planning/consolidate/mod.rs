@@ -5,6 +5,7 @@
 //! under the consolidation lock and commits the result.
 
 pub mod aspects;
+pub mod calendar;
 pub mod cluster;
 pub mod decide;
 pub mod divert;

@@ -416,25 +416,6 @@ impl Keyer {
             "someone",
             "everyone",
             "nobody",
-            "monday",
-            "tuesday",
-            "wednesday",
-            "thursday",
-            "friday",
-            "saturday",
-            "sunday",
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
             "today",
             "yesterday",
             "tonight",
@@ -459,6 +440,8 @@ impl Keyer {
             && !past(&lower)
             && !lower.ends_with("ing")
             && !NOT_NAMES.contains(&lower.as_str())
+            && !super::calendar::is_weekday(&lower)
+            && !super::calendar::MONTHS.contains(&lower.as_str())
             && !raw.iter().any(|w| FIRST_PERSON.contains(&w.to_lowercase().as_str()))
             && !a_cue()
     }

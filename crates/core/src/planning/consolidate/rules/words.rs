@@ -1,5 +1,6 @@
 //! Word lists and word classes: each list is a rule a person can read and argue with.
 
+use super::super::calendar;
 use super::text::Tok;
 
 pub(super) const STOPWORDS: &str = concat!(
@@ -71,12 +72,8 @@ pub(super) const NUMBER_WORDS: &str = concat!(
     "zero one two three four five six seven eight nine ten eleven twelve twenty hundred thousand million ",
     "once twice",
 );
-pub(super) const MONTHS: &str = concat!(
-    "january february march april may june july august september october november december jan feb mar ",
-    "apr jun jul aug sep sept oct nov dec",
-);
-pub(super) const DAY_WORDS: &str =
-    "monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday tonight";
+/// Days named by their relation to today (the weekdays are [`calendar::WEEKDAYS`]).
+pub(super) const DAY_WORDS: &str = "today tomorrow yesterday tonight";
 /// How a later clause of an entry starts when it is only history of the first one.
 pub(super) const HISTORY_OPENERS: &[&str] = &["previously", "formerly", "before that", "until", "used to"];
 /// Jaccard over content words required before negation or an antonym can count as a contradiction.
@@ -171,7 +168,7 @@ pub(super) fn is_date(t: &Tok) -> bool {
     if !w.bytes().any(|b| b.is_ascii_digit()) {
         // No ordinal or numeric date, then (most words: checked without splitting them).
         let capitalised = t.raw.chars().next().is_some_and(char::is_uppercase);
-        return (capitalised && listed!(MONTHS, w)) || listed!(DAY_WORDS, w);
+        return (capitalised && calendar::month(w).is_some()) || calendar::is_weekday(w) || listed!(DAY_WORDS, w);
     }
     let ordinal = ["st", "nd", "rd", "th"]
         .iter()
