@@ -69,26 +69,31 @@ pub fn runs_listed(root: &Root) -> Vec<Listed> {
 }
 
 fn listed(dir: &Path) -> Vec<Listed> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
+    json_files(dir)
         .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
-            if !name.ends_with(".json") {
-                return None;
-            }
             let (size, modified_ns) = crate::caches::stat_of(&e.metadata().ok()?);
-            Some(Listed { name, path: e.path(), size, modified_ns })
+            Some(Listed { name: e.file_name().to_str()?.to_string(), path: e.path(), size, modified_ns })
         })
         .collect()
 }
 
+/// The `.json` files of `dir`, not yet stat'ed (the names are all most readers need).
+fn json_files(dir: &Path) -> impl Iterator<Item = std::fs::DirEntry> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".json")))
+}
+
 /// Every stored plan's file (any order).
 pub fn plan_files(root: &Root) -> Vec<PathBuf> {
-    plans_listed(root).into_iter().map(|l| l.path).collect()
+    json_files(&root.plans_dir()).map(|e| e.path()).collect()
 }
 
 /// The runs recorded (their ids, from the file names; any order).
 pub fn run_names(root: &Root) -> Vec<String> {
-    runs_listed(root).into_iter().filter_map(|l| l.name.strip_suffix(".json").map(str::to_string)).collect()
+    json_files(&root.runs_dir())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
+        .collect()
 }
