@@ -353,10 +353,13 @@ impl Service {
     }
 
     /// Take in paths a file watcher saw change (see [`Memory::files_changed`]); when
-    /// `memory.md` may have changed, record what a person deleted from it first.
+    /// `memory.md` may have changed, record what a person deleted from it first. That record
+    /// takes the consolidation lock, so it is one of the space's changes: a change asked for
+    /// meanwhile (the undo of what the watcher just saw written) waits for it rather than
+    /// finding the lock held by this very daemon.
     pub async fn files_changed(&self, changes: &[std::path::PathBuf]) {
         let memory = changes.is_empty() || changes.iter().any(|p| p.ends_with("consolidated/memory.md"));
-        if memory && let Err(e) = self.memory.reconcile().await {
+        if memory && let Err(e) = self.one_at_a_time(self.memory.reconcile()).await {
             tracing::warn!(space = %self.name, error = %e, "could not record hand edits of memory.md");
         }
         self.memory.files_changed(changes);
@@ -834,6 +837,36 @@ fn append_batch(memory: &Memory, mut batch: Vec<Waiting>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The watcher's record of hand deletions takes the consolidation lock: run beside the
+    /// daemon's own changes, it must queue with them, never make one fail as `lock_held`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_watchers_record_of_hand_edits_never_makes_a_change_find_the_lock_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = memfold_store::Root::new(dir.path());
+        root.init().unwrap();
+        let config = Config { root: dir.path().to_path_buf(), ..Config::default() };
+        let memory = Memory::open(config).await.unwrap();
+        let facts =
+            ["Runs 5 km on Mondays.", "Owns a red kayak."].map(|t| NewFact { text: t.into(), ..NewFact::default() });
+        memory.add(memory.check_facts(facts.to_vec()).unwrap()).unwrap();
+        memory.consolidate(PassOptions { force: true, ..PassOptions::default() }).await.unwrap();
+        let (spaces, _requests) = Spaces::root(memory, true);
+        let service = spaces.service("", false).await.unwrap();
+        let entry =
+            memfold_store::entries::EntryFile::parse(&std::fs::read_to_string(root.memory()).unwrap(), "memory.md")
+                .entries()
+                .next()
+                .unwrap()
+                .id()
+                .to_string();
+        let changed = [root.memory()];
+        for round in 0..40 {
+            let (_, pinned) =
+                tokio::join!(service.files_changed(&changed), service.pin(Door::Http, &entry, round % 2 == 0));
+            assert!(pinned.is_ok(), "round {round}: {:?}", pinned.err());
+        }
+    }
 
     #[test]
     fn verb_and_door_names_are_distinct() {
