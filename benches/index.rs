@@ -173,6 +173,7 @@ async fn bench(n: usize, dir: &Path) {
     let opts = SearchOpts {
         k: 10,
         as_of: None,
+        dated: None,
         history: false,
         kinds: None,
         recency_weight: 0.1,

@@ -23,6 +23,10 @@
 //!
 //! Settings: `MEMFOLD_BENCH_CONVERSATIONS` (`0,1,2,3,4`), `MEMFOLD_BENCH_EMBEDDER` (`minilm`,
 //! with `MEMFOLD_TEST_MINILM_DIR`, or `local`). Run: `cargo bench --bench recall --profile dev`.
+//! With `MEMFOLD_BENCH_SWEEP=1`, settings are weighed on the questions instead;
+//! `MEMFOLD_BENCH_MISSED=1` beside it prints each question with no evidence among its
+//! candidates and its evidence entries, `MEMFOLD_BENCH_ANALYZE=1` where the first evidence
+//! candidate ranks.
 
 #[path = "common/locomo.rs"]
 mod locomo;
@@ -221,11 +225,20 @@ async fn main() {
         for (question, evidence) in locomo::questions(sample, &turns) {
             if sweep {
                 let candidates = memory.recall_candidates(question).await.unwrap();
-                let evidence = candidates
+                let wanted = evidence;
+                let evidence: Vec<bool> = candidates
                     .iter()
-                    .map(|c| evidence.contains(&c.id) || c.sources.iter().any(|s| evidence.contains(s)))
+                    .map(|c| wanted.contains(&c.id) || c.sources.iter().any(|s| wanted.contains(s)))
                     .collect();
                 let told = shown(&dir, &candidates);
+                if std::env::var("MEMFOLD_BENCH_MISSED").is_ok() && !evidence.iter().any(|e| *e) {
+                    let text = std::fs::read_to_string(dir.join("consolidated/memory.md")).unwrap();
+                    let file = memfold::store::entries::EntryFile::parse(&text, "memory.md");
+                    println!("\nMISSED Q: {question}");
+                    for e in file.entries().filter(|e| e.meta.sources.iter().any(|s| wanted.contains(s))) {
+                        println!("   E {}", e.content.trim());
+                    }
+                }
                 swept.push(Asked { prompt: question.to_string(), candidates, evidence, told });
                 base_settings.get_or_insert_with(|| memory.recall_settings());
                 continue;

@@ -389,6 +389,45 @@ async fn a_prompt_that_asks_what_was_true_then_is_handed_the_older_version_too()
     daemon.stop().await;
 }
 
+/// A prompt naming a day weighs what is dated then, which a search of all memory ranks
+/// below the first thirty candidates here: forty notes of other days say more of the prompt.
+#[tokio::test]
+async fn a_prompt_naming_a_day_is_handed_what_is_dated_then() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[]).await;
+    let mut facts: Vec<Value> = (0..40)
+        .map(|i| {
+            let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap() + chrono::Days::new(i * 7);
+            let text =
+                format!("What happened with the deploy of service {i}: the deploy went out fine, nothing happened.");
+            json!({ "text": text, "date": day.to_string() })
+        })
+        .filter(|f| !f["date"].as_str().unwrap().starts_with("2026-03"))
+        .collect();
+    facts.push(json!({ "text": "The deploy of the billing worker was rolled back after Redis timeouts.", "date": "2026-03-14" }));
+    let (code, added) = daemon.post("/facts", json!({ "facts": facts })).await;
+    assert_eq!(code, 200, "{added}");
+    let recall = |prompt: &str| {
+        let daemon = &daemon;
+        let prompt = prompt.to_string();
+        async move {
+            let (code, recalled) = daemon.post("/recall", json!({ "prompt": prompt })).await;
+            assert_eq!(code, 200, "{recalled}");
+            recalled["text"].as_str().unwrap().to_string()
+        }
+    };
+    let undated = recall("What happened with the deploy? Was there a rollback?").await;
+    assert!(!undated.contains("rolled back"), "without the day, other notes say more of the prompt: {undated}");
+    for dated in [
+        "What happened with the deploy on 14 March 2026? Was there a rollback?",
+        "What happened with the deploy on March 14th, 2026? Was there a rollback?",
+    ] {
+        let told = recall(dated).await;
+        assert!(told.contains("billing worker was rolled back"), "{dated}: {told}");
+    }
+    daemon.stop().await;
+}
+
 #[tokio::test]
 async fn within_a_session_an_unchanged_entry_is_told_once_and_what_session_start_told_is_not_repeated() {
     let fixture = Fixture::new();

@@ -790,8 +790,14 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 async fn search(memory: &Memory, args: SearchArgs) -> Result<i32> {
-    let request =
-        SearchRequest { k: args.k, as_of: args.as_of, history: args.history, skip_recall: false, min_similarity: None };
+    let request = SearchRequest {
+        k: args.k,
+        as_of: args.as_of,
+        history: args.history,
+        skip_recall: false,
+        min_similarity: None,
+        dated: None,
+    };
     let hits = memory.search(&args.query, &request).await?;
     print(args.json, &json!({ "hits": hits }), || render::hits(&hits))
 }

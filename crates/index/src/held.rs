@@ -111,6 +111,22 @@ impl PartialOrd for Estimate {
     }
 }
 
+/// Which rows a search looks at: of one of `kinds`, current on day `as_of`, dated (their
+/// `valid_from`) between the two days of `dated`, both included; days counted as the held
+/// rows count them.
+pub(super) struct Looked<'a> {
+    kinds: &'a [DocKind],
+    as_of: Option<i32>,
+    dated: Option<(i32, i32)>,
+}
+
+impl<'a> Looked<'a> {
+    pub(super) fn new(kinds: &'a [DocKind], as_of: Option<NaiveDate>, dated: Option<(NaiveDate, NaiveDate)>) -> Self {
+        let dated = dated.map(|(first, last)| (rows::date_to_days(first), rows::date_to_days(last)));
+        Looked { kinds, as_of: as_of.map(rows::date_to_days), dated }
+    }
+}
+
 /// A row a held search returns: key, cosine distance, and what the search needs of it.
 pub(super) struct Near {
     pub key: String,
@@ -152,31 +168,25 @@ impl Held {
         rows::hit(part.hits.get(at))
     }
 
-    /// The row with id `id`, with its key and `valid_from`, if it is of one of `kinds` and
-    /// valid on `as_of`: `Some(None)` when it is not, `None` when no row held has that id.
-    pub(super) fn row(
-        &self,
-        id: u64,
-        kinds: &[DocKind],
-        as_of: Option<NaiveDate>,
-    ) -> Option<Option<(usize, &str, NaiveDate)>> {
+    /// The row with id `id`, with its key and `valid_from`, if it passes `looked`:
+    /// `Some(None)` when it does not, `None` when no row held has that id.
+    pub(super) fn row(&self, id: u64, looked: &Looked) -> Option<Option<(usize, &str, NaiveDate)>> {
         let offset = self.base.len();
-        match self.base.row(id, kinds, as_of) {
+        match self.base.row(id, looked) {
             Some(found) => Some(found),
             None => {
-                let found = self.tail.as_ref()?.row(id, kinds, as_of)?;
+                let found = self.tail.as_ref()?.row(id, looked)?;
                 Some(found.map(|(row, key, from)| (row + offset, key, from)))
             }
         }
     }
 
     /// The `n` rows passing the filter nearest to `vector`, best first, ties by key.
-    pub(super) fn nearest(&self, vector: &[f32], kinds: &[DocKind], as_of: Option<NaiveDate>, n: usize) -> Vec<Near> {
-        let day = as_of.map(rows::date_to_days);
-        let mut near: Vec<(f32, usize)> = self.base.nearest(vector, kinds, day, n);
+    pub(super) fn nearest(&self, vector: &[f32], looked: &Looked, n: usize) -> Vec<Near> {
+        let mut near: Vec<(f32, usize)> = self.base.nearest(vector, looked, n);
         if let Some(tail) = &self.tail {
             let offset = self.base.len();
-            near.extend(tail.nearest(vector, kinds, day, n).into_iter().map(|(d, i)| (d, i + offset)));
+            near.extend(tail.nearest(vector, looked, n).into_iter().map(|(d, i)| (d, i + offset)));
             near.sort_by(|a, b| {
                 let (pa, ia) = self.part(a.1);
                 let (pb, ib) = self.part(b.1);
@@ -294,23 +304,26 @@ impl Rows {
         self.keys.get(row)
     }
 
-    /// Whether row `row` is of one of `kinds` and, on day `as_of`, valid.
-    fn passes(&self, row: usize, kinds: &[DocKind], as_of: Option<i32>) -> bool {
-        kinds.contains(&self.kinds[row]) && as_of.is_none_or(|d| self.from[row] <= d && d < self.until[row])
+    /// Whether row `row` passes `looked`.
+    fn passes(&self, row: usize, looked: &Looked) -> bool {
+        let from = self.from[row];
+        looked.kinds.contains(&self.kinds[row])
+            && looked.as_of.is_none_or(|d| from <= d && d < self.until[row])
+            && looked.dated.is_none_or(|(first, last)| first <= from && from <= last)
     }
 
     /// The row with id `id`, with its key and `valid_from`, if it is of one of `kinds` and
-    /// valid on `as_of`: `Some(None)` when it is not, `None` when no row held has that id.
-    fn row(&self, id: u64, kinds: &[DocKind], as_of: Option<NaiveDate>) -> Option<Option<(usize, &str, NaiveDate)>> {
+    /// passes `looked`: `Some(None)` when it does not, `None` when no row held has that id.
+    fn row(&self, id: u64, looked: &Looked) -> Option<Option<(usize, &str, NaiveDate)>> {
         let at = self.by_id.binary_search_by_key(&id, |&row| self.ids[row as usize]).ok()?;
         let row = self.by_id[at] as usize;
-        let passes = self.passes(row, kinds, as_of.map(rows::date_to_days));
+        let passes = self.passes(row, looked);
         Some(passes.then(|| (row, self.key(row), rows::days_to_date(self.from[row]))))
     }
 
-    /// The `n` rows passing the filter (`day` as days) nearest to `vector`, as (distance,
-    /// row), best first, ties by key.
-    fn nearest(&self, vector: &[f32], kinds: &[DocKind], day: Option<i32>, n: usize) -> Vec<(f32, usize)> {
+    /// The `n` rows passing `looked` nearest to `vector`, as (distance, row), best first,
+    /// ties by key.
+    fn nearest(&self, vector: &[f32], looked: &Looked, n: usize) -> Vec<(f32, usize)> {
         if self.dim != vector.len() || n == 0 || self.ids.is_empty() {
             return Vec::new();
         }
@@ -328,7 +341,7 @@ impl Rows {
         let m = n.saturating_mul(RERANK);
         let mut best: BinaryHeap<Reverse<Estimate>> = BinaryHeap::with_capacity(m + 1);
         for (i, score) in scores.iter().enumerate() {
-            if !self.passes(i, kinds, day) {
+            if !self.passes(i, looked) {
                 continue;
             }
             let estimate = Estimate(*score as f32 * scan.scale * self.scales[i], i);

@@ -205,6 +205,9 @@ pub struct SearchOpts {
     /// Return what was current on this day: entry and history rows valid then, facts dated
     /// then or earlier. Includes history rows unless `kinds` is given.
     pub as_of: Option<NaiveDate>,
+    /// Only rows dated (`valid_from`) between these two days, both included: what a prompt
+    /// naming a day or a month speaks of.
+    pub dated: Option<(NaiveDate, NaiveDate)>,
     /// Also return history rows.
     pub history: bool,
     /// Kinds to return; `None` means entries and facts (plus history per the flags above).
@@ -236,6 +239,7 @@ impl SearchOpts {
         SearchOpts {
             k: config.default_k,
             as_of: None,
+            dated: None,
             history: false,
             kinds: None,
             recency_weight: config.recency_weight,

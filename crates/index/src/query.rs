@@ -2,7 +2,7 @@
 //! digest `verify` compares with the files.
 
 use super::*;
-use held::Held;
+use held::{Held, Looked};
 
 impl Index {
     /// Hybrid search; see [`SearchOpts`] for the filters and `index/rank.rs` for the score. An
@@ -27,7 +27,7 @@ impl Index {
         let table = self.table();
         let n = (4 * opts.k).max(20);
         let kinds = rank::search_kinds(opts.kinds.as_deref(), opts.history, opts.as_of.is_some());
-        let filter = rank::search_filter(&kinds, opts.as_of);
+        let filter = rank::search_filter(&kinds, opts.as_of, opts.dated);
         let vector = self.embed(&[query.to_string()]).await?.remove(0);
         self.check_dim(&vector)?;
         // Above the ANN threshold the search is approximate anyway (and BM25 statistics are
@@ -43,14 +43,14 @@ impl Index {
         // runs on another worker thread instead of taking turns with the text leg.
         let refine = self.tuning.vector_refine_factor;
         let by_vector = {
-            let (table, filter, kinds, as_of, held) =
-                (table.clone(), filter.clone(), kinds.clone(), opts.as_of, held.clone());
+            let (table, filter, kinds, as_of, dated, held) =
+                (table.clone(), filter.clone(), kinds.clone(), opts.as_of, opts.dated, held.clone());
             if held.is_some() {
                 self.held.count_served();
             }
             tokio::spawn(async move {
                 if let Some(held) = held {
-                    let near = held.nearest(&vector, &kinds, as_of, n);
+                    let near = held.nearest(&vector, &Looked::new(&kinds, as_of, dated), n);
                     return Ok(near.into_iter().map(|r| (r.key, r.distance, Found::At(r.row, r.valid_from))).collect());
                 }
                 top_rows(n, false, |limit| {
@@ -62,8 +62,15 @@ impl Index {
         };
         let by_text: Result<Vec<LegRow>, IndexError> = async {
             if let Some(held) = &held
-                && let Some(rows) =
-                    held_text_rows(&table, held, query, filter.as_deref(), (&kinds, opts.as_of), n).await?
+                && let Some(rows) = held_text_rows(
+                    &table,
+                    held,
+                    query,
+                    filter.as_deref(),
+                    &Looked::new(&kinds, opts.as_of, opts.dated),
+                    n,
+                )
+                .await?
             {
                 return Ok(rows);
             }
@@ -114,7 +121,7 @@ impl Index {
             if let Some(held) = self.held.current(&table).await {
                 let kinds = if kinds.is_empty() { &DocKind::ALL[..] } else { kinds };
                 return Ok(held
-                    .nearest(vector, kinds, None, k)
+                    .nearest(vector, &Looked::new(kinds, None, None), k)
                     .into_iter()
                     .map(|r| (r.key, (1.0 - r.distance) as f32))
                     .collect());
@@ -363,7 +370,7 @@ pub(super) async fn held_text_rows(
     held: &Held,
     query: &str,
     filter: Option<&str>,
-    (kinds, as_of): (&[DocKind], Option<NaiveDate>),
+    looked: &Looked<'_>,
     n: usize,
 ) -> Result<Option<Vec<LegRow>>, IndexError> {
     let limit = n + rank::TIE_SLACK;
@@ -371,7 +378,7 @@ pub(super) async fn held_text_rows(
         let mut out = Vec::new();
         for batch in &batches {
             for (id, score) in rows::row_ids(batch)?.into_iter().zip(rows::floats(batch, SCORE)?) {
-                match held.row(id, kinds, as_of) {
+                match held.row(id, looked) {
                     None => return Ok(None),
                     Some(None) => {}
                     Some(Some((row, key, from))) => out.push((key.to_string(), score, Found::At(row, from))),

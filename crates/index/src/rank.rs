@@ -69,6 +69,11 @@ pub(super) fn as_of_filter(day: NaiveDate) -> String {
     format!("{VALID_FROM} <= {d} AND ({VALID_UNTIL} IS NULL OR {VALID_UNTIL} > {d})")
 }
 
+/// Dated (`valid_from`) between two days, both included.
+pub(super) fn dated_filter((first, last): (NaiveDate, NaiveDate)) -> String {
+    format!("{VALID_FROM} >= {} AND {VALID_FROM} <= {}", sql_date(first), sql_date(last))
+}
+
 /// The kinds a search looks at: the caller's list, else entries and facts, plus history when
 /// `history` is set or the search is as of a date (an old version is a history row).
 pub(super) fn search_kinds(kinds: Option<&[DocKind]>, history: bool, as_of: bool) -> Vec<DocKind> {
@@ -83,8 +88,13 @@ pub(super) fn search_kinds(kinds: Option<&[DocKind]>, history: bool, as_of: bool
 }
 
 /// All filters of a search joined with AND, `None` when nothing is filtered.
-pub(super) fn search_filter(kinds: &[DocKind], as_of: Option<NaiveDate>) -> Option<String> {
-    let parts: Vec<String> = kind_filter(kinds).into_iter().chain(as_of.map(as_of_filter)).collect();
+pub(super) fn search_filter(
+    kinds: &[DocKind],
+    as_of: Option<NaiveDate>,
+    dated: Option<(NaiveDate, NaiveDate)>,
+) -> Option<String> {
+    let parts: Vec<String> =
+        kind_filter(kinds).into_iter().chain(as_of.map(as_of_filter)).chain(dated.map(dated_filter)).collect();
     if parts.is_empty() { None } else { Some(parts.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" AND ")) }
 }
 
@@ -237,10 +247,14 @@ mod tests {
         assert_eq!(kind_filter(&[]), None);
         assert_eq!(kind_filter(&[DocKind::Fact, DocKind::History, DocKind::Entry]), None);
         assert_eq!(
-            search_filter(&[DocKind::Entry], Some(day("2026-01-02"))).unwrap(),
+            search_filter(&[DocKind::Entry], Some(day("2026-01-02")), None).unwrap(),
             "(kind IN ('entry')) AND (valid_from <= DATE '2026-01-02' AND (valid_until IS NULL OR valid_until > DATE '2026-01-02'))"
         );
-        assert_eq!(search_filter(&[], None), None);
+        assert_eq!(
+            search_filter(&[], None, Some((day("2026-06-01"), day("2026-06-30")))).unwrap(),
+            "(valid_from >= DATE '2026-06-01' AND valid_from <= DATE '2026-06-30')"
+        );
+        assert_eq!(search_filter(&[], None, None), None);
     }
 
     #[test]

@@ -126,6 +126,7 @@ fn opts(k: usize) -> SearchOpts {
     SearchOpts {
         k,
         as_of: None,
+        dated: None,
         history: false,
         kinds: None,
         recency_weight: 0.0,
@@ -282,7 +283,7 @@ async fn scope_paths_only_touches_those_paths() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn as_of_and_history_filters() {
+async fn as_of_dated_and_history_filters() {
     let root = tempfile::tempdir().unwrap();
     let index = open(root.path(), BagOfWords::new("bow:v1:64", 64)).await;
     let docs = corpus();
@@ -316,6 +317,14 @@ async fn as_of_and_history_filters() {
     let all = SearchOpts { history: true, ..opts(20) };
     let hits = index.search(query, &all).await.unwrap();
     assert!(keys(&hits).contains(&"m-job") && keys(&hits).contains(&"m-job@1"), "{:?}", keys(&hits));
+
+    // Dated in November: only rows whose day falls in it, however near the others are.
+    let november = SearchOpts { dated: Some((day("2026-11-01"), day("2026-11-30"))), ..opts(20) };
+    let hits = index.search(query, &november).await.unwrap();
+    let dated = |d: NaiveDate| d >= day("2026-11-01") && d <= day("2026-11-30");
+    assert!(!hits.is_empty() && hits.iter().all(|h| dated(h.valid_from)), "{hits:#?}");
+    let all = docs.iter().filter(|d| dated(d.valid_from) && d.kind != DocKind::History).count();
+    assert_eq!(hits.len(), all, "every row of the month, by either leg");
 
     // Explicit kinds.
     let facts = SearchOpts { kinds: Some(vec![DocKind::Fact]), ..opts(20) };
@@ -994,7 +1003,8 @@ fn varied(n: usize) -> Vec<Doc> {
             match i % 4 {
                 0 => fact(&format!("f-{i:03}"), &text, "2026-11-20"),
                 1 => history(&format!("m-{i:03}"), 1, &text, "2025-01-01", "2026-01-01"),
-                _ => entry(&format!("m-{i:03}"), &text, "2026-02-01"),
+                2 => entry(&format!("m-{i:03}"), &text, "2026-02-01"),
+                _ => entry(&format!("m-{i:03}"), &text, "2026-03-01"),
             }
         })
         .collect()
@@ -1012,10 +1022,26 @@ async fn holding_varied() -> (tempfile::TempDir, Arc<BagOfWords>, Index, Vec<Doc
     (root, embedder, index, docs, held)
 }
 
+/// A filter of the held-row tests: kinds, as of, dated between.
+type Filter = (&'static [DocKind], Option<NaiveDate>, Option<(NaiveDate, NaiveDate)>);
+
 /// The filters the held-row tests check: entries and facts (three rows in four of
-/// [`varied`]), history rows (one in four), and every kind as of 2025-06-01 (history rows only).
-fn held_filters() -> [(&'static [DocKind], Option<NaiveDate>); 3] {
-    [(&[DocKind::Entry, DocKind::Fact], None), (&[DocKind::History], None), (&DocKind::ALL, Some(day("2025-06-01")))]
+/// [`varied`]), history rows (one in four), every kind as of 2025-06-01 (history rows only),
+/// and entries and facts dated from March 2026 on (the facts and half the entries).
+fn held_filters() -> [Filter; 4] {
+    [
+        (&[DocKind::Entry, DocKind::Fact], None, None),
+        (&[DocKind::History], None, None),
+        (&DocKind::ALL, Some(day("2025-06-01")), None),
+        (&[DocKind::Entry, DocKind::Fact], None, Some((day("2026-03-01"), day("2026-12-31")))),
+    ]
+}
+
+/// Whether `doc` passes a filter of the held-row tests.
+fn passes(doc: &Doc, (kinds, as_of, dated): Filter) -> bool {
+    kinds.contains(&doc.kind)
+        && as_of.is_none_or(|day| doc.valid_from <= day && doc.valid_until.is_none_or(|u| u > day))
+        && dated.is_none_or(|(first, last)| first <= doc.valid_from && doc.valid_from <= last)
 }
 
 /// Turn holding vectors on and wait until the latest version's are held.
@@ -1037,14 +1063,12 @@ fn brute_force(
     docs: &[Doc],
     embedder: &BagOfWords,
     vector: &[f32],
-    kinds: &[DocKind],
-    as_of: Option<NaiveDate>,
+    filter: Filter,
     n: usize,
 ) -> (Vec<f32>, HashMap<String, f32>) {
     let all: HashMap<String, f32> = docs
         .iter()
-        .filter(|d| kinds.contains(&d.kind))
-        .filter(|d| as_of.is_none_or(|day| d.valid_from <= day && d.valid_until.is_none_or(|u| u > day)))
+        .filter(|d| passes(d, filter))
         .map(|d| (d.key.clone(), held::cosine_distance(vector, embedder.vector(&d.text))))
         .collect();
     let mut best: Vec<f32> = all.values().copied().collect();
@@ -1061,16 +1085,16 @@ fn exact_nearest(
     docs: &[Doc],
     embedder: &BagOfWords,
     query: &str,
-    kinds: &[DocKind],
-    as_of: Option<NaiveDate>,
+    filter: Filter,
 ) -> Vec<held::Near> {
     let vector = embedder.vector(query);
-    let got = held.nearest(&vector, kinds, as_of, 6);
-    let (best, all) = brute_force(docs, embedder, &vector, kinds, as_of, 6);
-    assert_eq!(got.len(), best.len(), "{query} {kinds:?} {as_of:?}");
+    let (kinds, as_of, dated) = filter;
+    let got = held.nearest(&vector, &held::Looked::new(kinds, as_of, dated), 6);
+    let (best, all) = brute_force(docs, embedder, &vector, filter, 6);
+    assert_eq!(got.len(), best.len(), "{query} {filter:?}");
     for (row, want) in got.iter().zip(&best) {
         let exact = all.get(&row.key).unwrap_or_else(|| panic!("{} does not pass the filter", row.key));
-        assert!((exact - want).abs() < 1e-4, "{query} {kinds:?} {as_of:?}: {} at {exact}, want {want}", row.key);
+        assert!((exact - want).abs() < 1e-4, "{query} {filter:?}: {} at {exact}, want {want}", row.key);
         assert!((row.distance as f32 - exact).abs() < 1e-4, "{}: {} vs {exact}", row.key, row.distance);
         let doc = docs.iter().find(|d| d.key == row.key).unwrap();
         assert_eq!(row.valid_from, doc.valid_from);
@@ -1085,9 +1109,9 @@ async fn held_vectors_give_the_exact_nearest_rows() {
     let (_root, embedder, index, docs, held) = holding_varied().await;
     for query in ["apple river", "violin near the harbor", "winter coffee market", "cousin dentist bicycle salmon"] {
         let vector = embedder.vector(query);
-        for (kinds, as_of) in held_filters() {
-            let got = exact_nearest(&held, &docs, &embedder, query, kinds, as_of);
-            if as_of.is_none() {
+        for filter in held_filters() {
+            let got = exact_nearest(&held, &docs, &embedder, query, filter);
+            if let (kinds, None, None) = filter {
                 let near = index.nearest(&vector, kinds, 6, &[]).await.unwrap();
                 assert_eq!(
                     near.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -1154,17 +1178,24 @@ async fn held_text_leg_finds_what_the_filtered_text_leg_finds() {
     let table = index.table();
     // History rows (the only ones valid on 2025-06-01) are too few among the unfiltered best
     // for the held filter alone; with every kind and no date there is no filter at all.
-    let filters = held_filters().into_iter().chain([(&DocKind::ALL[..], None)]);
+    let filters = held_filters().into_iter().chain([(&DocKind::ALL[..], None, None)]);
     for query in ["apple river", "violin near the harbor", "winter coffee market dentist", "salmon"] {
-        for (kinds, as_of) in filters.clone() {
-            let filter = rank::search_filter(kinds, as_of);
+        for looked @ (kinds, as_of, dated) in filters.clone() {
+            let filter = rank::search_filter(kinds, as_of, dated);
             let n = 12;
-            let got = query::held_text_rows(&table, &held, query, filter.as_deref(), (kinds, as_of), n)
-                .await
-                .unwrap()
-                .expect("every row lance returned is held");
+            let got = query::held_text_rows(
+                &table,
+                &held,
+                query,
+                filter.as_deref(),
+                &held::Looked::new(kinds, as_of, dated),
+                n,
+            )
+            .await
+            .unwrap()
+            .expect("every row lance returned is held");
             let want = query::text_hits(&table, query, filter.as_deref(), n, false).await.unwrap();
-            let label = format!("{query:?} {kinds:?} {as_of:?}");
+            let label = format!("{query:?} {looked:?}");
             assert!(!want.is_empty(), "{label}");
             let scores = |rows: &[(String, f64)]| rows.iter().map(|(_, s)| *s).collect::<Vec<_>>();
             let got: Vec<(String, f64)> = got.into_iter().map(|(k, s, _)| (k, s)).collect();
@@ -1177,17 +1208,14 @@ async fn held_text_leg_finds_what_the_filtered_text_leg_finds() {
             assert_eq!(above(&got), above(&want), "{label}");
             for (key, _) in &got {
                 let doc = docs.iter().find(|d| &d.key == key).unwrap();
-                assert!(kinds.contains(&doc.kind), "{label}: {key}");
-                assert!(
-                    as_of.is_none_or(|d| doc.valid_from <= d && doc.valid_until.is_none_or(|u| u > d)),
-                    "{label}: {key}"
-                );
+                assert!(passes(doc, looked), "{label}: {key}");
             }
         }
     }
     // After a write the rows held are another version's: the held text leg declines.
     index.sync(&docs[..400], Scope::All, None).await.unwrap();
-    let after = query::held_text_rows(&index.table(), &held, "apple river", None, (&DocKind::ALL, None), 12).await;
+    let all = held::Looked::new(&DocKind::ALL, None, None);
+    let after = query::held_text_rows(&index.table(), &held, "apple river", None, &all, 12).await;
     assert!(after.unwrap().is_none());
 }
 
@@ -1281,13 +1309,14 @@ async fn appended_rows_are_held_at_once_and_searched_like_the_rest() {
     assert_eq!(index.held.served(), served + 1, "the first search after the writes scanned held vectors");
     let held = index.held.current(&index.table()).await.expect("held");
     for query in ["lighthouse cat", "apple river", "violin near the harbor"] {
-        for (kinds, as_of) in held_filters() {
-            for row in exact_nearest(&held, &docs, &embedder, query, kinds, as_of) {
+        for filter in held_filters() {
+            for row in exact_nearest(&held, &docs, &embedder, query, filter) {
                 assert_eq!(held.hit(row.row).unwrap().key, row.key);
             }
         }
     }
-    let text = query::held_text_rows(&index.table(), &held, "lighthouse cat", None, (&DocKind::ALL, None), 12)
+    let all = held::Looked::new(&DocKind::ALL, None, None);
+    let text = query::held_text_rows(&index.table(), &held, "lighthouse cat", None, &all, 12)
         .await
         .unwrap()
         .expect("every row lance returned is held, the appended ones too");

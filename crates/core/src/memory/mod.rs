@@ -123,6 +123,8 @@ pub struct SearchRequest {
     /// only the text leg found has no similarity and is dropped): recall for a prompt, where
     /// nothing is better than something unrelated.
     pub min_similarity: Option<f64>,
+    /// Only hits dated (their `valid_from`) between these two days, both included.
+    pub dated: Option<(NaiveDate, NaiveDate)>,
 }
 
 /// A conversation turn to extract facts from.

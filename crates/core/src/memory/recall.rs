@@ -47,6 +47,9 @@ fn recall_prompt(prompt: &str) -> String {
 /// Candidates looked at for one prompt.
 const CANDIDATES: usize = 30;
 
+/// Candidates added for a prompt naming a day or a month: the best dated then.
+const DATED: usize = 10;
+
 impl Memory {
     /// The lines to hand an agent for `prompt` (see the module docs). The entries handed over
     /// count as recalled (the recall log, which ranks `MEMORY.md`), except a shared space's.
@@ -134,7 +137,9 @@ impl Memory {
 
     /// The candidates a recall weighs for `prompt`: the search's best entries and pending
     /// facts, the recall log left alone; for a prompt that asks what was true then
-    /// ([`recall::asks_what_was_true`]), the older versions of entries too.
+    /// ([`recall::asks_what_was_true`]), the older versions of entries too; for a prompt that
+    /// names a day or a month ([`recall::days_named`]), the best of what is dated then as
+    /// well, which a search of all memory may rank below its first thirty.
     pub async fn recall_candidates(&self, prompt: &str) -> Result<Vec<Candidate>, Error> {
         let prompt = recall_prompt(prompt);
         if prompt.is_empty() {
@@ -143,7 +148,14 @@ impl Memory {
         let past = recall::asks_what_was_true(&prompt);
         let k = if past { CANDIDATES + CANDIDATES / 3 } else { CANDIDATES };
         let search = SearchRequest { k: Some(k), history: past, skip_recall: true, ..SearchRequest::default() };
-        let hits = self.search(&prompt, &search).await?;
+        let mut hits = self.search(&prompt, &search).await?;
+        if let Some(days) = recall::days_named(&prompt) {
+            let dated = SearchRequest { k: Some(DATED), dated: Some(days), ..search };
+            let found: std::collections::HashSet<(String, DocKind)> =
+                hits.iter().map(|h| (h.id.clone(), h.kind)).collect();
+            let more = self.search(&prompt, &dated).await?;
+            hits.extend(more.into_iter().filter(|h| !found.contains(&(h.id.clone(), h.kind))));
+        }
         Ok(hits
             .into_iter()
             .filter(|h| past || h.kind != DocKind::History)

@@ -133,6 +133,7 @@ impl Search {
             history: self.history,
             skip_recall: self.recall == Some(false),
             min_similarity: self.min_similarity,
+            dated: None,
         };
         (self.query, request)
     }

@@ -135,6 +135,7 @@ impl Memory {
             return Err(Error::BadInput(format!("k must be between 1 and {MAX_K}")));
         }
         opts.as_of = request.as_of;
+        opts.dated = request.dated;
         opts.history = request.history;
         let decay = &self.inner.config.decay;
         if decay.weight > 0.0 {

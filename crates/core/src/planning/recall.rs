@@ -171,6 +171,63 @@ pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
     (months, years)
 }
 
+/// The days a prompt speaks of, first and last: a day it names with its year ("on 3 June,
+/// 2023", "June 3rd 2023", "2023-06-03") or a month with its year ("in January 2022"). A day
+/// or month without a year names no days (which year is a guess). The first date named counts.
+pub fn days_named(prompt: &str) -> Option<(NaiveDate, NaiveDate)> {
+    let tokens: Vec<String> =
+        prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let year = |t: Option<&String>| -> Option<i32> {
+        let t = t?;
+        (t.len() == 4).then(|| t.parse::<i32>().ok()).flatten().filter(|y| (1900..=2100).contains(y))
+    };
+    let day = |t: Option<&String>| -> Option<u32> {
+        let t = t?;
+        let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let suffix = &t[digits.len()..];
+        let ordinal = suffix.is_empty() || ["st", "nd", "rd", "th"].contains(&suffix);
+        (ordinal && (1..=2).contains(&digits.len()))
+            .then(|| digits.parse().ok())
+            .flatten()
+            .filter(|d| (1..=31).contains(d))
+    };
+    // "2023-06-03": three tokens in a row.
+    for w in tokens.windows(3) {
+        if let (Some(y), Ok(m), Ok(d)) = (year(Some(&w[0])), w[1].parse::<u32>(), w[2].parse::<u32>())
+            && w[1].len() == 2
+            && w[2].len() == 2
+            && let Some(date) = NaiveDate::from_ymd_opt(y, m, d)
+        {
+            return Some((date, date));
+        }
+    }
+    for (i, t) in tokens.iter().enumerate() {
+        let Some(m) = super::consolidate::calendar::month(t).filter(|_| t != "mar") else { continue };
+        let at = |j: Option<usize>| j.and_then(|j| tokens.get(j));
+        // "June 3, 2023" / "June 3rd 2023" / "3 June, 2023" / "3rd of June 2023" / "June 2023".
+        let (d, y) = match (day(at(Some(i + 1))), year(at(Some(i + 1)))) {
+            (Some(d), _) => (Some(d), year(at(Some(i + 2)))),
+            (None, Some(y)) => {
+                let before = i.checked_sub(1).and_then(|j| day(at(Some(j))));
+                let before_of = (i >= 2 && tokens[i - 1] == "of").then(|| day(at(Some(i - 2)))).flatten();
+                (before.or(before_of), Some(y))
+            }
+            (None, None) => (None, None),
+        };
+        let Some(y) = y else { continue };
+        return match d {
+            Some(d) => NaiveDate::from_ymd_opt(y, m, d).map(|date| (date, date)),
+            None => {
+                let first = NaiveDate::from_ymd_opt(y, m, 1)?;
+                let next =
+                    if m == 12 { NaiveDate::from_ymd_opt(y + 1, 1, 1) } else { NaiveDate::from_ymd_opt(y, m + 1, 1) };
+                Some((first, next?.pred_opt()?))
+            }
+        };
+    }
+    None
+}
+
 /// Each candidate's score for the prompt: its cosine, plus `settings.words` times the share of
 /// the prompt's words (weighted by rarity among the candidates) it holds, plus `settings.dates`
 /// when it is dated in a month or year the prompt names.
@@ -425,6 +482,22 @@ mod tests {
         assert_eq!(dates_named("what happened last May 2023"), (vec![5], vec![2023]));
         assert_eq!(dates_named("May I ask what you did?"), (vec![], vec![]));
         assert_eq!(dates_named("the trip in Sept"), (vec![9], vec![]));
+    }
+
+    #[test]
+    fn the_days_a_prompt_names_with_their_year() {
+        let day = |s: &str| s.parse::<NaiveDate>().unwrap();
+        let one = |s: &str| Some((day(s), day(s)));
+        assert_eq!(days_named("What did Maria start, as mentioned on 3 June, 2023?"), one("2023-06-03"));
+        assert_eq!(days_named("what did we decide on June 3rd 2023"), one("2023-06-03"));
+        assert_eq!(days_named("the 21st of March 2024 call"), one("2024-03-21"));
+        assert_eq!(days_named("notes from 2023-06-03 please"), one("2023-06-03"));
+        assert_eq!(days_named("What did Joanna recommend on February 7, 2022?"), one("2022-02-07"));
+        assert_eq!(days_named("What did Joanna do in January 2022?"), Some((day("2022-01-01"), day("2022-01-31"))));
+        assert_eq!(days_named("the December 2023 release"), Some((day("2023-12-01"), day("2023-12-31"))));
+        for none in ["When did Melanie go camping in June?", "on 3 June", "Fix the bug in 2023", ""] {
+            assert_eq!(days_named(none), None, "{none}");
+        }
     }
 
     #[test]
