@@ -143,7 +143,7 @@ fn names(text: &str) -> Vec<Name> {
 
 /// What the words around the name `toks[start..=end]` say it is ([`Kind`]).
 fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
-    use words::{AUXILIARIES, GOING_WORDS, NOT_NOUNS, PLACE_WORDS, SOMEONE_NOUNS, listed};
+    use words::{AUXILIARIES, GOING_WORDS, NOT_NOUNS, PLACE_NOUNS, PLACE_WORDS, SOMEONE_NOUNS, THING_NOUNS, listed};
     let word = |i: usize| toks.get(i).map_or("", |t| t.word.as_str());
     // "my colleague Sydney", "a dog named Rex", "our lodger is a student called Wen", "Dr. Mensah".
     let mut back = start;
@@ -165,12 +165,37 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
     // "Went to Hannah's", "in Tom's car": a name that owns something is no place itself.
     if start > 0 && toks[start - 1].punct.is_none() && !toks[end].possessive {
         let before = word(start - 1);
-        let going = before == "to" && start > 1 && listed!(GOING_WORDS, word(start - 2));
+        // "flying to Sydney", "drove through Lincoln", "went past Boots".
+        let going = ["to", "through", "past"].contains(&before) && start > 1 && listed!(GOING_WORDS, word(start - 2));
         if going || listed!(PLACE_WORDS, before) {
             return Kind::Place;
         }
         if ["named", "called"].contains(&before) {
             return Kind::Named;
+        }
+    }
+    // "Finding Nemo is the kids' favourite film", "Paris is the city she…": what the text says
+    // the name is, within a few words of "is" or "was" (not what it is doing: "Jamal is opening
+    // a second shop").
+    if toks[end].punct.is_none() && !toks[end].possessive && matches!(word(end + 1), "is" | "was") {
+        for i in end + 2..end + 6 {
+            let Some(t) = toks.get(i) else { break };
+            if t.word.ends_with("ing") || t.word.ends_with("ed") {
+                break;
+            }
+            if listed!(THING_NOUNS, &t.word) {
+                return Kind::Part(t.word.clone());
+            }
+            if listed!(PLACE_NOUNS, &t.word) {
+                return Kind::Place;
+            }
+            if listed!(SOMEONE_NOUNS, &t.word) {
+                return Kind::Someone;
+            }
+            // "the kids' favourite film": a plural's apostrophe ends no phrase.
+            if t.punct.is_some_and(|p| !matches!(p, '\'' | '\u{2019}')) || listed!(AUXILIARIES, &t.word) {
+                break;
+            }
         }
     }
     // "a Samsung fridge", "Everton mints were…", "The Pixel phone's camera", "Apple picking…":

@@ -920,6 +920,10 @@ fn a_name_said_to_be_two_kinds_of_thing_links_nothing() {
     assert!(linked("Has a Samsung fridge.", "Samsung's new phone launch was delayed.").is_empty());
     assert!(linked("Supports Everton.", "Everton mints were Grandad's favourite sweets.").is_empty());
     assert!(linked("Bought a new Apple Watch last month.", "Apple picking at the orchard on Sunday.").is_empty());
+    // Said to be a thing or a place ("is the … film", "was a city"), or passed through.
+    assert!(linked("Our goldfish is called Nemo.", "Finding Nemo is the kids' favourite film.").is_empty());
+    assert!(linked("My friend Adelaide is a vet.", "Adelaide was the nicest city on the trip.").is_empty());
+    assert!(linked("My colleague Lincoln is on the platform team.", "Drove through Lincoln on the way.").is_empty());
 }
 
 #[test]
@@ -936,6 +940,9 @@ fn a_name_said_to_be_one_thing_in_both_links_them() {
     assert_eq!(linked("Works on a project called Atlas.", "The Atlas launch slipped to June."), ["m-1"]);
     // The same thing described twice.
     assert_eq!(linked("Has a Samsung fridge.", "The Samsung fridge is making a buzzing noise."), ["m-1"]);
+    // What someone is doing is not what they are.
+    assert_eq!(linked("My cousin Jamal runs a bakery.", "Jamal is opening a second shop next spring."), ["m-1"]);
+    assert_eq!(linked("My friend Tunde paints.", "Tunde is my oldest friend."), ["m-1"]);
 }
 
 #[test]

@@ -56,6 +56,14 @@ pub(super) const GOING_WORDS: &str = concat!(
     "travelling traveling travelled traveled drive drives driving drove trip trips back return returns ",
     "returning returned holiday holidays relocate relocated relocating commute commutes commuting",
 );
+/// What a name is said to be ("Finding Nemo is the kids' favourite film"): a thing, not
+/// someone.
+pub(super) const THING_NOUNS: &str = concat!(
+    "film movie book novel series show programme program song album podcast game brand company firm ",
+    "shop store supermarket restaurant cafe pub app website",
+);
+/// What a name is said to be when it is a place ("Paris is the city…").
+pub(super) const PLACE_NOUNS: &str = "city town village country capital island place destination";
 /// Words after which a name is a place: "in Paris", "near Cork", "on Crane Lane", "visit Jordan".
 pub(super) const PLACE_WORDS: &str = "in on near visit visits visiting visited around across via outside";
 /// Verbs that follow a noun phrase: the word between a name and one of them is a noun the name
