@@ -428,6 +428,46 @@ async fn a_prompt_naming_a_day_is_handed_what_is_dated_then() {
     daemon.stop().await;
 }
 
+/// "Yesterday", "last week": days counted back from the daemon's today.
+#[tokio::test]
+async fn a_prompt_naming_yesterday_is_handed_what_was_said_yesterday() {
+    let fixture = Fixture::new();
+    let daemon = fixture.serve(&[("MEMFOLD_TIME__ZONE", "utc")]).await;
+    let today = chrono::Utc::now().date_naive();
+    let mut facts: Vec<Value> = (2..42)
+        .map(|i| {
+            let day = today - chrono::Days::new(i * 3);
+            let text =
+                format!("What happened with the deploy of service {i}: the deploy went out fine, nothing happened.");
+            json!({ "text": text, "date": day.to_string() })
+        })
+        .collect();
+    let yesterday = (today - chrono::Days::new(1)).to_string();
+    facts.push(
+        json!({ "text": "The deploy of the billing worker was rolled back after Redis timeouts.", "date": yesterday }),
+    );
+    facts.push(json!({ "text": "Booked the dentist for Friday afternoon.", "date": yesterday }));
+    let (code, added) = daemon.post("/facts", json!({ "facts": facts })).await;
+    assert_eq!(code, 200, "{added}");
+    let recall = |prompt: &str| {
+        let daemon = &daemon;
+        let prompt = prompt.to_string();
+        async move {
+            let (code, recalled) = daemon.post("/recall", json!({ "prompt": prompt })).await;
+            assert_eq!(code, 200, "{recalled}");
+            recalled["text"].as_str().unwrap().to_string()
+        }
+    };
+    let undated = recall("What happened with the deploy? Was there a rollback?").await;
+    assert!(!undated.contains("rolled back"), "{undated}");
+    let told = recall("What happened with the deploy yesterday? Was there a rollback?").await;
+    assert!(told.contains("billing worker was rolled back"), "{told}");
+    // A day named is no reason to hand over what is not near the prompt.
+    let coding = recall("Fix the failing unit test I wrote yesterday in src/parser.rs").await;
+    assert!(!coding.contains("dentist"), "{coding}");
+    daemon.stop().await;
+}
+
 #[tokio::test]
 async fn within_a_session_an_unchanged_entry_is_told_once_and_what_session_start_told_is_not_repeated() {
     let fixture = Fixture::new();

@@ -138,8 +138,9 @@ impl Memory {
     /// The candidates a recall weighs for `prompt`: the search's best entries and pending
     /// facts, the recall log left alone; for a prompt that asks what was true then
     /// ([`recall::asks_what_was_true`]), the older versions of entries too; for a prompt that
-    /// names a day or a month ([`recall::days_named`]), the best of what is dated then as
-    /// well, which a search of all memory may rank below its first thirty.
+    /// names a day or a month ([`recall::days_named`]: "on 3 June, 2023", "yesterday", "last
+    /// week"), the best of what is dated then as well, which a search of all memory may rank
+    /// below its first thirty.
     pub async fn recall_candidates(&self, prompt: &str) -> Result<Vec<Candidate>, Error> {
         let prompt = recall_prompt(prompt);
         if prompt.is_empty() {
@@ -149,7 +150,7 @@ impl Memory {
         let k = if past { CANDIDATES + CANDIDATES / 3 } else { CANDIDATES };
         let search = SearchRequest { k: Some(k), history: past, skip_recall: true, ..SearchRequest::default() };
         let mut hits = self.search(&prompt, &search).await?;
-        if let Some(days) = recall::days_named(&prompt) {
+        if let Some(days) = recall::days_named(&prompt, self.inner.clock.today()) {
             let dated = SearchRequest { k: Some(DATED), dated: Some(days), ..search };
             let found: std::collections::HashSet<(String, DocKind)> =
                 hits.iter().map(|h| (h.id.clone(), h.kind)).collect();
@@ -187,6 +188,7 @@ impl Memory {
             dates: hooks.prompt_dates_weight,
             max_lines: hooks.prompt_k,
             budget: hooks.prompt_max_chars,
+            today: self.inner.clock.today(),
         }
     }
 }

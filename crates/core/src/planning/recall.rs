@@ -65,6 +65,8 @@ pub struct Settings {
     pub max_lines: usize,
     /// Characters of the rendered lines, at most.
     pub budget: usize,
+    /// The day "yesterday", "last week" or "on Tuesday" in a prompt count from.
+    pub today: NaiveDate,
 }
 
 /// A line chosen: the candidate's index and the line as the agent reads it.
@@ -172,11 +174,18 @@ pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
 }
 
 /// The days a prompt speaks of, first and last: a day it names with its year ("on 3 June,
-/// 2023", "June 3rd 2023", "2023-06-03") or a month with its year ("in January 2022"). A day
-/// or month without a year names no days (which year is a guess). The first date named counts.
-pub fn days_named(prompt: &str) -> Option<(NaiveDate, NaiveDate)> {
+/// 2023", "June 3rd 2023", "2023-06-03") or a month with its year ("in January 2022"); else
+/// days counted back from `today` ([`days_ago`]: "yesterday", "last week", "on Tuesday", "in
+/// June"). A day without a year names no days (which year is a guess). The first date named
+/// counts.
+pub fn days_named(prompt: &str, today: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
     let tokens: Vec<String> =
         prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    days_written(&tokens).or_else(|| days_ago(&tokens, today))
+}
+
+/// [`days_named`]'s dates written with their year.
+fn days_written(tokens: &[String]) -> Option<(NaiveDate, NaiveDate)> {
     let year = |t: Option<&String>| -> Option<i32> {
         let t = t?;
         (t.len() == 4).then(|| t.parse::<i32>().ok()).flatten().filter(|y| (1900..=2100).contains(y))
@@ -217,13 +226,82 @@ pub fn days_named(prompt: &str) -> Option<(NaiveDate, NaiveDate)> {
         let Some(y) = y else { continue };
         return match d {
             Some(d) => NaiveDate::from_ymd_opt(y, m, d).map(|date| (date, date)),
-            None => {
-                let first = NaiveDate::from_ymd_opt(y, m, 1)?;
-                let next =
-                    if m == 12 { NaiveDate::from_ymd_opt(y + 1, 1, 1) } else { NaiveDate::from_ymd_opt(y, m + 1, 1) };
-                Some((first, next?.pred_opt()?))
-            }
+            None => month_days(y, m),
         };
+    }
+    None
+}
+
+/// The first and last day of month `m` of year `y`.
+fn month_days(y: i32, m: u32) -> Option<(NaiveDate, NaiveDate)> {
+    let first = NaiveDate::from_ymd_opt(y, m, 1)?;
+    let next = if m == 12 { NaiveDate::from_ymd_opt(y + 1, 1, 1) } else { NaiveDate::from_ymd_opt(y, m + 1, 1) };
+    Some((first, next?.pred_opt()?))
+}
+
+/// The days a prompt speaks of relative to `today`, as an agent's person speaks of them: the
+/// past, since memory holds what was said. "today", "this morning", "tonight"; "yesterday",
+/// "last night"; "3 days ago", "two weeks ago" (that week, give or take three days); "this
+/// week" / "last week" (Monday of last week to yesterday, either reading of it); "this month",
+/// "last month"; "on Tuesday", "last Tuesday" (the last Tuesday before today); "last weekend",
+/// "at the weekend"; "in June", "last June" (the last June that has begun; "last June" said in
+/// June is a year ago). "every Tuesday" speaks of no day.
+fn days_ago(tokens: &[String], today: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
+    use super::consolidate::calendar::{WEEKDAYS, month};
+    use chrono::{Datelike, Days};
+    let back = |n: u64| today.checked_sub_days(Days::new(n));
+    let day = |n: u64| back(n).map(|d| (d, d));
+    let number = |w: &str| -> Option<u64> {
+        const WORDS: [&str; 10] = ["a", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"];
+        match WORDS.iter().position(|x| *x == w) {
+            Some(i) => Some(i as u64 + 1),
+            None => w.parse::<u64>().ok().filter(|n| (1..=366).contains(n)),
+        }
+    };
+    let monday = back(u64::from(today.weekday().num_days_from_monday()))?;
+    let word = |i: usize| tokens.get(i).map_or("", String::as_str);
+    for (i, t) in tokens.iter().enumerate() {
+        let before = i.checked_sub(1).map_or("", word);
+        let next = word(i + 1);
+        let found = match t.as_str() {
+            "today" | "tonight" => day(0),
+            "this" if matches!(next, "morning" | "afternoon" | "evening") => day(0),
+            "yesterday" if before == "before" => day(2),
+            "yesterday" => day(1),
+            "last" if next == "night" => day(1),
+            "ago" => match (i.checked_sub(2).map(word).and_then(number), before) {
+                (Some(n), "day" | "days") => day(n),
+                (Some(n), "week" | "weeks") => Some((back(7 * n + 3)?, back((7 * n).saturating_sub(3))?)),
+                _ => None,
+            },
+            "week" if before == "this" => Some((monday, today)),
+            "week" if before == "last" => Some((monday.checked_sub_days(Days::new(7))?, back(1)?)),
+            "month" if before == "this" => Some((today.with_day(1)?, today)),
+            "month" if before == "last" => {
+                let last = today.with_day(1)?.pred_opt()?;
+                month_days(last.year(), last.month())
+            }
+            "weekend" if matches!(before, "last" | "the" | "this") => {
+                // The last Saturday before today, and its Sunday if that has come.
+                let saturday = (1..=7).filter_map(back).find(|d| d.weekday() == chrono::Weekday::Sat)?;
+                Some((saturday, saturday.succ_opt()?.min(today)))
+            }
+            w if matches!(before, "on" | "last") && WEEKDAYS.contains(&w) => (1..=7)
+                .filter_map(back)
+                .find(|d| WEEKDAYS[d.weekday().num_days_from_monday() as usize] == w)
+                .map(|d| (d, d)),
+            w if matches!(before, "in" | "last" | "during") && w != "mar" => {
+                let m = month(w)?;
+                // The last such month that has begun; "last June" said in June is a year ago.
+                let this_year = m < today.month() || (m == today.month() && before != "last");
+                let y = if this_year { today.year() } else { today.year() - 1 };
+                month_days(y, m).map(|(first, last)| (first, last.min(today)))
+            }
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
     }
     None
 }
@@ -242,6 +320,7 @@ pub fn scores(prompt: &str, candidates: &[Candidate], settings: &Settings) -> Ve
 fn scores_of(prompt: &str, candidates: &[Candidate], held: &[HashSet<String>], settings: &Settings) -> Vec<f64> {
     use chrono::Datelike;
     let (months, years) = dates_named(prompt);
+    let days = days_named(prompt, settings.today);
     let asked = words(prompt);
     let n = candidates.len().max(1) as f64;
     let weight: HashMap<&str, f64> = asked
@@ -262,7 +341,8 @@ fn scores_of(prompt: &str, candidates: &[Candidate], held: &[HashSet<String>], s
             };
             let month = months.contains(&c.date.month()) && (years.is_empty() || years.contains(&c.date.year()));
             let year = months.is_empty() && years.contains(&c.date.year());
-            let dated = if month || year { settings.dates } else { 0.0 };
+            let within = days.is_some_and(|(first, last)| first <= c.date && c.date <= last);
+            let dated = if month || year || within { settings.dates } else { 0.0 };
             c.similarity.unwrap_or(0.0) + settings.words * lexical + dated
         })
         .collect()
@@ -469,7 +549,16 @@ mod tests {
     }
 
     fn settings() -> Settings {
-        Settings { bar: 0.3, min_score: 0.3, gap: 0.15, words: 0.5, dates: 0.1, max_lines: 4, budget: 2_000 }
+        Settings {
+            bar: 0.3,
+            min_score: 0.3,
+            gap: 0.15,
+            words: 0.5,
+            dates: 0.1,
+            max_lines: 4,
+            budget: 2_000,
+            today: "2026-05-20".parse().unwrap(),
+        }
     }
 
     fn ids(chosen: &[Chosen], candidates: &[Candidate]) -> Vec<String> {
@@ -488,6 +577,7 @@ mod tests {
     fn the_days_a_prompt_names_with_their_year() {
         let day = |s: &str| s.parse::<NaiveDate>().unwrap();
         let one = |s: &str| Some((day(s), day(s)));
+        let days_named = |prompt: &str| super::days_named(prompt, day("2026-05-20"));
         assert_eq!(days_named("What did Maria start, as mentioned on 3 June, 2023?"), one("2023-06-03"));
         assert_eq!(days_named("what did we decide on June 3rd 2023"), one("2023-06-03"));
         assert_eq!(days_named("the 21st of March 2024 call"), one("2024-03-21"));
@@ -495,8 +585,38 @@ mod tests {
         assert_eq!(days_named("What did Joanna recommend on February 7, 2022?"), one("2022-02-07"));
         assert_eq!(days_named("What did Joanna do in January 2022?"), Some((day("2022-01-01"), day("2022-01-31"))));
         assert_eq!(days_named("the December 2023 release"), Some((day("2023-12-01"), day("2023-12-31"))));
-        for none in ["When did Melanie go camping in June?", "on 3 June", "Fix the bug in 2023", ""] {
+        for none in ["on 3 June", "Fix the bug in 2023", ""] {
             assert_eq!(days_named(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn the_days_a_prompt_names_counted_back_from_today() {
+        let day = |s: &str| s.parse::<NaiveDate>().unwrap();
+        // A Wednesday.
+        let today = day("2026-05-20");
+        let named = |prompt: &str| days_named(prompt, today);
+        let span = |a: &str, b: &str| Some((day(a), day(b)));
+        assert_eq!(named("what did we decide today?"), span("2026-05-20", "2026-05-20"));
+        assert_eq!(named("what did Ana say this morning"), span("2026-05-20", "2026-05-20"));
+        assert_eq!(named("What did we decide yesterday about the deploy?"), span("2026-05-19", "2026-05-19"));
+        assert_eq!(named("the day before yesterday"), span("2026-05-18", "2026-05-18"));
+        assert_eq!(named("the bug I hit 3 days ago"), span("2026-05-17", "2026-05-17"));
+        assert_eq!(named("the call two weeks ago"), span("2026-05-03", "2026-05-09"));
+        assert_eq!(named("what did I work on this week"), span("2026-05-18", "2026-05-20"));
+        assert_eq!(named("what was fixed last week?"), span("2026-05-11", "2026-05-19"));
+        assert_eq!(named("anything new this month"), span("2026-05-01", "2026-05-20"));
+        assert_eq!(named("what did we ship last month"), span("2026-04-01", "2026-04-30"));
+        assert_eq!(named("what did Priya say on Tuesday?"), span("2026-05-19", "2026-05-19"));
+        assert_eq!(named("notes from last Wednesday"), span("2026-05-13", "2026-05-13"));
+        assert_eq!(named("what did I do last weekend"), span("2026-05-16", "2026-05-17"));
+        assert_eq!(named("When did Melanie go camping in June?"), span("2025-06-01", "2025-06-30"));
+        assert_eq!(named("the trip in March"), span("2026-03-01", "2026-03-31"));
+        assert_eq!(named("since last May"), span("2025-05-01", "2025-05-31"));
+        // A year written wins; days nobody named stay unnamed.
+        assert_eq!(named("what happened yesterday, 3 June 2023?"), span("2023-06-03", "2023-06-03"));
+        for none in ["What do I do every Tuesday?", "may I ask something", "Fix the failing test", "last time"] {
+            assert_eq!(named(none), None, "{none}");
         }
     }
 
