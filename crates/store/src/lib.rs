@@ -89,11 +89,11 @@ impl Root {
         self.state_dir().join("recall.jsonl")
     }
     pub fn plans_dir(&self) -> PathBuf {
-        self.state_dir().join("plans")
+        self.dir.join(runs::PLANS)
     }
     /// One record per applied run.
     pub fn runs_dir(&self) -> PathBuf {
-        self.state_dir().join("runs")
+        self.dir.join(runs::RUNS)
     }
     /// What the last sync did and where it stands.
     pub fn sync_state(&self) -> PathBuf {

@@ -16,14 +16,19 @@ pub enum RecordError {
     Corrupt { path: String, message: String },
 }
 
+/// Where the run records are, relative to the root ([`Root::runs_dir`]).
+pub(crate) const RUNS: &str = ".memfold/runs";
+/// Where the stored plans are, relative to the root ([`Root::plans_dir`]).
+pub(crate) const PLANS: &str = ".memfold/plans";
+
 /// A run record's path relative to the root (for a [`crate::commit::Change`]).
 pub fn run_rel(run: &str) -> String {
-    format!(".memfold/runs/{run}.json")
+    format!("{RUNS}/{run}.json")
 }
 
 /// A stored plan's path relative to the root.
 pub fn plan_rel(id: &str) -> String {
-    format!(".memfold/plans/{id}.json")
+    format!("{PLANS}/{id}.json")
 }
 
 /// The run record of `run`.

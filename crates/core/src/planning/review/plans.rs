@@ -347,7 +347,7 @@ fn exact_plan(
     };
     let history = stored.history.iter().map(|b| block_entry(b)).collect::<Option<Vec<Entry>>>().ok_or_else(|| {
         Error::Corrupt {
-            path: format!(".memfold/plans/{}.json", stored.id),
+            path: memfold_store::runs::plan_rel(&stored.id),
             message: "a history block does not parse".into(),
         }
     })?;
