@@ -5,7 +5,8 @@
 //! It prints p50, p95 and p99 over R runs (default 30) of
 //! - `hook session-start` (MEMORY.md, then the project's entries through the daemon);
 //! - `hook user-prompt-submit` (`POST /recall`: the entries chosen for the prompt, counted in the
-//!   recall log and in the session's record of what it was told);
+//!   recall log and in the session's record of what it was told), and the same prompts naming
+//!   a day ("yesterday": a second, dated search);
 //! - `hook stop` without an LLM (the transcript read from the session's position, a request to
 //!   remember stored through `POST /facts`), and with an LLM configured (the exchange spooled
 //!   and handed to the daemon, which extracts it in the background; the hook does not wait);
@@ -129,6 +130,13 @@ async fn bench(entries: usize, runs: usize) {
         recalled += usize::from(!out.is_empty());
         prompt.push(took);
     }
+    // A prompt naming a day also searches what is dated then.
+    let mut prompt_dated = Vec::new();
+    for text in &prompts[..runs] {
+        let mut p = payload("UserPromptSubmit", "s1-dated");
+        p["prompt"] = json!(format!("What did I say yesterday about this? {text}"));
+        prompt_dated.push(hook(&root_dir, "user-prompt-submit", &p, &[]).0);
+    }
     let others = other_agents(&root_dir, dir.path(), &project, &prompts[..runs], runs);
     let mut stop = Vec::new();
     let mut stop_llm = Vec::new();
@@ -167,6 +175,7 @@ async fn bench(entries: usize, runs: usize) {
         &mut prompt,
         "target p50 ≤ 50 ms",
     );
+    report("user-prompt-submit naming a day (\"yesterday\"), daemon running", &mut prompt_dated, "target p50 ≤ 50 ms");
     report("stop, no LLM (a request to remember stored through the daemon)", &mut stop, "target ≤ 50 ms");
     report("stop, LLM configured (the exchange spooled and handed over)", &mut stop_llm, "target ≤ 50 ms");
     report("session-start, daemon down", &mut start_down, "target p50 ≤ 150 ms");
