@@ -101,6 +101,17 @@ pub fn render_line(text: &str, id: &str, date: NaiveDate, space: Option<&str>, r
     }
 }
 
+/// A prompt's words, lowercase, split at everything but letters and digits.
+fn tokens(prompt: &str) -> Vec<String> {
+    prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The month (1–12) a lowercase word of a prompt names; "mar" is a word of its own more often
+/// than March.
+fn month_of(word: &str) -> Option<u32> {
+    super::consolidate::calendar::month(word).filter(|_| word != "mar")
+}
+
 /// Whether a prompt asks what was true before rather than what is true now ("what car did I
 /// use to drive", "where did she live before", "what was his job back then"): its recall weighs
 /// the older versions of entries (`history.md`) beside the current ones.
@@ -109,8 +120,7 @@ pub fn asks_what_was_true(prompt: &str) -> bool {
         ["previously", "formerly", "originally", "initially", "anymore", "ago", "former", "earlier", "before"];
     const PAIRS: [[&str; 2]; 6] =
         [["used", "to"], ["at", "first"], ["back", "then"], ["back", "in"], ["no", "longer"], ["last", "year"]];
-    let tokens: Vec<String> =
-        prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let tokens = tokens(prompt);
     // "What did I use to drive": "used to" as people type it.
     let did_use_to = tokens.iter().any(|t| t == "did") && tokens.windows(2).any(|w| w == ["use", "to"]);
     did_use_to
@@ -145,12 +155,10 @@ pub fn words(text: &str) -> HashSet<String> {
 /// The months (1-12) and years a prompt names: "in June", "last May", "2023". "May" is a month
 /// only after "in", "last", "this", "next", "early", "late" or before a year or a day.
 pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
-    let tokens: Vec<String> =
-        prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let tokens = tokens(prompt);
     let (mut months, mut years) = (Vec::new(), Vec::new());
     for (i, t) in tokens.iter().enumerate() {
-        // "mar" is a word of its own more often than March.
-        if let Some(m) = super::consolidate::calendar::month(t).filter(|_| t != "mar") {
+        if let Some(m) = month_of(t) {
             let before = i.checked_sub(1).map(|j| tokens[j].as_str());
             let after = tokens.get(i + 1).map(String::as_str);
             let dated = |w: Option<&str>| w.is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()));
@@ -179,8 +187,7 @@ pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
 /// June"). A day without a year names no days (which year is a guess). The first date named
 /// counts.
 pub fn days_named(prompt: &str, today: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
-    let tokens: Vec<String> =
-        prompt.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let tokens = tokens(prompt);
     days_written(&tokens).or_else(|| days_ago(&tokens, today))
 }
 
@@ -211,7 +218,7 @@ fn days_written(tokens: &[String]) -> Option<(NaiveDate, NaiveDate)> {
         }
     }
     for (i, t) in tokens.iter().enumerate() {
-        let Some(m) = super::consolidate::calendar::month(t).filter(|_| t != "mar") else { continue };
+        let Some(m) = month_of(t) else { continue };
         let at = |j: Option<usize>| j.and_then(|j| tokens.get(j));
         // "June 3, 2023" / "June 3rd 2023" / "3 June, 2023" / "3rd of June 2023" / "June 2023".
         let (d, y) = match (day(at(Some(i + 1))), year(at(Some(i + 1)))) {
@@ -247,7 +254,7 @@ fn month_days(y: i32, m: u32) -> Option<(NaiveDate, NaiveDate)> {
 /// "at the weekend"; "in June", "last June" (the last June that has begun; "last June" said in
 /// June is a year ago). "every Tuesday" speaks of no day.
 fn days_ago(tokens: &[String], today: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
-    use super::consolidate::calendar::{WEEKDAYS, month};
+    use super::consolidate::calendar::WEEKDAYS;
     use chrono::{Datelike, Days};
     let back = |n: u64| today.checked_sub_days(Days::new(n));
     let day = |n: u64| back(n).map(|d| (d, d));
@@ -290,8 +297,8 @@ fn days_ago(tokens: &[String], today: NaiveDate) -> Option<(NaiveDate, NaiveDate
                 .filter_map(back)
                 .find(|d| WEEKDAYS[d.weekday().num_days_from_monday() as usize] == w)
                 .map(|d| (d, d)),
-            w if matches!(before, "in" | "last" | "during") && w != "mar" => {
-                let m = month(w)?;
+            w if matches!(before, "in" | "last" | "during") && month_of(w).is_some() => {
+                let m = month_of(w)?;
                 // The last such month that has begun; "last June" said in June is a year ago.
                 let this_year = m < today.month() || (m == today.month() && before != "last");
                 let y = if this_year { today.year() } else { today.year() - 1 };
@@ -613,6 +620,7 @@ mod tests {
         assert_eq!(named("When did Melanie go camping in June?"), span("2025-06-01", "2025-06-30"));
         assert_eq!(named("the trip in March"), span("2026-03-01", "2026-03-31"));
         assert_eq!(named("since last May"), span("2025-05-01", "2025-05-31"));
+        assert_eq!(named("what did I do in Lisbon yesterday"), span("2026-05-19", "2026-05-19"));
         // A year written wins; days nobody named stay unnamed.
         assert_eq!(named("what happened yesterday, 3 June 2023?"), span("2023-06-03", "2023-06-03"));
         for none in ["What do I do every Tuesday?", "may I ask something", "Fix the failing test", "last time"] {
