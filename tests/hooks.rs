@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Fixture, eventually, run, verify};
+use crate::common::daemon::{Daemon, Fixture, eventually, run, verify};
 use crate::common::{bin, llm_env};
 
 const EVENTS: [&str; 6] = ["session-start", "user-prompt-submit", "stop", "pre-compact", "post-compact", "session-end"];
@@ -389,40 +389,54 @@ async fn a_prompt_that_asks_what_was_true_then_is_handed_the_older_version_too()
     daemon.stop().await;
 }
 
+/// What `POST /recall` hands over for `prompt`, as the agent reads it.
+async fn recalled_text(daemon: &Daemon, prompt: &str) -> String {
+    let (code, recalled) = daemon.post("/recall", json!({ "prompt": prompt })).await;
+    assert_eq!(code, 200, "{recalled}");
+    recalled["text"].as_str().unwrap().to_string()
+}
+
+/// Notes of deploys that went fine, one on each of `days`, which say more of a prompt about
+/// the deploy than the rollback on `rollback` does; and `more` facts.
+async fn deploys_and_a_rollback(
+    daemon: &Daemon,
+    days: &[chrono::NaiveDate],
+    rollback: chrono::NaiveDate,
+    more: &[Value],
+) {
+    let mut facts: Vec<Value> = days
+        .iter()
+        .enumerate()
+        .map(|(i, day)| {
+            let text =
+                format!("What happened with the deploy of service {i}: the deploy went out fine, nothing happened.");
+            json!({ "text": text, "date": day.to_string() })
+        })
+        .collect();
+    let rolled_back = "The deploy of the billing worker was rolled back after Redis timeouts.";
+    facts.push(json!({ "text": rolled_back, "date": rollback.to_string() }));
+    facts.extend(more.iter().cloned());
+    let (code, added) = daemon.post("/facts", json!({ "facts": facts })).await;
+    assert_eq!(code, 200, "{added}");
+}
+
 /// A prompt naming a day weighs what is dated then, which a search of all memory ranks
 /// below the first thirty candidates here: forty notes of other days say more of the prompt.
 #[tokio::test]
 async fn a_prompt_naming_a_day_is_handed_what_is_dated_then() {
     let fixture = Fixture::new();
     let daemon = fixture.serve(&[]).await;
-    let mut facts: Vec<Value> = (0..40)
-        .map(|i| {
-            let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap() + chrono::Days::new(i * 7);
-            let text =
-                format!("What happened with the deploy of service {i}: the deploy went out fine, nothing happened.");
-            json!({ "text": text, "date": day.to_string() })
-        })
-        .filter(|f| !f["date"].as_str().unwrap().starts_with("2026-03"))
-        .collect();
-    facts.push(json!({ "text": "The deploy of the billing worker was rolled back after Redis timeouts.", "date": "2026-03-14" }));
-    let (code, added) = daemon.post("/facts", json!({ "facts": facts })).await;
-    assert_eq!(code, 200, "{added}");
-    let recall = |prompt: &str| {
-        let daemon = &daemon;
-        let prompt = prompt.to_string();
-        async move {
-            let (code, recalled) = daemon.post("/recall", json!({ "prompt": prompt })).await;
-            assert_eq!(code, 200, "{recalled}");
-            recalled["text"].as_str().unwrap().to_string()
-        }
-    };
-    let undated = recall("What happened with the deploy? Was there a rollback?").await;
+    let first = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+    let days: Vec<chrono::NaiveDate> =
+        (0..40).map(|i| first + chrono::Days::new(i * 7)).filter(|d| d.format("%m").to_string() != "03").collect();
+    deploys_and_a_rollback(&daemon, &days, "2026-03-14".parse().unwrap(), &[]).await;
+    let undated = recalled_text(&daemon, "What happened with the deploy? Was there a rollback?").await;
     assert!(!undated.contains("rolled back"), "without the day, other notes say more of the prompt: {undated}");
     for dated in [
         "What happened with the deploy on 14 March 2026? Was there a rollback?",
         "What happened with the deploy on March 14th, 2026? Was there a rollback?",
     ] {
-        let told = recall(dated).await;
+        let told = recalled_text(&daemon, dated).await;
         assert!(told.contains("billing worker was rolled back"), "{dated}: {told}");
     }
     daemon.stop().await;
@@ -434,36 +448,16 @@ async fn a_prompt_naming_yesterday_is_handed_what_was_said_yesterday() {
     let fixture = Fixture::new();
     let daemon = fixture.serve(&[("MEMFOLD_TIME__ZONE", "utc")]).await;
     let today = chrono::Utc::now().date_naive();
-    let mut facts: Vec<Value> = (2..42)
-        .map(|i| {
-            let day = today - chrono::Days::new(i * 3);
-            let text =
-                format!("What happened with the deploy of service {i}: the deploy went out fine, nothing happened.");
-            json!({ "text": text, "date": day.to_string() })
-        })
-        .collect();
-    let yesterday = (today - chrono::Days::new(1)).to_string();
-    facts.push(
-        json!({ "text": "The deploy of the billing worker was rolled back after Redis timeouts.", "date": yesterday }),
-    );
-    facts.push(json!({ "text": "Booked the dentist for Friday afternoon.", "date": yesterday }));
-    let (code, added) = daemon.post("/facts", json!({ "facts": facts })).await;
-    assert_eq!(code, 200, "{added}");
-    let recall = |prompt: &str| {
-        let daemon = &daemon;
-        let prompt = prompt.to_string();
-        async move {
-            let (code, recalled) = daemon.post("/recall", json!({ "prompt": prompt })).await;
-            assert_eq!(code, 200, "{recalled}");
-            recalled["text"].as_str().unwrap().to_string()
-        }
-    };
-    let undated = recall("What happened with the deploy? Was there a rollback?").await;
+    let days: Vec<chrono::NaiveDate> = (2..42).map(|i| today - chrono::Days::new(i * 3)).collect();
+    let yesterday = today - chrono::Days::new(1);
+    let dentist = json!({ "text": "Booked the dentist for Friday afternoon.", "date": yesterday.to_string() });
+    deploys_and_a_rollback(&daemon, &days, yesterday, &[dentist]).await;
+    let undated = recalled_text(&daemon, "What happened with the deploy? Was there a rollback?").await;
     assert!(!undated.contains("rolled back"), "{undated}");
-    let told = recall("What happened with the deploy yesterday? Was there a rollback?").await;
+    let told = recalled_text(&daemon, "What happened with the deploy yesterday? Was there a rollback?").await;
     assert!(told.contains("billing worker was rolled back"), "{told}");
     // A day named is no reason to hand over what is not near the prompt.
-    let coding = recall("Fix the failing unit test I wrote yesterday in src/parser.rs").await;
+    let coding = recalled_text(&daemon, "Fix the failing unit test I wrote yesterday in src/parser.rs").await;
     assert!(!coding.contains("dentist"), "{coding}");
     daemon.stop().await;
 }
