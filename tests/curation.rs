@@ -195,6 +195,44 @@ async fn merge_supersede_and_undo_over_http_with_notes() {
     daemon.stop().await;
 }
 
+/// An entry a person deletes from `memory.md` while the daemon runs is recorded by its
+/// watcher, with no change asked for: tombstoned, nothing lost, and a change asked for right
+/// after finds no lock held by the daemon itself.
+#[tokio::test]
+async fn a_hand_deletion_is_recorded_by_the_daemons_watcher() {
+    let fixture = Fixture::new();
+    let root = fixture.root();
+    for t in ["Runs 5 km on Mondays.", "Owns a red kayak."] {
+        cli(&root, &["add", "--json", t], &[]);
+    }
+    cli(&root, &["consolidate", "--force", "--json"], &[]);
+    let daemon = fixture.serve(&[]).await;
+    let (kayak, runs) = (id_with(&root, "kayak"), id_with(&root, "Mondays"));
+    // The kayak's block, its header to the next one, cut out as an editor would.
+    let text = std::fs::read_to_string(root.join("consolidated/memory.md")).unwrap();
+    let mut cutting = false;
+    let kept: String = text
+        .split_inclusive('\n')
+        .filter(|line| {
+            if line.starts_with("<!--m ") {
+                cutting = line.contains(&kayak);
+            }
+            !cutting
+        })
+        .collect();
+    assert!(!kept.contains("kayak") && kept.contains("Mondays"), "{kept}");
+    std::fs::write(root.join("consolidated/memory.md"), kept).unwrap();
+    let tombstones = root.join(".memfold/tombstones.jsonl");
+    crate::common::daemon::eventually(std::time::Duration::from_secs(20), "the hand deletion recorded", async || {
+        std::fs::read_to_string(&tombstones).ok().filter(|t| t.contains(&kayak))
+    })
+    .await;
+    let (code, pinned) = daemon.post(&format!("/entries/{runs}/pin"), json!({})).await;
+    assert_eq!(code, 200, "{pinned}");
+    verified(&root);
+    daemon.stop().await;
+}
+
 /// 2,000 entries written by hand: distinct people and things, with planted duplicates,
 /// contradictions, and additive pairs (same subject, two compatible facts).
 struct Planted {

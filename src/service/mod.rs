@@ -356,10 +356,15 @@ impl Service {
     /// `memory.md` may have changed, record what a person deleted from it first. That record
     /// takes the consolidation lock, so it is one of the space's changes: a change asked for
     /// meanwhile (the undo of what the watcher just saw written) waits for it rather than
-    /// finding the lock held by this very daemon.
+    /// finding the lock held by this very daemon. While a change is under way the record is
+    /// left to it, as to any writer ([`Memory::reconcile`]): the watcher does not wait out a
+    /// pass before the index hears of the files.
     pub async fn files_changed(&self, changes: &[std::path::PathBuf]) {
         let memory = changes.is_empty() || changes.iter().any(|p| p.ends_with("consolidated/memory.md"));
-        if memory && let Err(e) = self.one_at_a_time(self.memory.reconcile()).await {
+        if memory
+            && let Ok(_one) = self.changes.try_lock()
+            && let Err(e) = self.memory.reconcile().await
+        {
             tracing::warn!(space = %self.name, error = %e, "could not record hand edits of memory.md");
         }
         self.memory.files_changed(changes);
