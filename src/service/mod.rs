@@ -16,7 +16,9 @@
 //! **Changes** of memory (a pass, forget, pin, undo, apply, reject, reindex) run one at a time
 //! in this process, so parallel calls, from one agent or from several doors, queue instead of
 //! finding the consolidation lock taken by each other; another process holding the lock still
-//! refuses them (`lock_held`).
+//! refuses them (`lock_held`). The file watcher's record of what a person deleted from
+//! `memory.md` by hand takes the same turn when no change is under way, and is left to the
+//! change otherwise ([`Service::files_changed`]).
 
 pub mod access;
 pub mod metrics;

@@ -312,8 +312,8 @@ impl Rows {
             && looked.dated.is_none_or(|(first, last)| first <= from && from <= last)
     }
 
-    /// The row with id `id`, with its key and `valid_from`, if it is of one of `kinds` and
-    /// passes `looked`: `Some(None)` when it does not, `None` when no row held has that id.
+    /// The row with id `id`, with its key and `valid_from`, if it passes `looked`:
+    /// `Some(None)` when it does not, `None` when no row held has that id.
     fn row(&self, id: u64, looked: &Looked) -> Option<Option<(usize, &str, NaiveDate)>> {
         let at = self.by_id.binary_search_by_key(&id, |&row| self.ids[row as usize]).ok()?;
         let row = self.by_id[at] as usize;
