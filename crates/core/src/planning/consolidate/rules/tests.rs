@@ -114,7 +114,11 @@ fn attribute_forms_are_recognised() {
     let attr = |t: &str| attribute(&tokens(t)).map(|a| (a.key.join(" "), a.value.join(" ")));
     assert_eq!(attr("My favorite color is purple"), Some(("favourite colour".into(), "purple".into())));
     assert_eq!(attr("Email: a@b.org"), Some(("email".into(), "a@b.org".into())));
-    assert_eq!(attr("My dog is named Rex"), Some(("dog name".into(), "rex".into())));
+    assert_eq!(attr("My manager is called Priya"), Some(("manager name".into(), "priya".into())));
+    assert_eq!(attr("The project is called Atlas"), Some(("project name".into(), "atlas".into())));
+    // One of several: a second neighbour or dog is no new value of the first one's name.
+    assert_eq!(attr("Our neighbour is called Victoria"), None);
+    assert_eq!(attr("My dog is named Rex"), None);
     assert_eq!(attr("My dog is old"), None);
     assert_eq!(attr("Alice is my sister"), None);
 }
@@ -221,6 +225,19 @@ fn favourite_colour_change_is_attribute_replace() {
     assert_eq!(op.op.kind(), OpKind::Replace);
     assert!(has(&op, "attribute-value:favourite colour"), "{:?}", op.signals);
     assert!(content(&op).contains("cyan") && content(&op).contains("purple"));
+}
+
+#[test]
+fn a_name_given_is_a_new_value_for_the_one_manager_not_for_one_neighbour_of_several() {
+    let op = pair("My manager is called Jordan Lee.", "My manager is called Priya.");
+    assert_eq!(op.op.kind(), OpKind::Replace, "{:?}", op.signals);
+    for (old, new) in [
+        ("Our neighbour is called Victoria.", "Our neighbour is called Georgia."),
+        ("Our goldfish is named Bubbles.", "Our goldfish is called Nemo."),
+    ] {
+        let op = pair(old, new);
+        assert_eq!(op.op.kind(), OpKind::Add, "{new}: {:?}", op.signals);
+    }
 }
 
 #[test]

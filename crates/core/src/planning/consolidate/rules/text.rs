@@ -338,7 +338,11 @@ pub(super) fn attribute(main: &[Tok]) -> Option<Attribute> {
         .filter(|w| !is_article(w) && person(w).is_none())
         .map(|w| spelled(w).to_string())
         .collect();
-    let named = value.first().is_some_and(|t| matches!(t.word.as_str(), "named" | "called"));
+    // "My manager is called Priya" names the one manager; "Our neighbour is called Georgia"
+    // one neighbour of several, which says nothing against a neighbour called Victoria ("is
+    // now called" does: a temporal marker, read apart).
+    let one_of_several = key.last().is_some_and(|w| listed!(SEVERAL_NOUNS, w));
+    let named = !one_of_several && value.first().is_some_and(|t| matches!(t.word.as_str(), "named" | "called"));
     if named {
         key.push("name".into());
         value = &value[1..];

@@ -56,6 +56,15 @@ pub(super) const GOING_WORDS: &str = concat!(
     "travelling traveling travelled traveled drive drives driving drove trip trips back return returns ",
     "returning returned holiday holidays relocate relocated relocating commute commutes commuting",
 );
+/// People and animals one often has several of: "Our neighbour is called Georgia" names one
+/// of them, no new name of a neighbour called Victoria.
+pub(super) const SEVERAL_NOUNS: &str = concat!(
+    "sister brother sibling son daughter child kid baby niece nephew cousin aunt auntie uncle ",
+    "grandma grandmother granny nan nana grandad granddad grandpa grandfather grandson granddaughter ",
+    "stepson stepdaughter friend mate pal buddy colleague coworker neighbour neighbor student tenant ",
+    "lodger flatmate roommate housemate dog cat puppy kitten horse pony parrot rabbit bunny hamster ",
+    "tortoise turtle pig fish goldfish budgie snake lizard pet chicken hen",
+);
 /// What a name is said to be ("Finding Nemo is the kids' favourite film"): a thing, not
 /// someone.
 pub(super) const THING_NOUNS: &str = concat!(
