@@ -112,6 +112,12 @@ fn month_of(word: &str) -> Option<u32> {
     super::consolidate::calendar::month(word).filter(|_| word != "mar")
 }
 
+/// The year a word of a prompt names: four digits, 1900 to 2100.
+fn year_of(word: &str) -> Option<i32> {
+    let digits = word.len() == 4 && word.chars().all(|c| c.is_ascii_digit());
+    digits.then(|| word.parse().ok()).flatten().filter(|y| (1900..=2100).contains(y))
+}
+
 /// Whether a prompt asks what was true before rather than what is true now ("what car did I
 /// use to drive", "where did she live before", "what was his job back then"): its recall weighs
 /// the older versions of entries (`history.md`) beside the current ones.
@@ -170,13 +176,7 @@ pub fn dates_named(prompt: &str) -> (Vec<u32>, Vec<i32>) {
                 months.push(m);
             }
         }
-        if t.len() == 4
-            && t.chars().all(|c| c.is_ascii_digit())
-            && let Ok(y) = t.parse::<i32>()
-            && (1900..=2100).contains(&y)
-        {
-            years.push(y);
-        }
+        years.extend(year_of(t));
     }
     (months, years)
 }
@@ -193,12 +193,9 @@ pub fn days_named(prompt: &str, today: NaiveDate) -> Option<(NaiveDate, NaiveDat
 
 /// [`days_named`]'s dates written with their year.
 fn days_written(tokens: &[String]) -> Option<(NaiveDate, NaiveDate)> {
-    let year = |t: Option<&String>| -> Option<i32> {
-        let t = t?;
-        (t.len() == 4).then(|| t.parse::<i32>().ok()).flatten().filter(|y| (1900..=2100).contains(y))
-    };
-    let day = |t: Option<&String>| -> Option<u32> {
-        let t = t?;
+    let year = |j: usize| tokens.get(j).and_then(|t| year_of(t));
+    let day = |j: usize| -> Option<u32> {
+        let t = tokens.get(j)?;
         let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
         let suffix = &t[digits.len()..];
         let ordinal = suffix.is_empty() || ["st", "nd", "rd", "th"].contains(&suffix);
@@ -209,7 +206,7 @@ fn days_written(tokens: &[String]) -> Option<(NaiveDate, NaiveDate)> {
     };
     // "2023-06-03": three tokens in a row.
     for w in tokens.windows(3) {
-        if let (Some(y), Ok(m), Ok(d)) = (year(Some(&w[0])), w[1].parse::<u32>(), w[2].parse::<u32>())
+        if let (Some(y), Ok(m), Ok(d)) = (year_of(&w[0]), w[1].parse::<u32>(), w[2].parse::<u32>())
             && w[1].len() == 2
             && w[2].len() == 2
             && let Some(date) = NaiveDate::from_ymd_opt(y, m, d)
@@ -219,13 +216,12 @@ fn days_written(tokens: &[String]) -> Option<(NaiveDate, NaiveDate)> {
     }
     for (i, t) in tokens.iter().enumerate() {
         let Some(m) = month_of(t) else { continue };
-        let at = |j: Option<usize>| j.and_then(|j| tokens.get(j));
         // "June 3, 2023" / "June 3rd 2023" / "3 June, 2023" / "3rd of June 2023" / "June 2023".
-        let (d, y) = match (day(at(Some(i + 1))), year(at(Some(i + 1)))) {
-            (Some(d), _) => (Some(d), year(at(Some(i + 2)))),
+        let (d, y) = match (day(i + 1), year(i + 1)) {
+            (Some(d), _) => (Some(d), year(i + 2)),
             (None, Some(y)) => {
-                let before = i.checked_sub(1).and_then(|j| day(at(Some(j))));
-                let before_of = (i >= 2 && tokens[i - 1] == "of").then(|| day(at(Some(i - 2)))).flatten();
+                let before = i.checked_sub(1).and_then(day);
+                let before_of = (i >= 2 && tokens[i - 1] == "of").then(|| day(i - 2)).flatten();
                 (before.or(before_of), Some(y))
             }
             (None, None) => (None, None),
