@@ -374,7 +374,8 @@ pub struct HooksConfig {
     pub prompt_gap: f64,
     /// Weight of the prompt's own words, against the cosine, in a line's score.
     pub prompt_words_weight: f64,
-    /// Added to the score of a line dated in a month or year the prompt names ("in June").
+    /// Added to the score of a line dated in a day, month or year the prompt names ("in June",
+    /// "yesterday", "last week", "on 3 June, 2023").
     pub prompt_dates_weight: f64,
     /// Entries recalled for a prompt, at most.
     pub prompt_k: usize,

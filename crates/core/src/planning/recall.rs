@@ -311,7 +311,8 @@ fn days_ago(tokens: &[String], today: NaiveDate) -> Option<(NaiveDate, NaiveDate
 
 /// Each candidate's score for the prompt: its cosine, plus `settings.words` times the share of
 /// the prompt's words (weighted by rarity among the candidates) it holds, plus `settings.dates`
-/// when it is dated in a month or year the prompt names.
+/// when it is dated in a month or year the prompt names, or within the days it names
+/// ([`days_named`]).
 // Read by the recall bench's analysis (`MEMFOLD_BENCH_ANALYZE`), through the testkit.
 #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub fn scores(prompt: &str, candidates: &[Candidate], settings: &Settings) -> Vec<f64> {
