@@ -105,6 +105,12 @@ fn names(text: &str) -> Vec<Name> {
         {
             i += 1;
         }
+        // A word that opens a sentence and is followed by no verb is not its subject: it
+        // describes a noun or is a verb itself ("Fig jam goes…", "Chase the invoice…").
+        if start == i && toks[i].start && !words::is_name(&toks[i]) && !opens_as_subject(&toks, i) {
+            i += 1;
+            continue;
+        }
         let phrase: Vec<&str> = toks[start..=i].iter().map(|t| t.word.as_str()).collect();
         let about = opening(start) || naming(start);
         let kind = kind_of(&toks, start, i);
@@ -141,6 +147,16 @@ fn names(text: &str) -> Vec<Name> {
     out
 }
 
+/// Whether the capitalised word `toks[i]` that opens a sentence may be its subject, as a name
+/// is: followed by its verb ("Pepper hates…", "Biscuit threw…", "Maisie can't…"), owning
+/// something ("Notion's offline mode…"), or by nothing ([`words::follows_a_subject`]).
+fn opens_as_subject(toks: &[text::Tok], i: usize) -> bool {
+    let Some(next) = toks.get(i + 1).filter(|_| toks[i].punct.is_none() && !toks[i].possessive) else {
+        return true;
+    };
+    next.raw.chars().next().is_some_and(char::is_uppercase) || words::follows_a_subject(next)
+}
+
 /// What the words around the name `toks[start..=end]` say it is ([`Kind`]).
 fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
     use words::{AUXILIARIES, GOING_WORDS, NOT_NOUNS, PLACE_NOUNS, PLACE_WORDS, SOMEONE_NOUNS, THING_NOUNS, listed};
@@ -148,6 +164,8 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
     // "my colleague Sydney", "a dog named Rex", "our lodger is a student called Wen", "Dr. Mensah".
     let mut back = start;
     let mut steps = 0;
+    // The word before "called" or "named" and the small words after it: what the name names.
+    let mut named = "";
     while back > 0 && steps < 4 && toks[back - 1].punct.is_none() {
         back -= 1;
         steps += 1;
@@ -156,6 +174,7 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
             return Kind::Someone;
         }
         if !["is", "was", "named", "called", "a", "an", "the"].contains(&w) {
+            named = w;
             break;
         }
     }
@@ -171,7 +190,7 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
             return Kind::Place;
         }
         if ["named", "called"].contains(&before) {
-            return Kind::Named;
+            return Kind::Named(named.to_string());
         }
     }
     // "Finding Nemo is the kids' favourite film", "Paris is the city she…": what the text says
@@ -197,6 +216,14 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
                 break;
             }
         }
+        // "Florence was the best stop on the trip", "Dallas was the last season…": a name said
+        // to be the something nobody is.
+        if word(end + 2) == "the"
+            && let Some(head) = head_noun(toks, end + 3)
+            && !listed!(SOMEONE_NOUNS, &head)
+        {
+            return Kind::Part(head);
+        }
     }
     // "a Samsung fridge", "Everton mints were…", "The Pixel phone's camera", "Apple picking…":
     // the name describes a noun. A name that owns one ("Ana's birthday") is what the text is about.
@@ -218,6 +245,24 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
     } else {
         Kind::Unsaid
     }
+}
+
+/// The noun a phrase starting at `toks[from]` ends on ("best stop" of "the best stop on the
+/// trip"): the last of up to three lowercase words before a small word or a mark. None when it
+/// is a number, a date or a superlative ("the eldest"), which say nothing of what a name is.
+fn head_noun(toks: &[text::Tok], from: usize) -> Option<String> {
+    let mut head = None;
+    for t in toks.iter().skip(from).take(3) {
+        let lower = t.raw.chars().next().is_some_and(char::is_lowercase);
+        if !lower || words::is_stopword(&t.word) || words::is_number(&t.word) || words::is_date(t) {
+            break;
+        }
+        head = Some(t);
+        if t.punct.is_some() || t.possessive {
+            break;
+        }
+    }
+    head.map(|t| t.word.clone()).filter(|w| !w.ends_with("est"))
 }
 
 /// The proper names of a text, as the offline decider reads them, as written, each with
@@ -250,8 +295,9 @@ enum Kind {
     Someone,
     /// After a word of place: "in Paris", "flying to Sydney", "visit Jordan".
     Place,
-    /// Given as what something is called: "a bakery called Crumb".
-    Named,
+    /// Given as what something is called, with the word for that thing: "a bakery called
+    /// Crumb" (`bakery`).
+    Named(String),
     /// Describing the noun it holds: "a Samsung fridge", "Everton mints were…", "Chelsea" of
     /// "Chelsea FC"; the text is about that thing, not about the name.
     Part(String),
@@ -261,14 +307,17 @@ impl Kind {
     /// Whether two texts may mean one thing by the name: someone is not a place nor a part of
     /// another thing's name; a text about a thing the name describes ("Has a Samsung fridge")
     /// is about something else than a text about the name itself ("Samsung's launch was
-    /// delayed"), unless that one says the name is a place or what something is called, or it
-    /// describes the same thing.
+    /// delayed"), unless that one says the name is a place or what a thing of that kind is
+    /// called ("a project called Atlas", "the Atlas project"), or it describes the same thing.
     fn agrees(&self, other: &Kind) -> bool {
         use Kind::*;
         match (self, other) {
             (Someone, Place) | (Place, Someone) | (Someone, Part(_)) | (Part(_), Someone) => false,
             (Part(_), Unsaid) | (Unsaid, Part(_)) => false,
             (Part(a), Part(b)) => a == b,
+            // "a designer called Florence" is not the Florence of "the best stop"; "a bakery
+            // called Crumb" may be the Crumb of "the Crumb bakery".
+            (Named(a), Part(b)) | (Part(b), Named(a)) => a.is_empty() || a == b,
             _ => true,
         }
     }

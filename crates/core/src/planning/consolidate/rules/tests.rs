@@ -941,6 +941,25 @@ fn a_name_said_to_be_two_kinds_of_thing_links_nothing() {
     assert!(linked("Our goldfish is called Nemo.", "Finding Nemo is the kids' favourite film.").is_empty());
     assert!(linked("My friend Adelaide is a vet.", "Adelaide was the nicest city on the trip.").is_empty());
     assert!(linked("My colleague Lincoln is on the platform team.", "Drove through Lincoln on the way.").is_empty());
+    // Said to be "the" something nobody is, or something else than what it was called.
+    assert!(linked("My friend Keswick teaches piano.", "Keswick was the best stop on the walk.").is_empty());
+    assert!(linked("Works with a designer called Keswick.", "Keswick was the best stop on the walk.").is_empty());
+}
+
+#[test]
+fn a_word_that_opens_a_sentence_with_no_verb_after_it_is_no_name_there() {
+    // It describes a noun, or it is a verb itself.
+    assert!(linked("Our cat is named Fig.", "Fig jam goes well with the cheese board.").is_empty());
+    assert!(linked("Has a spaniel called Brandy.", "Brandy butter with the Christmas pudding.").is_empty());
+    assert!(linked("My cousin Mark is a builder.", "Mark the invoices as paid.").is_empty());
+    assert!(linked("Uses Zoom for client calls.", "Zoom in on the photo to read the sign.").is_empty());
+    let names = |t: &str| proper_names(t).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert!(names("Fig jam goes well with cheese.").is_empty());
+    // A name followed by its verb, past or present, an auxiliary or an adverb first.
+    assert_eq!(linked("Has a horse called Biscuit.", "Biscuit threw a shoe last week."), ["m-1"]);
+    assert_eq!(linked("Our babysitter is called Maisie.", "Maisie can't do Thursdays any more."), ["m-1"]);
+    assert_eq!(linked("Our cat Miso is twelve years old.", "Miso only eats the salmon kibble."), ["m-1"]);
+    assert_eq!(linked("We use Notion for recipes.", "Notion's offline mode lost a list."), ["m-1"]);
 }
 
 #[test]
@@ -955,6 +974,9 @@ fn a_name_said_to_be_one_thing_in_both_links_them() {
     assert_eq!(linked("The allotment is on Crane Lane.", "Crane Lane allotments are holding a seed swap."), ["m-1"]);
     // What something is called, and that name describing a part of it.
     assert_eq!(linked("Works on a project called Atlas.", "The Atlas launch slipped to June."), ["m-1"]);
+    assert_eq!(linked("Works on a project called Atlas.", "The Atlas project is late."), ["m-1"]);
+    // A place, said to be the stop of a trip.
+    assert_eq!(linked("Went to Keswick for a week.", "Keswick was the best stop on the walk."), ["m-1"]);
     // The same thing described twice.
     assert_eq!(linked("Has a Samsung fridge.", "The Samsung fridge is making a buzzing noise."), ["m-1"]);
     // What someone is doing is not what they are.

@@ -47,7 +47,7 @@ pub(super) const SOMEONE_NOUNS: &str = concat!(
     "neighbor landlord landlady lodger tenant flatmate roommate housemate gp doctor dentist vet nurse ",
     "therapist accountant lawyer solicitor babysitter nanny cleaner plumber builder stepson stepdaughter ",
     "dog cat puppy kitten horse pony parrot rabbit bunny hamster tortoise turtle pig fish goldfish ",
-    "budgie snake lizard pet",
+    "budgie snake lizard pet boy girl man woman guy lady person chef owner founder captain",
 );
 /// Verbs of going: a name after "to" following one of them is a place ("flying to Sydney");
 /// "to" on its own is not (it gives things to people too).
@@ -80,6 +80,23 @@ pub(super) const PLACE_WORDS: &str = "in on near visit visits visiting visited a
 pub(super) const AUXILIARIES: &str = concat!(
     "is are was were has have had will would can could may might must shall should does do did ",
     "came went got took made gave",
+);
+/// Past forms that do not end in "-ed": a word that opens a sentence and is followed by one
+/// is its subject ("Biscuit threw a shoe", "Ines sent a postcard").
+pub(super) const IRREGULAR_PAST: &str = concat!(
+    "ate awoke beat became began bent bet bit bled blew broke brought built burnt bought caught chose ",
+    "clung came cost crept cut dealt dug did drew dreamt drank drove fell fed felt fought found fled flew ",
+    "forbade forgot forgave froze got gave went ground grew hung had heard hid hit held hurt kept knelt ",
+    "knew laid led leant leapt learnt left lent let lay lit lost made meant met paid put quit read rode ",
+    "rang rose ran said saw sought sold sent set sewed shook shed shone shot showed shrank shut sang sank ",
+    "sat slept slid spoke sped spent spilt spun split spread sprang stood stole stuck stung stank struck ",
+    "strung swore swept swam swung took taught tore told thought threw understood woke wore wove wept won ",
+    "wound wrote",
+);
+/// Adverbs that stand between a subject and its verb ("Miso only eats…", "Tom never drives…").
+pub(super) const VERB_ADVERBS: &str = concat!(
+    "just still only never always often already also even finally now then usually sometimes rarely ",
+    "recently soon really actually apparently probably definitely hardly",
 );
 /// Lowercase words after a name that are not a noun it describes ("bought a Toyota last week").
 pub(super) const NOT_NOUNS: &str = "last next every each ago recently once twice again later soon yet";
@@ -217,6 +234,21 @@ pub(super) fn opens_capitalised(t: &Tok) -> bool {
         && t.raw.chars().next().is_some_and(char::is_uppercase)
         && t.word.len() > 1
         && t.word.chars().all(char::is_alphabetic)
+}
+
+/// Whether a word can follow a sentence's subject: a verb in the third person or the past
+/// ("hates", "escaped", "threw"), an auxiliary or modal ("is", "can"), an adverb before one
+/// ("only eats"), or a conjunction joining another subject ("Tom and Ana…"). A noun, an
+/// article or a preposition cannot ("Fig jam…", "Chase the invoice…", "Zoom in on…").
+pub(super) fn follows_a_subject(t: &Tok) -> bool {
+    let w = t.word.as_str();
+    (w.ends_with('s') && !w.ends_with("ss"))
+        || w.ends_with("ed")
+        || w.ends_with("ly")
+        || matches!(w, "and" | "or" | "not")
+        || listed!(AUXILIARIES, w)
+        || listed!(IRREGULAR_PAST, w)
+        || listed!(VERB_ADVERBS, w)
 }
 
 /// A capitalised first word that may be a name ("Alice is my sister"); used only to veto.
