@@ -164,7 +164,8 @@ fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
     // "my colleague Sydney", "a dog named Rex", "our lodger is a student called Wen", "Dr. Mensah".
     let mut back = start;
     let mut steps = 0;
-    // The word before "called" or "named" and the small words after it: what the name names.
+    // Where the walk back stops, the word for what a name after "called" or "named" names
+    // ("designer" of "a designer called Florence").
     let mut named = "";
     while back > 0 && steps < 4 && toks[back - 1].punct.is_none() {
         back -= 1;
