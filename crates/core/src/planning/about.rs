@@ -1,7 +1,8 @@
 //! `memfold about NAME`: what memory holds about a person, pet, place or project, and the names
 //! it speaks of. Derived from the entries each time (nothing is stored), so it is as current as
 //! `memory.md` and needs no rebuild: an entry is about NAME when its text names it (the name's
-//! words, in order, each written with a capital: "Ana", "Ana's", "Dr. Okafor"), or when it is
+//! words, in order, each written with a capital: "Ana", "Ana's", "Dr. Okafor"; not "Fig" of
+//! "Fig jam goes well…", which opens a sentence with no verb after it), or when it is
 //! linked to such an entry by a link that says it shares NAME.
 
 use std::collections::BTreeMap;
@@ -51,17 +52,23 @@ fn words(text: &str) -> Vec<&str> {
 }
 
 /// Whether `text` names `name`: its words in order, each written with a capital (so "Frank"
-/// is not "frank", and "Rose" the sister is not a rose).
+/// is not "frank", and "Rose" the sister is not a rose), and a one-word name not only where
+/// it opens a sentence with no verb after it ("Fig jam goes well…" is not about a cat called
+/// Fig; "Fig knocked the vase over" is).
 pub fn names(text: &str, name: &[String]) -> bool {
     if name.is_empty() {
         return false;
     }
     let words = words(text);
-    words.windows(name.len()).any(|w| {
+    let written = words.windows(name.len()).any(|w| {
         w.iter().zip(name).all(|(word, want)| {
             word.to_lowercase() == *want && word.chars().next().is_some_and(|c| c.is_uppercase() || c.is_numeric())
         })
-    })
+    });
+    match name {
+        [word] => written && !crate::planning::consolidate::rules::capitalised_only_as_a_word(text, word),
+        _ => written,
+    }
 }
 
 fn view(entry: &Entry, how: &'static str) -> AboutEntry {
@@ -161,16 +168,18 @@ mod tests {
             "<!--m {\"id\":\"m-2\"}-->\nAna's birthday is on March 3rd.\n\n",
             "<!--m {\"id\":\"m-3\",\"related\":[{\"id\":\"m-1\",\"shares\":\"Ana\"}]}-->\nShe works nights at the hospital.\n\n",
             "<!--m {\"id\":\"m-4\"}-->\nBanana bread recipe from grandma; ana is not a name here.\n\n",
-            "<!--m {\"id\":\"m-5\"}-->\nBuys roses for Rose every spring.\n",
+            "<!--m {\"id\":\"m-5\"}-->\nBuys roses for Rose every spring.\n\n",
+            "<!--m {\"id\":\"m-6\"}-->\nAna bread is a thing of its own. Rose petal tea is lovely.\n",
         ));
         let found = about(&memory, None, "ana");
         let ids: Vec<(&str, &str)> = found.entries.iter().map(|e| (e.id.as_str(), e.how)).collect();
         assert_eq!(ids, [("m-1", "names"), ("m-2", "names"), ("m-3", "linked")]);
+        // A word that opens a sentence with a noun after it is no name there.
         assert_eq!(about(&memory, None, "Rose").entries.len(), 1);
         assert!(about(&memory, None, "Dr. Nobody").entries.is_empty());
         let listed = names_of(&memory);
         assert!(listed.contains(&Named { name: "Ana".into(), entries: 3 }), "{listed:?}");
-        assert_eq!(named_entries(&memory), 4, "every entry but the banana bread");
+        assert_eq!(named_entries(&memory), 4, "every entry but the banana bread and the bread");
         let secret = file("<!--m {\"id\":\"m-1\"}-->\nThe router admin password is Kestrel#2026, says Ana.\n");
         let listed = names_of(&secret);
         assert!(listed.iter().all(|n| !n.name.contains("Kestrel")), "a secret is no name: {listed:?}");

@@ -157,6 +157,20 @@ fn opens_as_subject(toks: &[text::Tok], i: usize) -> bool {
     next.raw.chars().next().is_some_and(char::is_uppercase) || words::follows_a_subject(next)
 }
 
+/// Whether `text` writes the word `word` (lowercase) with a capital only where it opens a
+/// sentence with no verb after it ("Fig jam goes well…", "Mark the invoices…"): there it is
+/// no name ([`opens_as_subject`]), so the text is not about a Fig or a Mark.
+pub fn capitalised_only_as_a_word(text: &str, word: &str) -> bool {
+    let toks = text::tokens(&unify_quotes(strip_time(text.trim())));
+    let mut written = toks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.word == word && t.raw.chars().next().is_some_and(|c| c.is_uppercase() || c.is_numeric()));
+    let first = written.next();
+    first.is_some()
+        && first.into_iter().chain(written).all(|(i, t)| t.start && !words::is_name(t) && !opens_as_subject(&toks, i))
+}
+
 /// What the words around the name `toks[start..=end]` say it is ([`Kind`]).
 fn kind_of(toks: &[text::Tok], start: usize, end: usize) -> Kind {
     use words::{AUXILIARIES, GOING_WORDS, NOT_NOUNS, PLACE_NOUNS, PLACE_WORDS, SOMEONE_NOUNS, THING_NOUNS, listed};
