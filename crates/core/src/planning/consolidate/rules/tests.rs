@@ -1000,3 +1000,38 @@ fn a_name_that_opens_a_sentence_or_has_a_title_there_is_still_shared() {
 fn a_verb_that_opens_a_sentence_is_not_part_of_the_name_after_it() {
     assert_eq!(linked("Has a dog named Rex.", "Walks Rex every morning before work."), ["m-1"]);
 }
+
+#[test]
+fn awkward_text_never_breaks_the_reading_of_names() {
+    let texts = [
+        "",
+        ".",
+        "A",
+        "É",
+        "Fig",
+        "Fig.",
+        "Fig's",
+        "FIG JAM goes well.",
+        "🐱 Fig jam goes well.",
+        "İstanbul was the best stop",
+        "Élodie knocked the vase over.",
+        "Ana\u{2019}s. The",
+        "is the",
+        "Florence was the",
+        "Mark the",
+    ];
+    for text in texts {
+        let _ = proper_names(text);
+        for word in ["fig", "ana", "mark", "florence", "istanbul", ""] {
+            let _ = super::capitalised_only_as_a_word(text, word);
+        }
+        // Ingest refuses an empty fact.
+        if !text.is_empty() {
+            let _ = run(vec![entry("m-1", "Our cat is named Fig.")], vec![fact("f-1", text, "2026-06-02")]);
+        }
+    }
+    assert!(super::capitalised_only_as_a_word("Fig jam goes well. Fig jam again.", "fig"));
+    assert!(!super::capitalised_only_as_a_word("Fig jam goes well. Fig knocked it over.", "fig"));
+    assert!(!super::capitalised_only_as_a_word("Élodie knocked the vase over.", "élodie"));
+    assert!(!super::capitalised_only_as_a_word("fig jam", "fig"), "not written with a capital at all");
+}
