@@ -947,6 +947,14 @@ fn a_name_said_to_be_two_kinds_of_thing_links_nothing() {
 }
 
 #[test]
+fn a_holiday_is_a_time_not_a_name() {
+    assert!(linked("Goes back to Lyon every Christmas.", "Flies to Dublin for Christmas.").is_empty());
+    assert!(linked("Booked flights with Ryanair for Easter.", "The kids hunt eggs at Easter.").is_empty());
+    let names = |t: &str| proper_names(t).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert_eq!(names("Goes back to Lyon every Christmas."), ["Lyon"]);
+}
+
+#[test]
 fn a_word_that_opens_a_sentence_with_no_verb_after_it_is_no_name_there() {
     // It describes a noun, or it is a verb itself.
     assert!(linked("Our cat is named Fig.", "Fig jam goes well with the cheese board.").is_empty());

@@ -108,6 +108,9 @@ pub(super) const NUMBER_WORDS: &str = concat!(
 );
 /// Days named by their relation to today (the weekdays are [`calendar::WEEKDAYS`]).
 pub(super) const DAY_WORDS: &str = "today tomorrow yesterday tonight";
+/// Holidays, written with a capital: a time of year, not a name ("every Christmas", "for
+/// Easter"), so two texts that speak of one are not about one thing by it.
+pub(super) const HOLIDAYS: &str = "christmas easter halloween hanukkah diwali eid ramadan thanksgiving passover";
 /// How a later clause of an entry starts when it is only history of the first one.
 pub(super) const HISTORY_OPENERS: &[&str] = &["previously", "formerly", "before that", "until", "used to"];
 /// Jaccard over content words required before negation or an antonym can count as a contradiction.
@@ -196,13 +199,16 @@ pub(super) fn is_number(word: &str) -> bool {
     word.chars().any(|c| c.is_ascii_digit()) || listed!(NUMBER_WORDS, word)
 }
 
-/// ISO and numeric dates, ordinals ("3rd"), month names (capitalised), weekdays, "today".
+/// ISO and numeric dates, ordinals ("3rd"), month names and holidays (capitalised), weekdays,
+/// "today".
 pub(super) fn is_date(t: &Tok) -> bool {
     let w = t.word.as_str();
     if !w.bytes().any(|b| b.is_ascii_digit()) {
         // No ordinal or numeric date, then (most words: checked without splitting them).
         let capitalised = t.raw.chars().next().is_some_and(char::is_uppercase);
-        return (capitalised && calendar::month(w).is_some()) || calendar::is_weekday(w) || listed!(DAY_WORDS, w);
+        return (capitalised && (calendar::month(w).is_some() || listed!(HOLIDAYS, w)))
+            || calendar::is_weekday(w)
+            || listed!(DAY_WORDS, w);
     }
     let ordinal = ["st", "nd", "rd", "th"]
         .iter()
