@@ -169,11 +169,12 @@ mod tests {
             "<!--m {\"id\":\"m-3\",\"related\":[{\"id\":\"m-1\",\"shares\":\"Ana\"}]}-->\nShe works nights at the hospital.\n\n",
             "<!--m {\"id\":\"m-4\"}-->\nBanana bread recipe from grandma; ana is not a name here.\n\n",
             "<!--m {\"id\":\"m-5\"}-->\nBuys roses for Rose every spring.\n\n",
-            "<!--m {\"id\":\"m-6\"}-->\nAna bread is a thing of its own. Rose petal tea is lovely.\n",
+            "<!--m {\"id\":\"m-6\"}-->\nAna bread is a thing of its own. Rose petal tea is lovely.\n\n",
+            "<!--m {\"id\":\"m-7\"}-->\nAna from the ward wants the rota by Friday.\n",
         ));
         let found = about(&memory, None, "ana");
         let ids: Vec<(&str, &str)> = found.entries.iter().map(|e| (e.id.as_str(), e.how)).collect();
-        assert_eq!(ids, [("m-1", "names"), ("m-2", "names"), ("m-3", "linked")]);
+        assert_eq!(ids, [("m-1", "names"), ("m-2", "names"), ("m-7", "names"), ("m-3", "linked")]);
         // A word that opens a sentence with a noun after it is no name there.
         assert_eq!(about(&memory, None, "Rose").entries.len(), 1);
         assert!(about(&memory, None, "Dr. Nobody").entries.is_empty());

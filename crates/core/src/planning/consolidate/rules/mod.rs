@@ -159,7 +159,10 @@ fn opens_as_subject(toks: &[text::Tok], i: usize) -> bool {
 
 /// Whether `text` writes the word `word` (lowercase) with a capital only where it opens a
 /// sentence with no verb after it ("Fig jam goes well…", "Mark the invoices…"): there it is
-/// no name ([`opens_as_subject`]), so the text is not about a Fig or a Mark.
+/// no name ([`opens_as_subject`]), so the text is not about a Fig or a Mark. Read for `about`,
+/// which would rather list an entry too many than miss one, so a verb after a short phrase
+/// counts too ("Priya from work wants…", "Tom at the office said…"); links ask for the verb
+/// right after the word.
 pub fn capitalised_only_as_a_word(text: &str, word: &str) -> bool {
     let toks = text::tokens(&unify_quotes(strip_time(text.trim())));
     let mut written = toks
@@ -168,7 +171,25 @@ pub fn capitalised_only_as_a_word(text: &str, word: &str) -> bool {
         .filter(|(_, t)| t.word == word && t.raw.chars().next().is_some_and(|c| c.is_uppercase() || c.is_numeric()));
     let first = written.next();
     first.is_some()
-        && first.into_iter().chain(written).all(|(i, t)| t.start && !words::is_name(t) && !opens_as_subject(&toks, i))
+        && first.into_iter().chain(written).all(|(i, t)| {
+            t.start && !words::is_name(t) && !opens_as_subject(&toks, i) && !subject_of_a_phrase(&toks, i)
+        })
+}
+
+/// Whether the word `toks[i]` that opens a sentence is followed by a place or a group it
+/// belongs to and then its verb: a preposition, then a verb within three words of it, in the
+/// same sentence ("Priya from work wants…"; not "Zoom in on the photo…").
+fn subject_of_a_phrase(toks: &[text::Tok], i: usize) -> bool {
+    let preposition = toks
+        .get(i + 1)
+        .is_some_and(|t| toks[i].punct.is_none() && t.punct.is_none() && words::listed!(words::PHRASE_WORDS, &t.word));
+    preposition
+        && toks
+            .iter()
+            .skip(i + 2)
+            .take(3)
+            .take_while(|t| !t.start)
+            .any(|t| words::follows_a_subject(t) && !matches!(t.word.as_str(), "and" | "or" | "not"))
 }
 
 /// What the words around the name `toks[start..=end]` say it is ([`Kind`]).

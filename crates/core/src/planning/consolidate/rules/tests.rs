@@ -1042,4 +1042,8 @@ fn awkward_text_never_breaks_the_reading_of_names() {
     assert!(!super::capitalised_only_as_a_word("Fig jam goes well. Fig knocked it over.", "fig"));
     assert!(!super::capitalised_only_as_a_word("Élodie knocked the vase over.", "élodie"));
     assert!(!super::capitalised_only_as_a_word("fig jam", "fig"), "not written with a capital at all");
+    // For `about`, a verb after a short phrase makes the word a name too.
+    assert!(!super::capitalised_only_as_a_word("Priya from work wants the report.", "priya"));
+    assert!(super::capitalised_only_as_a_word("Zoom in on the photo to read the sign.", "zoom"));
+    assert!(super::capitalised_only_as_a_word("Marmite on toast. Wants more.", "marmite"));
 }

@@ -98,6 +98,9 @@ pub(super) const VERB_ADVERBS: &str = concat!(
     "just still only never always often already also even finally now then usually sometimes rarely ",
     "recently soon really actually apparently probably definitely hardly",
 );
+/// Prepositions that open a phrase saying where someone is from or belongs ("Priya from work
+/// wants…", "Tom at the office said…").
+pub(super) const PHRASE_WORDS: &str = "from at in of with on near";
 /// Lowercase words after a name that are not a noun it describes ("bought a Toyota last week").
 pub(super) const NOT_NOUNS: &str = "last next every each ago recently once twice again later soon yet";
 /// Verbs of having: what one has can be many things, so "now has X" does not replace "has Y".
