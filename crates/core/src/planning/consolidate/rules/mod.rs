@@ -70,7 +70,7 @@ pub fn decide(doc: &ClusterDoc, today: NaiveDate, hints: Option<&Hints>) -> Vec<
 /// or names something by ("a dog named Rex", "a bakery called Crumb"); a name that is only an
 /// object ("Speaks English", "Uses Google Calendar") is not what the text is about.
 fn names(text: &str) -> Vec<Name> {
-    let toks = text::tokens(&unify_quotes(strip_time(text.trim())));
+    let toks = text::tokens_of(text);
     // A capitalised word that opens a sentence may be a name even where it looks like a verb
     // or a plural ("Waffles ate a sock", "James is…"): it is never sure, so it counts only where
     // the other text writes it as a name. A title opens a name ("Ms. Harlow approved…").
@@ -164,14 +164,14 @@ fn opens_as_subject(toks: &[text::Tok], i: usize) -> bool {
 /// counts too ("Priya from work wants…", "Tom at the office said…"); links ask for the verb
 /// right after the word.
 pub fn capitalised_only_as_a_word(text: &str, word: &str) -> bool {
-    let toks = text::tokens(&unify_quotes(strip_time(text.trim())));
+    let toks = text::tokens_of(text);
     let mut written = toks
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.word == word && t.raw.chars().next().is_some_and(|c| c.is_uppercase() || c.is_numeric()));
-    let first = written.next();
-    first.is_some()
-        && first.into_iter().chain(written).all(|(i, t)| {
+        .filter(|(_, t)| t.word == word && t.raw.chars().next().is_some_and(|c| c.is_uppercase() || c.is_numeric()))
+        .peekable();
+    written.peek().is_some()
+        && written.all(|(i, t)| {
             t.start && !words::is_name(t) && !opens_as_subject(&toks, i) && !subject_of_a_phrase(&toks, i)
         })
 }
@@ -183,13 +183,7 @@ fn subject_of_a_phrase(toks: &[text::Tok], i: usize) -> bool {
     let preposition = toks
         .get(i + 1)
         .is_some_and(|t| toks[i].punct.is_none() && t.punct.is_none() && words::listed!(words::PHRASE_WORDS, &t.word));
-    preposition
-        && toks
-            .iter()
-            .skip(i + 2)
-            .take(3)
-            .take_while(|t| !t.start)
-            .any(|t| words::follows_a_subject(t) && !matches!(t.word.as_str(), "and" | "or" | "not"))
+    preposition && toks.iter().skip(i + 2).take(3).take_while(|t| !t.start).any(words::verb_like)
 }
 
 /// What the words around the name `toks[start..=end]` say it is ([`Kind`]).

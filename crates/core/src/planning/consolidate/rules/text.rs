@@ -115,6 +115,12 @@ pub(super) struct Tok {
     pub(super) possessive: bool,
 }
 
+/// The tokens of a text as a person wrote it: the leading "HH:MM " of a turn left out,
+/// typographic quotes unified.
+pub(super) fn tokens_of(text: &str) -> Vec<Tok> {
+    tokens(&unify_quotes(strip_time(text.trim())))
+}
+
 pub(super) fn tokens(text: &str) -> Vec<Tok> {
     let not_alnum = |c: char| !c.is_alphanumeric();
     let mut out: Vec<Tok> = Vec::new();

@@ -93,11 +93,9 @@ pub(super) const IRREGULAR_PAST: &str = concat!(
     "strung swore swept swam swung took taught tore told thought threw understood woke wore wove wept won ",
     "wound wrote",
 );
-/// Adverbs that stand between a subject and its verb ("Miso only eats…", "Tom never drives…").
-pub(super) const VERB_ADVERBS: &str = concat!(
-    "just still only never always often already also even finally now then usually sometimes rarely ",
-    "recently soon really actually apparently probably definitely hardly",
-);
+/// Adverbs that stand between a subject and its verb ("Miso only eats…", "Tom never drives…"),
+/// besides those in "-ly" ([`verb_like`] reads them by their ending).
+pub(super) const VERB_ADVERBS: &str = "just still only never always often already also even now then sometimes soon";
 /// Prepositions that open a phrase saying where someone is from or belongs ("Priya from work
 /// wants…", "Tom at the office said…").
 pub(super) const PHRASE_WORDS: &str = "from at in of with on near";
@@ -245,16 +243,21 @@ pub(super) fn opens_capitalised(t: &Tok) -> bool {
         && t.word.chars().all(char::is_alphabetic)
 }
 
-/// Whether a word can follow a sentence's subject: a verb in the third person or the past
-/// ("hates", "escaped", "threw"), an auxiliary or modal ("is", "can"), an adverb before one
-/// ("only eats"), or a conjunction joining another subject ("Tom and Ana…"). A noun, an
-/// article or a preposition cannot ("Fig jam…", "Chase the invoice…", "Zoom in on…").
+/// Whether a word can follow a sentence's subject: a verb ([`verb_like`]) or a conjunction
+/// joining another subject ("Tom and Ana…"). A noun, an article or a preposition cannot ("Fig
+/// jam…", "Chase the invoice…", "Zoom in on…").
 pub(super) fn follows_a_subject(t: &Tok) -> bool {
+    verb_like(t) || matches!(t.word.as_str(), "and" | "or" | "not")
+}
+
+/// Whether a word reads as a verb or the adverb before one: in the third person or the past
+/// ("hates", "escaped", "threw"), an auxiliary or modal ("is", "can"), "only", "never",
+/// "usually".
+pub(super) fn verb_like(t: &Tok) -> bool {
     let w = t.word.as_str();
     (w.ends_with('s') && !w.ends_with("ss"))
         || w.ends_with("ed")
         || w.ends_with("ly")
-        || matches!(w, "and" | "or" | "not")
         || listed!(AUXILIARIES, w)
         || listed!(IRREGULAR_PAST, w)
         || listed!(VERB_ADVERBS, w)
